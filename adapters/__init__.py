@@ -1,0 +1,1 @@
+"""Adapters to the systems jobsmith drives: the Slurm scheduler and workflow engines."""

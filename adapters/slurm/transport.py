@@ -1,0 +1,99 @@
+"""How Slurm commands reach the scheduler: a one-method Transport protocol.
+
+The scheduler code builds argv lists and parses text; it never knows whether a command ran
+locally or over SSH. A transport that cannot get an answer in time raises
+SchedulerUnavailable (retryable) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from jobsmith.errors import SchedulerUnavailable
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a finished command gave back."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Transport(Protocol):
+    """Runs one command where the scheduler's client tools live."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run argv to completion; raise SchedulerUnavailable if it outlives timeout.
+
+        env, when given, is the complete environment of the command (not an overlay).
+        """
+        ...
+
+
+class LocalTransport:
+    """Runs commands as subprocesses of this process, on this host."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run argv in its own session so a terminal Ctrl-C cannot kill it halfway.
+
+        sbatch interrupted after sending its RPC leaves a job we never heard about;
+        running it in a new session keeps SIGINT from the terminal away from it.
+        """
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise SchedulerUnavailable(
+                f"cannot run {argv[0]!r}: not found on PATH; is this a Slurm login node?"
+            ) from exc
+        try:
+            out, err = proc.communicate(input=stdin, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            _kill_and_reap(proc)
+            raise SchedulerUnavailable(
+                f"{' '.join(argv[:2])} gave no answer within {timeout:g}s; "
+                "slurmctld may be busy or down, try again"
+            ) from exc
+        return CommandResult(tuple(argv), proc.returncode, out, err)
+
+
+def _kill_and_reap(proc: subprocess.Popen[str]) -> None:
+    """Kill the command's whole process group and wait until it is really gone.
+
+    Callers rely on this: after a timed-out sbatch has been reaped it can no longer
+    submit anything, so looking its tag up afterwards gives a final answer.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()

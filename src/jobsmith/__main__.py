@@ -1,0 +1,5 @@
+"""Allow `python -m jobsmith`."""
+
+from jobsmith.agent.cli import main
+
+main()
