@@ -1,0 +1,115 @@
+"""The Scheduler seam: what the rest of jobsmith may ask of a batch scheduler.
+
+The agent and the CLI depend on this Protocol only; the Slurm CLI implementation lives in
+adapters/slurm/scheduler.py (a pyslurm one could follow where a site's Slurm matches).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.adapters.slurm.options import SbatchOptions, array_task_count
+from jobsmith.adapters.slurm.records import JobRecord
+from jobsmith.adapters.slurm.states import JobState
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SubmitResult(_Model):
+    """A submission Slurm accepted."""
+
+    job_id: str = Field(description="Slurm's job id (an array's id for arrays)")
+    job_name: str = Field(description="job name, which carries the submission tag")
+    tag: str | None = Field(description="jobsmith's submission tag")
+    warnings: tuple[str, ...] = Field((), description="what sbatch printed on stderr")
+    recovered: bool = Field(
+        False, description="true if sbatch's answer was lost and the job was found by its tag"
+    )
+    attempts: int = Field(1, description="sbatch invocations it took")
+
+
+class TestOnlyResult(_Model):
+    """What `sbatch --test-only` said about a script, without submitting it."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    ok: bool = Field(description="true if Slurm would accept the job")
+    estimated_start: datetime | None = Field(None, description="Slurm's start estimate")
+    partition: str | None = Field(None, description="partition it would run in")
+    estimate_reliable: bool = Field(
+        True, description="false where Slurm's estimate is known to be nonsense (GRES on 22.05)"
+    )
+    message: str = Field(description="Slurm's own words")
+
+
+class JobStatus(_Model):
+    """One job (or whole array) as jobsmith reports it: accounting plus the queue."""
+
+    job_id: str = Field(description="the id asked about")
+    state: JobState = Field(description="overall state; for arrays, summarised over tasks")
+    record: JobRecord | None = Field(None, description="the job's own record, if Slurm has one")
+    tasks: tuple[JobRecord, ...] = Field((), description="array tasks, one record each")
+    reason: str | None = Field(None, description="why it waits, from the controller")
+    estimated_start: datetime | None = Field(None, description="controller's start estimate")
+
+    @property
+    def task_counts(self) -> dict[str, int]:
+        """Array tasks per state (a pending remainder record counts its whole range)."""
+        counts: Counter[str] = Counter()
+        for task in self.tasks:
+            counts[task.state.value] += task_range_size(task)
+        return dict(counts)
+
+
+class Scheduler(Protocol):
+    """A batch scheduler reached through a transport."""
+
+    def version(self) -> str:
+        """The scheduler's version string, e.g. '22.05.8'."""
+        ...
+
+    def submit(self, script: str, options: SbatchOptions) -> SubmitResult:
+        """Submit a rendered script whose directives match options; never twice."""
+        ...
+
+    def test_only(self, script: str) -> TestOnlyResult:
+        """Pre-flight check of a script without submitting it."""
+        ...
+
+    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
+        """States of many jobs at the cost of one accounting and at most one queue query."""
+        ...
+
+    def find_by_name(self, job_name: str, since: datetime) -> list[str]:
+        """Job ids carrying job_name, from the controller and accounting."""
+        ...
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """Cancel jobs."""
+        ...
+
+    def hold(self, job_ids: Sequence[str]) -> None:
+        """Hold pending jobs."""
+        ...
+
+    def release(self, job_ids: Sequence[str]) -> None:
+        """Release held jobs."""
+        ...
+
+    def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
+        """(stdout, stderr) paths of a job while the controller still holds it."""
+        ...
+
+
+def task_range_size(record: JobRecord) -> int:
+    """How many tasks a record stands for: 1, or the size of a pending range like '4-9%2'."""
+    if not record.array_task_range:
+        return 1
+    return array_task_count(record.array_task_range.split("%")[0])

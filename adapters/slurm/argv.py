@@ -1,0 +1,120 @@
+"""Pure builders of the argv lists jobsmith runs (sbatch, sacct, squeue, scontrol, scancel).
+
+Kept apart from execution so each command line can be read and tested on its own, and so
+the cost of a poll (one sacct, at most one squeue) is visible in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+#: Field separator for sacct/squeue parsable output. The ASCII unit separator cannot occur
+#: in job names, comments or paths typed by people, unlike '|'.
+DELIMITER = "\x1f"
+
+
+def sbatch_submit() -> list[str]:
+    """Submit the script read from stdin; print only 'jobid[;cluster]'."""
+    return ["sbatch", "--parsable"]
+
+
+def sbatch_test_only() -> list[str]:
+    """Validate the script from stdin and estimate its start, without submitting it."""
+    return ["sbatch", "--test-only"]
+
+
+def sbatch_version() -> list[str]:
+    """Slurm's version, as 'slurm-wlm 22.05.8' or 'slurm 24.11.5'."""
+    return ["sbatch", "--version"]
+
+
+def sacct_jobs(job_ids: Sequence[str], since: datetime, fields: Sequence[str]) -> list[str]:
+    """ONE accounting query for many jobs (array ids expand to all their tasks).
+
+    -S bounds the search: without it `sacct -j` scans from the epoch on some versions;
+    -E now keeps still-running jobs in the window.
+    """
+    return [
+        "sacct",
+        "-P",
+        f"--delimiter={DELIMITER}",
+        "--noconvert",
+        "-S",
+        since.strftime("%Y-%m-%dT%H:%M:%S"),
+        "-E",
+        "now",
+        "-j",
+        ",".join(job_ids),
+        "--format=" + ",".join(fields),
+    ]
+
+
+def sacct_by_name(job_name: str, since: datetime) -> list[str]:
+    """Accounting lookup of a submission tag (kept in the job name, which sacct always stores)."""
+    return [
+        "sacct",
+        "-X",
+        "-n",
+        "-P",
+        "--noconvert",
+        "-S",
+        since.strftime("%Y-%m-%dT%H:%M:%S"),
+        "-E",
+        "now",
+        f"--name={job_name}",
+        "--format=JobIDRaw",
+    ]
+
+
+def squeue_mine(fmt: str) -> list[str]:
+    """The caller's own jobs in the controller, all states: never the whole job table."""
+    return ["squeue", "--me", "--noheader", "-t", "all", f"--format={fmt}"]
+
+
+def squeue_by_name(job_name: str) -> list[str]:
+    """The caller's jobs carrying this name, as 'arrayjobid' lines."""
+    return ["squeue", "--me", "--noheader", "-t", "all", f"--name={job_name}", "--format=%F"]
+
+
+def scancel(job_ids: Sequence[str]) -> list[str]:
+    """Cancel jobs (an array id cancels every task)."""
+    return ["scancel", *job_ids]
+
+
+def scontrol_hold(job_ids: Sequence[str]) -> list[str]:
+    """Hold pending jobs."""
+    return ["scontrol", "hold", ",".join(job_ids)]
+
+
+def scontrol_release(job_ids: Sequence[str]) -> list[str]:
+    """Release held jobs."""
+    return ["scontrol", "release", ",".join(job_ids)]
+
+
+def scontrol_show_job(job_id: str) -> list[str]:
+    """One job's full record from the controller, one line (while Slurm still holds it)."""
+    return ["scontrol", "show", "job", "-o", job_id]
+
+
+def scontrol_show_partitions() -> list[str]:
+    """Every partition and its limits, one line each."""
+    return ["scontrol", "show", "partition", "-o"]
+
+
+def scontrol_show_nodes() -> list[str]:
+    """Every node with its CPUs, memory and GRES, one line each."""
+    return ["scontrol", "show", "node", "-o"]
+
+
+def sacctmgr_assoc(user: str) -> list[str]:
+    """The accounts, partitions and QoS the user may use."""
+    return [
+        "sacctmgr",
+        "-P",
+        "-n",
+        "show",
+        "assoc",
+        f"user={user}",
+        "format=Cluster,Account,User,Partition,QOS",
+    ]

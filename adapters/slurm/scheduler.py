@@ -1,0 +1,240 @@
+"""The Slurm implementation of the Scheduler protocol, over any Transport.
+
+Submissions are never duplicated: every script carries a unique tag in its job name
+(which accounting always stores, unlike --comment), and before any retry the tag is
+looked up in the controller and in accounting.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from jobsmith.adapters.scheduler import JobStatus, SubmitResult, TestOnlyResult
+from jobsmith.adapters.slurm import argv
+from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.slurm.parse import (
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    parse_sacct_parsable,
+    parse_squeue,
+)
+from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
+from jobsmith.adapters.slurm.status import merge_status
+from jobsmith.adapters.slurm.transport import CommandResult, Transport
+from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
+
+# sbatch's own words for "try again later", across versions; anything else is a refusal
+# (bad partition, over a limit) that a retry would only repeat.
+_TRANSIENT = re.compile(
+    r"temporarily unable|Socket timed out|Unable to contact slurm controller|"
+    r"Connection refused|Zero Bytes were transmitted|Resource temporarily unavailable",
+    re.IGNORECASE,
+)
+_TEST_ONLY = re.compile(
+    r"Job (?P<id>\d+) to start at (?P<start>\S+) using (?P<cpus>\d+) processors on nodes "
+    r"(?P<nodes>\S+) in partition (?P<partition>\S+)"
+)
+
+
+class SlurmScheduler:
+    """Slurm through its command-line tools."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        timeout_s: float = 30.0,
+        submit_attempts: int = 3,
+        retry_delay_s: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._transport = transport
+        self._timeout = timeout_s
+        self._attempts = submit_attempts
+        self._delay = retry_delay_s
+        self._sleep = sleep
+        self._version: str | None = None
+
+    def version(self) -> str:
+        """The Slurm version from `sbatch --version`, e.g. '22.05.8'."""
+        if self._version is None:
+            out = self._checked(argv.sbatch_version()).stdout.strip()
+            self._version = out.split()[-1] if out else "unknown"
+        return self._version
+
+    # --- submission -------------------------------------------------------------------
+
+    def submit(self, script: str, options: SbatchOptions) -> SubmitResult:
+        """Submit once; on an unclear answer, look the tag up before trying again."""
+        started = datetime.now() - timedelta(minutes=5)
+        last_error: SchedulerError | None = None
+        for attempt in range(1, self._attempts + 1):
+            if attempt > 1:
+                found = self.find_by_name(options.job_name, started)
+                if found:
+                    return _result(found[0], options, (), attempt - 1, recovered=True)
+                self._sleep(self._delay * attempt)
+            try:
+                res = self._transport.run(argv.sbatch_submit(), timeout=self._timeout, stdin=script)
+            except SchedulerUnavailable as exc:
+                last_error = exc  # sbatch was killed and reaped: the lookup above is final
+                continue
+            job_id = _parse_job_id(res.stdout) if res.returncode == 0 else None
+            if job_id is not None:
+                return _result(job_id, options, _lines(res.stderr), attempt, recovered=False)
+            last_error = _submit_error(res, options)
+            if not isinstance(last_error, SchedulerUnavailable):
+                raise last_error
+        found = self.find_by_name(options.job_name, started)
+        if found:
+            return _result(found[0], options, (), self._attempts, recovered=True)
+        assert last_error is not None
+        raise last_error
+
+    def find_by_name(self, job_name: str, since: datetime) -> list[str]:
+        """Ids of jobs named job_name: controller first (current), then accounting."""
+        res = self._checked(argv.squeue_by_name(job_name))
+        ids = _unique_lines(res.stdout)
+        if ids:
+            return ids
+        res = self._checked(argv.sacct_by_name(job_name, since))
+        return [i for i in _unique_lines(res.stdout) if "." not in i]
+
+    def test_only(self, script: str) -> TestOnlyResult:
+        """`sbatch --test-only`: Slurm's verdict and start estimate, nothing submitted."""
+        res = self._transport.run(argv.sbatch_test_only(), timeout=self._timeout, stdin=script)
+        text = (res.stderr + res.stdout).strip()
+        match = _TEST_ONLY.search(text)
+        if res.returncode != 0 or match is None:
+            return TestOnlyResult(ok=False, message=_strip_prefix(text))
+        start = datetime.fromisoformat(match.group("start"))
+        # 22.05 answers GRES jobs with dates thousands of years ahead (see lab notes)
+        reliable = start.year <= datetime.now().year + 1
+        return TestOnlyResult(
+            ok=True,
+            estimated_start=start if reliable else None,
+            partition=match.group("partition"),
+            estimate_reliable=reliable,
+            message=_strip_prefix(text),
+        )
+
+    # --- status -----------------------------------------------------------------------
+
+    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
+        """One sacct call for all jobs, plus one squeue --me if any is still queued."""
+        if not job_ids:
+            return {}
+        accounting = self.accounting(job_ids, since)
+        queue: list[QueueRecord] = []
+        if _needs_queue(job_ids, accounting):
+            queue = self.queue()
+        return merge_status(job_ids, accounting, queue)
+
+    def accounting(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
+        """sacct records for the jobs (all tasks of arrays), in one call."""
+        res = self._checked(argv.sacct_jobs(job_ids, since, SACCT_FIELDS))
+        return parse_sacct_parsable(res.stdout, argv.DELIMITER)
+
+    def queue(self) -> list[QueueRecord]:
+        """The caller's jobs as the controller holds them, in one call."""
+        res = self._checked(argv.squeue_mine(SQUEUE_FORMAT))
+        return parse_squeue(res.stdout, argv.DELIMITER)
+
+    # --- control ----------------------------------------------------------------------
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """scancel the jobs."""
+        self._checked(argv.scancel(job_ids))
+
+    def hold(self, job_ids: Sequence[str]) -> None:
+        """Hold pending jobs (Slurm refuses for jobs already running)."""
+        self._checked(argv.scontrol_hold(job_ids))
+
+    def release(self, job_ids: Sequence[str]) -> None:
+        """Release held jobs."""
+        self._checked(argv.scontrol_release(job_ids))
+
+    def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
+        """StdOut/StdErr from `scontrol show job` (only while the controller holds the job)."""
+        res = self._transport.run(argv.scontrol_show_job(job_id), timeout=self._timeout)
+        if res.returncode != 0:
+            raise JobNotFound(
+                f"job {job_id}: the controller no longer holds it, so its log paths are "
+                "unknown unless jobsmith submitted it"
+            )
+        fields = dict(_key_values(res.stdout))
+        return fields.get("StdOut"), fields.get("StdErr")
+
+    def run_checked(self, command: list[str]) -> CommandResult:
+        """Run a read-only Slurm command, raising SchedulerError on failure."""
+        return self._checked(command)
+
+    def _checked(self, command: list[str]) -> CommandResult:
+        res = self._transport.run(command, timeout=self._timeout)
+        if res.returncode != 0:
+            message = _strip_prefix(res.stderr.strip() or res.stdout.strip())
+            cls = SchedulerUnavailable if _TRANSIENT.search(message) else SchedulerError
+            raise cls(f"{command[0]} failed: {message or f'exit status {res.returncode}'}")
+        return res
+
+
+def _needs_queue(job_ids: Sequence[str], records: list[JobRecord]) -> bool:
+    """squeue is only worth a call if some job is queued or not in accounting yet."""
+    seen = {r.array_job_id or r.job_id_raw for r in records} | {r.job_id_raw for r in records}
+    if any(job_id not in seen for job_id in job_ids):
+        return True
+    return any(r.state.is_active for r in records)
+
+
+def _result(
+    job_id: str, opts: SbatchOptions, warnings: tuple[str, ...], attempts: int, *, recovered: bool
+) -> SubmitResult:
+    return SubmitResult(
+        job_id=job_id,
+        job_name=opts.job_name,
+        tag=opts.tag(),
+        warnings=warnings,
+        recovered=recovered,
+        attempts=attempts,
+    )
+
+
+def _submit_error(res: CommandResult, opts: SbatchOptions) -> SchedulerError:
+    message = _strip_prefix(res.stderr.strip() or res.stdout.strip()) or f"exit {res.returncode}"
+    if res.returncode == 0:
+        return SchedulerError(f"sbatch answered without a job id for {opts.job_name}: {message}")
+    if _TRANSIENT.search(message):
+        return SchedulerUnavailable(f"sbatch could not reach Slurm: {message}")
+    return SchedulerError(f"Slurm refused job {opts.job_name}: {message}")
+
+
+def _parse_job_id(stdout: str) -> str | None:
+    """`sbatch --parsable` prints 'jobid' or 'jobid;cluster' as its last line."""
+    lines = _lines(stdout)
+    if not lines:
+        return None
+    job_id = lines[-1].split(";")[0]
+    return job_id if job_id.isdigit() else None
+
+
+def _lines(text: str) -> tuple[str, ...]:
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _unique_lines(text: str) -> list[str]:
+    return list(dict.fromkeys(_lines(text)))
+
+
+def _strip_prefix(text: str) -> str:
+    """Drop the 'sbatch: error: ' style prefixes Slurm puts on each line."""
+    lines = [re.sub(r"^\w+: (error: |warning: )?", "", line) for line in _lines(text)]
+    return "; ".join(lines)
+
+
+def _key_values(line: str) -> list[tuple[str, str]]:
+    """Key=Value pairs of a `scontrol show ... -o` line (values may contain '=')."""
+    pairs = re.findall(r"(?:^|\s)([A-Za-z][\w:/]*)=(\S*)", line)
+    return [(k, v) for k, v in pairs]

@@ -1,0 +1,109 @@
+"""Merging accounting (sacct) and controller (squeue) records into one status per job (pure).
+
+The controller is current but forgets finished jobs after MinJobAge; accounting keeps
+everything but can lag behind the controller. A job neither knows yet is NOT_VISIBLE,
+which is never a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
+from jobsmith.adapters.slurm.states import JobState
+
+T = TypeVar("T")
+
+
+def merge_status(
+    job_ids: Sequence[str], accounting: Sequence[JobRecord], queue: Sequence[QueueRecord]
+) -> dict[str, JobStatus]:
+    """One JobStatus per requested id ('123' for a job or a whole array, '123_4' for a task)."""
+    return {job_id: _one(job_id, accounting, queue) for job_id in job_ids}
+
+
+def _one(job_id: str, accounting: Sequence[JobRecord], queue: Sequence[QueueRecord]) -> JobStatus:
+    acct = [r for r in accounting if _matches(r.job_id, r.job_id_raw, r.array_job_id, job_id)]
+    live = [q for q in queue if _matches(q.job_id, q.job_id_raw, q.array_job_id, job_id)]
+    tasks = _tasks(acct, live)
+    if tasks and "_" not in job_id:
+        return JobStatus(
+            job_id=job_id,
+            state=summarise(t.state for t in tasks),
+            tasks=tuple(tasks),
+            reason=_first(q.reason for q in live),
+            estimated_start=_first(q.estimated_start for q in live),
+        )
+    record = _with_live_state(acct[0] if acct else None, live[0] if live else None)
+    return JobStatus(
+        job_id=job_id,
+        state=record.state if record else JobState.NOT_VISIBLE,
+        record=record,
+        reason=live[0].reason if live else None,
+        estimated_start=live[0].estimated_start if live else None,
+    )
+
+
+def _matches(display: str, raw: str, array_id: str | None, wanted: str) -> bool:
+    return wanted in (display, raw) or ("_" not in wanted and array_id == wanted)
+
+
+def _tasks(acct: list[JobRecord], live: list[QueueRecord]) -> list[JobRecord]:
+    """Array task records by display id, the controller's state winning where it has one."""
+    by_id = {r.job_id: r for r in acct if r.array_job_id is not None}
+    for q in live:
+        if q.array_job_id is None:
+            continue
+        by_id[q.job_id] = _merge(by_id.get(q.job_id), q)
+    return [by_id[k] for k in sorted(by_id, key=_task_sort_key)]
+
+
+def _with_live_state(record: JobRecord | None, live: QueueRecord | None) -> JobRecord | None:
+    """Accounting's detail with the controller's (fresher) state and reason."""
+    return record if live is None else _merge(record, live)
+
+
+def _merge(record: JobRecord | None, live: QueueRecord) -> JobRecord:
+    if record is None:
+        return JobRecord(
+            job_id=live.job_id,
+            job_id_raw=live.job_id_raw,
+            array_job_id=live.array_job_id,
+            array_task_id=live.array_task_id,
+            array_task_range=live.array_task_range,
+            name=live.name,
+            state=live.state,
+            reason=live.reason,
+            partition=live.partition,
+            user=live.user,
+            comment=live.comment,
+        )
+    return record.model_copy(update={"state": live.state, "reason": live.reason})
+
+
+def summarise(states: Iterable[JobState]) -> JobState:
+    """One state for a whole array: active while any task is, else success or the failure."""
+    seen = set(states)
+    if not seen:
+        return JobState.NOT_VISIBLE
+    active = {s for s in seen if not s.is_terminal}
+    for state in (JobState.RUNNING, JobState.PENDING):
+        if state in active:
+            return state
+    if active:
+        return active.pop()
+    failures = {s for s in seen if s.is_failure}
+    if not failures:
+        return JobState.COMPLETED
+    return failures.pop() if len(failures) == 1 else JobState.FAILED
+
+
+def _task_sort_key(job_id: str) -> tuple[int, str]:
+    index = job_id.partition("_")[2]
+    return (int(index), "") if index.isdigit() else (1 << 62, index)
+
+
+def _first(values: Iterable[T | None]) -> T | None:
+    return next((v for v in values if v is not None), None)

@@ -1,0 +1,117 @@
+"""The application object graph, built once by the CLI entry point and passed down.
+
+Each part is created on first use: `jobsmith status` never loads templates, and
+`jobsmith site init` works before any site config exists.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobsmith.errors import JobsmithError
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import JobStatus
+    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+    from jobsmith.adapters.slurm.transport import Transport
+    from jobsmith.agent.ledger import JobLedger
+    from jobsmith.agent.results import ControlResult, LogView
+
+
+@dataclass
+class Paths:
+    """Where jobsmith keeps the user's files (platformdirs; overridable for tests)."""
+
+    config_dir: Path
+    state_dir: Path
+    system_site_file: Path = Path("/etc/jobsmith/site.yaml")
+
+    @classmethod
+    def for_user(cls, environ: Mapping[str, str]) -> Paths:
+        """XDG locations, honouring JOBSMITH_CONFIG_DIR / JOBSMITH_STATE_DIR overrides."""
+        import platformdirs
+
+        config = environ.get("JOBSMITH_CONFIG_DIR") or platformdirs.user_config_dir("jobsmith")
+        state = environ.get("JOBSMITH_STATE_DIR") or platformdirs.user_state_dir("jobsmith")
+        return cls(config_dir=Path(config), state_dir=Path(state))
+
+
+@dataclass
+class App:
+    """Everything a command needs; parts are built lazily."""
+
+    paths: Paths
+    environ: Mapping[str, str]
+    site_file: Path | None = None
+    transport_override: Transport | None = field(default=None, repr=False)
+
+    @cached_property
+    def transport(self) -> Transport:
+        """How Slurm commands run (local now; the site config will choose SSH later)."""
+        from jobsmith.adapters.slurm.transport import LocalTransport
+
+        return self.transport_override or LocalTransport()
+
+    @cached_property
+    def scheduler(self) -> SlurmScheduler:
+        """Slurm, through the transport."""
+        from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+
+        return SlurmScheduler(self.transport)
+
+    @cached_property
+    def ledger(self) -> JobLedger:
+        """Submissions this user made with jobsmith."""
+        from jobsmith.agent.ledger import JobLedger
+
+        return JobLedger(self.paths.state_dir / "jobs")
+
+    # --- following jobs ------------------------------------------------------------
+
+    def status(self, job_ids: list[str], since: str) -> dict[str, JobStatus]:
+        """Status of the given jobs, or of every job jobsmith submitted within `since`."""
+        window = parse_window(since)
+        floor = datetime.now() - window
+        if not job_ids:
+            job_ids = [r.job_id for r in self.ledger.all() if r.submitted_at >= floor]
+        known = [r.submitted_at for j in job_ids if (r := self.ledger.get(j)) is not None]
+        since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
+        return self.scheduler.status(job_ids, since_dt)
+
+    def logs(self, job_id: str, which: str, tail_lines: int) -> LogView:
+        """The end of a job's stdout or stderr, read where the job wrote it."""
+        from jobsmith.agent.logs import read_log
+
+        return read_log(self, job_id, which, tail_lines)
+
+    def control(self, action: str, job_ids: list[str]) -> ControlResult:
+        """cancel / hold / release."""
+        from jobsmith.agent.results import ControlResult
+
+        getattr(self.scheduler, action)(job_ids)
+        return ControlResult(action=action, job_ids=job_ids)
+
+
+def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) -> App:
+    """The CLI's object graph for this user and environment."""
+    env = dict(os.environ if environ is None else environ)
+    return App(paths=Paths.for_user(env), environ=env, site_file=site_file)
+
+
+_WINDOW = re.compile(r"^(?P<n>\d+)(?P<unit>[dhm])$")
+
+
+def parse_window(text: str) -> timedelta:
+    """'7d', '12h', '90m' as a timedelta; anything else is a clear error."""
+    match = _WINDOW.match(text.strip())
+    if match is None:
+        raise JobsmithError(f"--since {text!r}: expected a number and d, h or m, e.g. 7d, 12h, 90m")
+    unit = {"d": "days", "h": "hours", "m": "minutes"}[match.group("unit")]
+    return timedelta(**{unit: int(match.group("n"))})

@@ -1,0 +1,259 @@
+"""The `jobsmith` command line: thin click wiring over the application's actions.
+
+Only click is imported at start-up; everything heavy (pydantic, jinja2, yaml, rich) is
+imported inside the command that needs it, so `jobsmith --help` is fast on a busy login
+node. Expected errors (JobsmithError) become one line on stderr (or a JSON object with
+--json) and a non-zero exit; nothing else is caught, so bugs still show a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from jobsmith.agent.app import App
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _app(ctx: click.Context) -> App:
+    from jobsmith.agent.app import App
+
+    obj = ctx.find_root().obj
+    if not isinstance(obj, App):
+        raise RuntimeError("jobsmith: the application was not set up")  # a bug, not user error
+    return obj
+
+
+def json_command(fn: F) -> F:
+    """Add --json and translate JobsmithError into one clear line and an exit status."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of text.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+        from jobsmith.errors import JobsmithError
+
+        try:
+            return fn(*args, as_json=as_json, **kwargs)
+        except JobsmithError as err:
+            if as_json:
+                from jobsmith.agent.output import print_json
+
+                print_json(err.to_json())
+            click.echo(f"jobsmith: error: {err}", err=True)
+            sys.exit(err.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--site",
+    "site_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Site config file to use instead of /etc/jobsmith/site.yaml (or $JOBSMITH_SITE).",
+)
+@click.version_option(package_name="jobsmith")
+@click.pass_context
+def cli(ctx: click.Context, site_file: Path | None) -> None:
+    """jobsmith: assemble, submit and follow Slurm jobs from templates."""
+    from jobsmith.agent.app import build_app
+
+    ctx.obj = build_app(site_file=site_file)
+
+
+# --- templates -----------------------------------------------------------------------
+
+
+@cli.group()
+def templates() -> None:
+    """List and inspect job templates."""
+
+
+@templates.command("list")
+@json_command
+@click.pass_context
+def templates_list(ctx: click.Context, as_json: bool) -> None:
+    """List the templates available to you (yours override shipped ones)."""
+    from jobsmith.agent import views
+
+    views.show_templates(_app(ctx).templates_info(), as_json)
+
+
+@templates.command("show")
+@click.argument("name")
+@json_command
+@click.pass_context
+def templates_show(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Show a template's parameters, resource defaults and body."""
+    from jobsmith.agent import views
+
+    views.show_template(_app(ctx).template_detail(name), as_json)
+
+
+# --- render / submit -----------------------------------------------------------------
+
+
+def job_options(fn: F) -> F:
+    """The options shared by `render` and `submit`."""
+    options = [
+        click.argument("template"),
+        click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
+                     help="Template parameter (repeatable)."),
+        click.option("--params-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="YAML or JSON mapping of parameters (-p wins)."),
+        click.option("--partition", help="Partition (default: the site's default)."),
+        click.option("--account", help="Account to charge (default: the site's default)."),
+        click.option("--qos", help="QoS (default: the site's default)."),
+        click.option("--time", "time_limit", help="Wall time, Slurm syntax: 30, 1:00:00, 1-00:00:00."),
+        click.option("--mem", help="Memory per node: 500M, 4G."),
+        click.option("--cpus", type=int, help="CPUs per task."),
+        click.option("--gpus", type=int, help="GPUs per node."),
+        click.option("--nodes", type=int, help="Nodes."),
+        click.option("--throttle", type=int, help="Max array tasks running at once."),
+        click.option("--after-ok", multiple=True, metavar="JOBID",
+                     help="Start after these jobs succeed (repeatable)."),
+        click.option("--after-any", multiple=True, metavar="JOBID",
+                     help="Start after these jobs end, however (repeatable)."),
+        click.option("--after-not-ok", multiple=True, metavar="JOBID",
+                     help="Start only if these jobs fail (repeatable)."),
+        click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
+                     help="Where Slurm writes stdout/stderr (default: the site's log dir)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _request(kwargs: dict[str, Any]) -> Any:
+    from jobsmith.agent.jobs import JobRequest
+
+    return JobRequest.from_cli(**kwargs)
+
+
+@cli.command()
+@job_options
+@json_command
+@click.pass_context
+def render(ctx: click.Context, as_json: bool, **kwargs: Any) -> None:
+    """Print the sbatch script a template renders to (submits nothing)."""
+    from jobsmith.agent import views
+
+    views.show_rendered(_app(ctx).assemble(_request(kwargs)), as_json)
+
+
+@cli.command()
+@job_options
+@click.option("--dry-run", is_flag=True, help="Render and check policy; submit nothing.")
+@click.option("--test-only", is_flag=True, help="Ask Slurm (sbatch --test-only); submit nothing.")
+@json_command
+@click.pass_context
+def submit(ctx: click.Context, as_json: bool, dry_run: bool, test_only: bool, **kwargs: Any) -> None:
+    """Render a template and submit it to Slurm (prints Slurm's job id)."""
+    from jobsmith.agent import views
+
+    app = _app(ctx)
+    job = app.assemble(_request(kwargs))
+    if dry_run:
+        views.show_rendered(job, as_json)
+    elif test_only:
+        views.show_test_only(job, app.test_only(job), as_json)
+    else:
+        views.show_submitted(app.submit(job), as_json)
+
+
+# --- following jobs ------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("job_ids", nargs=-1)
+@click.option("--since", default="7d", show_default=True,
+              help="How far back accounting is searched: 7d, 12h, 90m.")
+@json_command
+@click.pass_context
+def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bool) -> None:
+    """State of jobs (default: those jobsmith submitted), one sacct call for all."""
+    from jobsmith.agent import views
+
+    views.show_status(_app(ctx).status(list(job_ids), since), as_json)
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--tail", "tail_lines", type=int, default=50, show_default=True,
+              help="Lines from the end (0 for all).")
+@click.option("--stderr", "which", flag_value="stderr", help="Show stderr instead of stdout.")
+@click.option("--stdout", "which", flag_value="stdout", default=True, hidden=True)
+@json_command
+@click.pass_context
+def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: bool) -> None:
+    """Show the end of a job's (or array task's) stdout or stderr."""
+    from jobsmith.agent import views
+
+    views.show_logs(_app(ctx).logs(job_id, which, tail_lines), as_json)
+
+
+def _control(action: str) -> Callable[..., None]:
+    @click.argument("job_ids", nargs=-1, required=True)
+    @json_command
+    @click.pass_context
+    def command(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
+        from jobsmith.agent import views
+
+        views.show_control(_app(ctx).control(action, list(job_ids)), as_json)
+
+    command.__doc__ = {
+        "cancel": "Cancel jobs (an array id cancels every task).",
+        "hold": "Hold pending jobs so they do not start.",
+        "release": "Release held jobs.",
+    }[action]
+    return command
+
+
+for _action in ("cancel", "hold", "release"):
+    cli.command(_action)(_control(_action))
+
+
+# --- site ----------------------------------------------------------------------------
+
+
+@cli.group()
+def site() -> None:
+    """Inspect and create the site configuration."""
+
+
+@site.command("check")
+@json_command
+@click.pass_context
+def site_check(ctx: click.Context, as_json: bool) -> None:
+    """Compare the site config with the live cluster; exit 1 on any error."""
+    from jobsmith.agent import views
+
+    report = _app(ctx).site_check()
+    views.show_site_check(report, as_json)
+    if any(m.severity == "error" for m in report.mismatches):
+        sys.exit(1)
+
+
+@site.command("init")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the config here (default: print it).")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@json_command
+@click.pass_context
+def site_init(ctx: click.Context, output: Path | None, force: bool, as_json: bool) -> None:
+    """Write a starting site config discovered from the live cluster."""
+    from jobsmith.agent import views
+
+    views.show_site_init(_app(ctx).site_init(output, force), as_json)
+
+
+def main() -> None:
+    """Console entry point."""
+    cli(prog_name="jobsmith")

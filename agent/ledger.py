@@ -1,0 +1,69 @@
+"""A record of each submission jobsmith made: what, when, and where its logs go.
+
+One JSON file per job id, written to a temporary name and renamed into place: rename is
+atomic on local disks and on NFS, so a reader on another login node never sees half a
+record. (The session store of the agent will carry the same facts as events.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jobsmith.adapters.slurm.options import SbatchOptions
+
+
+class SubmissionRecord(BaseModel):
+    """What jobsmith submitted and Slurm accepted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str = Field(description="Slurm's job id (the array's id for arrays)")
+    cluster: str = Field(description="site cluster name")
+    template: str = Field(description="template name")
+    params: dict[str, object] = Field(description="validated template parameters")
+    options: SbatchOptions = Field(description="the sbatch options submitted")
+    script_sha256: str = Field(description="hash of the exact script submitted")
+    submitted_at: datetime = Field(description="when Slurm accepted it")
+    recovered: bool = Field(False, description="found by its tag after an unclear answer")
+
+
+class JobLedger:
+    """Submission records in a directory (one file per job id)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._dir = directory
+
+    def record(self, rec: SubmissionRecord) -> Path:
+        """Store rec atomically; returns its path."""
+        self._dir.mkdir(parents=True, exist_ok=True)
+        target = self._dir / f"{rec.job_id}.json"
+        fd, tmp = tempfile.mkstemp(dir=self._dir, prefix=f".{rec.job_id}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(rec.model_dump_json(indent=2))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        return target
+
+    def get(self, job_id: str) -> SubmissionRecord | None:
+        """The record of a job jobsmith submitted (array task ids map to their array)."""
+        path = self._dir / f"{job_id.partition('_')[0]}.json"
+        try:
+            return SubmissionRecord.model_validate(json.loads(path.read_text("utf-8")))
+        except FileNotFoundError:
+            return None
+        except (ValueError, ValidationError):
+            return None  # a damaged record must not stop status/logs for other jobs
+
+    def all(self) -> list[SubmissionRecord]:
+        """Every readable record, oldest first."""
+        if not self._dir.is_dir():
+            return []
+        recs = [self.get(p.stem) for p in self._dir.glob("*.json")]
+        return sorted((r for r in recs if r is not None), key=lambda r: r.submitted_at)

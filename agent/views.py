@@ -1,0 +1,114 @@
+"""How each command shows its result: `--json` (stable shapes) or text for a person."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jobsmith.agent.output import print_json, print_table
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import JobStatus
+    from jobsmith.adapters.slurm.records import JobRecord
+    from jobsmith.agent.results import ControlResult, LogView
+
+#: arrays with more tasks than this show only their unfinished and failed tasks as text
+_MAX_TASK_ROWS = 20
+
+
+def status_json(statuses: Mapping[str, JobStatus]) -> dict[str, Any]:
+    """The documented JSON of `jobsmith status`."""
+    jobs = []
+    for st in statuses.values():
+        data = st.model_dump(mode="json")
+        data["task_counts"] = st.task_counts
+        jobs.append(data)
+    return {"jobs": jobs}
+
+
+def show_status(statuses: Mapping[str, JobStatus], as_json: bool) -> None:
+    """Print `jobsmith status`."""
+    if as_json:
+        print_json(status_json(statuses))
+        return
+    rows: list[list[object]] = []
+    for st in statuses.values():
+        if st.tasks:
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(st.task_counts.items()))
+            rows.append([st.job_id, _name(st.tasks[0]), st.state.value, "", "", "", counts])
+            rows += [_record_row(t, None) for t in _tasks_to_show(st.tasks)]
+        elif st.record is not None:
+            rows.append(_record_row(st.record, st))
+        else:
+            rows.append([st.job_id, "", st.state.value, "", "", "", "not in Slurm yet"])
+    if not rows:
+        print_table(None, ["no jobs"], [])
+        return
+    print_table(None, ["JOBID", "NAME", "STATE", "EXIT", "ELAPSED", "MAXRSS", "NOTE"], rows)
+
+
+def _tasks_to_show(tasks: tuple[JobRecord, ...]) -> list[JobRecord]:
+    if len(tasks) <= _MAX_TASK_ROWS:
+        return list(tasks)
+    return [t for t in tasks if t.state.value != "COMPLETED"][:_MAX_TASK_ROWS]
+
+
+def _record_row(rec: JobRecord, st: JobStatus | None) -> list[object]:
+    exit_text = "" if rec.exit_code is None else f"{rec.exit_code}:{rec.signal or 0}"
+    note = rec.reason or ""
+    if rec.cancelled_by:
+        note = f"cancelled by uid {rec.cancelled_by}"
+    if st is not None and st.estimated_start and rec.state.value == "PENDING":
+        note = f"{note} (est. start {st.estimated_start:%Y-%m-%d %H:%M})".strip()
+    return [
+        rec.job_id,
+        _name(rec),
+        rec.state.value,
+        exit_text,
+        _duration(rec.elapsed_s),
+        _mem(rec.max_rss_bytes),
+        note,
+    ]
+
+
+def _name(rec: JobRecord) -> str:
+    return rec.name.split(".js-")[0]
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return ""
+    hours, rem = divmod(seconds, 3600)
+    return f"{hours}:{rem // 60:02d}:{rem % 60:02d}"
+
+
+def _mem(value: int | None) -> str:
+    if value is None:
+        return ""
+    for unit in ("B", "K", "M", "G"):
+        if value < 1024:
+            return f"{value:.0f}{unit}"
+        value //= 1024
+    return f"{value}T"
+
+
+def show_logs(view: LogView, as_json: bool) -> None:
+    """Print `jobsmith logs`."""
+    if as_json:
+        print_json(view)
+        return
+    import sys
+
+    if view.truncated:
+        sys.stderr.write(f"==> {view.path} (last {len(view.lines)} lines) <==\n")
+    for line in view.lines:
+        sys.stdout.write(line + "\n")
+
+
+def show_control(result: ControlResult, as_json: bool) -> None:
+    """Print cancel / hold / release."""
+    if as_json:
+        print_json(result)
+        return
+    done = {"cancel": "cancelled", "hold": "held", "release": "released"}[result.action]
+    print(f"{done}: {' '.join(result.job_ids)}")
