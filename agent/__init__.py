@@ -1,1 +1,1 @@
-"""The brain side of jobsmith: CLI entry point, and later steps, session store, policy and brains."""
+"""The brain side of jobsmith: the CLI entry point, and later steps, sessions, policy, brains."""

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from jobsmith.adapters.slurm.transport import Transport
     from jobsmith.agent.ledger import JobLedger
     from jobsmith.agent.results import ControlResult, LogView
+    from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.site_config import LoadedSite
 
 
 @dataclass
@@ -67,6 +69,15 @@ class App:
         return SlurmScheduler(self.transport)
 
     @cached_property
+    def site(self) -> LoadedSite:
+        """The layered site configuration (admin file or --site, then the user's file)."""
+        from jobsmith.site_config import load_site
+
+        return load_site(
+            self.site_file, environ=self.environ, user_file=self.paths.config_dir / "site.yaml"
+        )
+
+    @cached_property
     def ledger(self) -> JobLedger:
         """Submissions this user made with jobsmith."""
         from jobsmith.agent.ledger import JobLedger
@@ -85,6 +96,16 @@ class App:
         since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
         return self.scheduler.status(job_ids, since_dt)
 
+    def wait(self, job_ids: list[str], since: str, timeout_s: float) -> dict[str, JobStatus]:
+        """Block until the jobs end, showing progress on stderr."""
+        from jobsmith.agent.output import note
+        from jobsmith.agent.waiting import wait_for
+
+        if not job_ids:
+            raise JobsmithError("wait: name at least one Slurm job id")
+        final = wait_for(lambda: self.status(job_ids, since), timeout_s=timeout_s, progress=note)
+        return dict(final)
+
     def logs(self, job_id: str, which: str, tail_lines: int) -> LogView:
         """The end of a job's stdout or stderr, read where the job wrote it."""
         from jobsmith.agent.logs import read_log
@@ -97,6 +118,22 @@ class App:
 
         getattr(self.scheduler, action)(job_ids)
         return ControlResult(action=action, job_ids=job_ids)
+
+
+    # --- site ------------------------------------------------------------------------
+
+    def site_check(self) -> SiteCheckReport:
+        """The site config compared with the live cluster."""
+        from jobsmith.agent.sitecmd import site_check
+
+        return site_check(self.site, self.scheduler)
+
+    def site_init(self, output: Path | None, force: bool) -> SiteInitResult:
+        """A starting config from the live cluster, written to the user's file or output."""
+        from jobsmith.agent.sitecmd import site_init
+
+        target = output or self.paths.config_dir / "site.yaml"
+        return site_init(self.scheduler, target, force=force, to_stdout=str(output) == "-")
 
 
 def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) -> App:

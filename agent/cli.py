@@ -104,27 +104,53 @@ def job_options(fn: F) -> F:
     """The options shared by `render` and `submit`."""
     options = [
         click.argument("template"),
-        click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
-                     help="Template parameter (repeatable)."),
-        click.option("--params-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                     help="YAML or JSON mapping of parameters (-p wins)."),
+        click.option(
+            "-p",
+            "--param",
+            "params",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Template parameter (repeatable).",
+        ),
+        click.option(
+            "--params-file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="YAML or JSON mapping of parameters (-p wins).",
+        ),
         click.option("--partition", help="Partition (default: the site's default)."),
         click.option("--account", help="Account to charge (default: the site's default)."),
         click.option("--qos", help="QoS (default: the site's default)."),
-        click.option("--time", "time_limit", help="Wall time, Slurm syntax: 30, 1:00:00, 1-00:00:00."),
+        click.option(
+            "--time", "time_limit", help="Wall time, Slurm syntax: 30, 1:00:00, 1-00:00:00."
+        ),
         click.option("--mem", help="Memory per node: 500M, 4G."),
         click.option("--cpus", type=int, help="CPUs per task."),
         click.option("--gpus", type=int, help="GPUs per node."),
         click.option("--nodes", type=int, help="Nodes."),
         click.option("--throttle", type=int, help="Max array tasks running at once."),
-        click.option("--after-ok", multiple=True, metavar="JOBID",
-                     help="Start after these jobs succeed (repeatable)."),
-        click.option("--after-any", multiple=True, metavar="JOBID",
-                     help="Start after these jobs end, however (repeatable)."),
-        click.option("--after-not-ok", multiple=True, metavar="JOBID",
-                     help="Start only if these jobs fail (repeatable)."),
-        click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
-                     help="Where Slurm writes stdout/stderr (default: the site's log dir)."),
+        click.option(
+            "--after-ok",
+            multiple=True,
+            metavar="JOBID",
+            help="Start after these jobs succeed (repeatable).",
+        ),
+        click.option(
+            "--after-any",
+            multiple=True,
+            metavar="JOBID",
+            help="Start after these jobs end, however (repeatable).",
+        ),
+        click.option(
+            "--after-not-ok",
+            multiple=True,
+            metavar="JOBID",
+            help="Start only if these jobs fail (repeatable).",
+        ),
+        click.option(
+            "--log-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Where Slurm writes stdout/stderr (default: the site's log dir).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -141,7 +167,7 @@ def _request(kwargs: dict[str, Any]) -> Any:
 @job_options
 @json_command
 @click.pass_context
-def render(ctx: click.Context, as_json: bool, **kwargs: Any) -> None:
+def render(ctx: click.Context, /, as_json: bool, **kwargs: Any) -> None:
     """Print the sbatch script a template renders to (submits nothing)."""
     from jobsmith.agent import views
 
@@ -154,7 +180,9 @@ def render(ctx: click.Context, as_json: bool, **kwargs: Any) -> None:
 @click.option("--test-only", is_flag=True, help="Ask Slurm (sbatch --test-only); submit nothing.")
 @json_command
 @click.pass_context
-def submit(ctx: click.Context, as_json: bool, dry_run: bool, test_only: bool, **kwargs: Any) -> None:
+def submit(
+    ctx: click.Context, /, as_json: bool, dry_run: bool, test_only: bool, **kwargs: Any
+) -> None:
     """Render a template and submit it to Slurm (prints Slurm's job id)."""
     from jobsmith.agent import views
 
@@ -173,8 +201,12 @@ def submit(ctx: click.Context, as_json: bool, dry_run: bool, test_only: bool, **
 
 @cli.command()
 @click.argument("job_ids", nargs=-1)
-@click.option("--since", default="7d", show_default=True,
-              help="How far back accounting is searched: 7d, 12h, 90m.")
+@click.option(
+    "--since",
+    default="7d",
+    show_default=True,
+    help="How far back accounting is searched: 7d, 12h, 90m.",
+)
 @json_command
 @click.pass_context
 def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bool) -> None:
@@ -185,9 +217,40 @@ def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bo
 
 
 @cli.command()
+@click.argument("job_ids", nargs=-1, required=True)
+@click.option("--since", default="7d", show_default=True, help="Accounting window, as for status.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=3600,
+    show_default=True,
+    help="Give up after this many seconds (exit 7).",
+)
+@json_command
+@click.pass_context
+def wait(
+    ctx: click.Context, job_ids: tuple[str, ...], since: str, timeout_s: float, as_json: bool
+) -> None:
+    """Wait until jobs end, showing progress; exit 1 if any did not complete."""
+    from jobsmith.agent import views
+
+    final = _app(ctx).wait(list(job_ids), since, timeout_s)
+    views.show_status(final, as_json)
+    if any(st.state.is_failure for st in final.values()):
+        sys.exit(1)
+
+
+@cli.command()
 @click.argument("job_id")
-@click.option("--tail", "tail_lines", type=int, default=50, show_default=True,
-              help="Lines from the end (0 for all).")
+@click.option(
+    "--tail",
+    "tail_lines",
+    type=int,
+    default=50,
+    show_default=True,
+    help="Lines from the end (0 for all).",
+)
 @click.option("--stderr", "which", flag_value="stderr", help="Show stderr instead of stdout.")
 @click.option("--stdout", "which", flag_value="stdout", default=True, hidden=True)
 @json_command
@@ -242,8 +305,12 @@ def site_check(ctx: click.Context, as_json: bool) -> None:
 
 
 @site.command("init")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the config here (default: print it).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the config here (default: print it).",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @json_command
 @click.pass_context

@@ -31,7 +31,9 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+def print_table(
+    title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]
+) -> None:
     """A plain table on stdout (rich is imported only here, when text output is wanted)."""
     from rich.console import Console
     from rich.table import Table

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
     from jobsmith.adapters.slurm.records import JobRecord
     from jobsmith.agent.results import ControlResult, LogView
+    from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
 
 #: arrays with more tasks than this show only their unfinished and failed tasks as text
 _MAX_TASK_ROWS = 20
@@ -112,3 +113,26 @@ def show_control(result: ControlResult, as_json: bool) -> None:
         return
     done = {"cancel": "cancelled", "hold": "held", "release": "released"}[result.action]
     print(f"{done}: {' '.join(result.job_ids)}")
+
+
+def show_site_check(report: SiteCheckReport, as_json: bool) -> None:
+    """Print `jobsmith site check`."""
+    if as_json:
+        print_json(report)
+        return
+    print(f"site files: {', '.join(report.files)}")
+    print(f"cluster {report.cluster}, Slurm {report.slurm_version}")
+    if not report.mismatches:
+        print("no mismatches: the site config agrees with the cluster")
+    for mismatch in report.mismatches:
+        print(str(mismatch))
+
+
+def show_site_init(result: SiteInitResult, as_json: bool) -> None:
+    """Print `jobsmith site init`."""
+    if as_json:
+        print_json(result)
+    elif result.path is None:
+        print(result.yaml, end="")
+    else:
+        print(f"wrote {result.path}; check it with: jobsmith site check")

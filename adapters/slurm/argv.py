@@ -68,8 +68,16 @@ def sacct_by_name(job_name: str, since: datetime) -> list[str]:
 
 
 def squeue_mine(fmt: str) -> list[str]:
-    """The caller's own jobs in the controller, all states: never the whole job table."""
-    return ["squeue", "--me", "--noheader", "-t", "all", f"--format={fmt}"]
+    """The caller's own jobs in the controller, all states: never the whole job table.
+
+    fmt is a --Format (-O) field list: only -O has STDOUT/STDERR on 22.05.
+    """
+    return ["squeue", "--me", "--noheader", "-t", "all", f"--Format={fmt}"]
+
+
+#: Set for every Slurm command: a user's own SLURM_TIME_FORMAT=relative would make times
+#: unreadable, and squeue cuts long array ranges at 64 characters unless told not to.
+SLURM_ENV = {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0"}
 
 
 def squeue_by_name(job_name: str) -> list[str]:

@@ -9,7 +9,7 @@ directive value can never carry a newline, a space or a second option.
 from __future__ import annotations
 
 import re
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -24,7 +24,7 @@ JobId = Annotated[str, StringConstraints(pattern=r"^[0-9]+(_[0-9]+)?$")]
 TAG_PATTERN = re.compile(r"\.js-(?P<tag>[0-9a-f]{12})$")
 
 
-class DependencyKind(str, Enum):
+class DependencyKind(StrEnum):
     """Slurm dependency types jobsmith uses."""
 
     AFTEROK = "afterok"
@@ -58,7 +58,15 @@ class SbatchOptions(BaseModel):
     mem_mb: int | None = Field(None, gt=0, description="--mem per node, MiB")
     gpus: int | None = Field(None, ge=0, description="GPUs per node, via --gres=gpu[:type]:N")
     gpu_type: SafeToken | None = Field(None, description="GPU type for --gres, e.g. a100")
-    array: Annotated[str, StringConstraints(pattern=r"^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$")] | None = Field(  # noqa: E501
+    array: (
+        Annotated[
+            str,
+            StringConstraints(
+                pattern=r"^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$"
+            ),
+        ]
+        | None
+    ) = Field(
         None, description="--array index spec without throttle, e.g. '0-999' or '1,3,7'"
     )
     array_throttle: int | None = Field(None, gt=0, description="max array tasks running at once")
@@ -66,7 +74,9 @@ class SbatchOptions(BaseModel):
     output: SafeToken | None = Field(None, description="-o stdout path (may use %j %A %a)")
     error: SafeToken | None = Field(None, description="-e stderr path (may use %j %A %a)")
     chdir: SafeToken | None = Field(None, description="-D working directory of the job")
-    comment: SafeToken | None = Field(None, description="--comment (not kept by sacct at most sites)")
+    comment: SafeToken | None = Field(
+        None, description="--comment (not kept by sacct at most sites)"
+    )
     export: SafeToken | None = Field(
         None, description="--export: which of the submitter's variables the job gets"
     )

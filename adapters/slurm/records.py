@@ -19,6 +19,11 @@ class StepRecord(_Record):
     step: str = Field(description="step name after the job id: 'batch', 'extern', '0', …")
     state: JobState = Field(description="the step's state")
     cancelled_by: str | None = Field(None, description="uid from 'CANCELLED by UID', if any")
+    cancelled_by_user: str | None = Field(
+        None,
+        description="user name that cancelled it: sacct --json gives the name "
+        "(kill_request_user) where sacct -P gives only the uid",
+    )
     exit_code: int | None = Field(None, description="exit status of the step's process")
     signal: int | None = Field(None, description="signal that ended it, 0 or None if none")
     max_rss_bytes: int | None = Field(None, description="peak resident memory (sampled)")
@@ -38,6 +43,11 @@ class JobRecord(_Record):
     name: str = Field(description="job name (-J); jobsmith keeps its submission tag here")
     state: JobState = Field(description="the job's state")
     cancelled_by: str | None = Field(None, description="uid from 'CANCELLED by UID', if any")
+    cancelled_by_user: str | None = Field(
+        None,
+        description="user name that cancelled it: sacct --json gives the name "
+        "(kill_request_user) where sacct -P gives only the uid",
+    )
     exit_code: int | None = Field(None, description="exit status of the batch script")
     signal: int | None = Field(None, description="signal that ended the job, if any")
     derived_exit_code: int | None = Field(None, description="highest exit status of all steps")
@@ -73,6 +83,9 @@ class QueueRecord(_Record):
     user: str | None = Field(None, description="owner's user name")
     state: JobState = Field(description="the job's state")
     reason: str | None = Field(None, description="why it waits ('Priority', …); None if none")
+    dependency: str | None = Field(
+        None, description="dependencies left, e.g. 'afterok:336(failed)' for one never satisfied"
+    )
     partition: str | None = Field(None, description="partition")
     estimated_start: datetime | None = Field(None, description="expected start, if known")
     comment: str | None = Field(None, description="--comment (the controller keeps it)")

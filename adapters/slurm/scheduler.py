@@ -78,7 +78,9 @@ class SlurmScheduler:
                     return _result(found[0], options, (), attempt - 1, recovered=True)
                 self._sleep(self._delay * attempt)
             try:
-                res = self._transport.run(argv.sbatch_submit(), timeout=self._timeout, stdin=script)
+                res = self._transport.run(
+                    argv.sbatch_submit(), timeout=self._timeout, stdin=script, env=argv.SLURM_ENV
+                )
             except SchedulerUnavailable as exc:
                 last_error = exc  # sbatch was killed and reaped: the lookup above is final
                 continue
@@ -105,7 +107,9 @@ class SlurmScheduler:
 
     def test_only(self, script: str) -> TestOnlyResult:
         """`sbatch --test-only`: Slurm's verdict and start estimate, nothing submitted."""
-        res = self._transport.run(argv.sbatch_test_only(), timeout=self._timeout, stdin=script)
+        res = self._transport.run(
+            argv.sbatch_test_only(), timeout=self._timeout, stdin=script, env=argv.SLURM_ENV
+        )
         text = (res.stderr + res.stdout).strip()
         match = _TEST_ONLY.search(text)
         if res.returncode != 0 or match is None:
@@ -159,7 +163,9 @@ class SlurmScheduler:
 
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """StdOut/StdErr from `scontrol show job` (only while the controller holds the job)."""
-        res = self._transport.run(argv.scontrol_show_job(job_id), timeout=self._timeout)
+        res = self._transport.run(
+            argv.scontrol_show_job(job_id), timeout=self._timeout, env=argv.SLURM_ENV
+        )
         if res.returncode != 0:
             raise JobNotFound(
                 f"job {job_id}: the controller no longer holds it, so its log paths are "
@@ -173,7 +179,7 @@ class SlurmScheduler:
         return self._checked(command)
 
     def _checked(self, command: list[str]) -> CommandResult:
-        res = self._transport.run(command, timeout=self._timeout)
+        res = self._transport.run(command, timeout=self._timeout, env=argv.SLURM_ENV)
         if res.returncode != 0:
             message = _strip_prefix(res.stderr.strip() or res.stdout.strip())
             cls = SchedulerUnavailable if _TRANSIENT.search(message) else SchedulerError
@@ -181,12 +187,23 @@ class SlurmScheduler:
         return res
 
 
+#: How long after a job ends accounting may still be catching up with the controller.
+#: slurmdbd lags by seconds (whole array tasks can be missing, and an array can show as
+#: one plain record for a moment); minutes are a wide margin.
+SETTLE_S = 120
+
+
 def _needs_queue(job_ids: Sequence[str], records: list[JobRecord]) -> bool:
-    """squeue is only worth a call if some job is queued or not in accounting yet."""
+    """Skip squeue only when accounting alone is complete and final.
+
+    That is when every job is in accounting, none is active, and all ended long enough
+    ago that slurmdbd has caught up with the controller.
+    """
     seen = {r.array_job_id or r.job_id_raw for r in records} | {r.job_id_raw for r in records}
     if any(job_id not in seen for job_id in job_ids):
         return True
-    return any(r.state.is_active for r in records)
+    settled = datetime.now() - timedelta(seconds=SETTLE_S)
+    return any(r.state.is_active or r.end_time is None or r.end_time > settled for r in records)
 
 
 def _result(

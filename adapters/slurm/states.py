@@ -8,10 +8,10 @@ with flags such as ["PENDING", "REQUEUED"]). Everything goes through parse_state
 from __future__ import annotations
 
 import re
-from enum import Enum
+from enum import StrEnum
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     """What jobsmith knows about a job or array task."""
 
     #: submitted (we hold its id) but neither squeue nor sacct shows it yet: slurmdbd can

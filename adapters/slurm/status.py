@@ -51,11 +51,19 @@ def _matches(display: str, raw: str, array_id: str | None, wanted: str) -> bool:
 
 
 def _tasks(acct: list[JobRecord], live: list[QueueRecord]) -> list[JobRecord]:
-    """Array task records by display id, the controller's state winning where it has one."""
-    by_id = {r.job_id: r for r in acct if r.array_job_id is not None}
-    for q in live:
-        if q.array_job_id is None:
-            continue
+    """Array task records by display id, the controller's state winning where it has one.
+
+    Accounting can lag behind the controller by whole tasks, and its not-yet-split
+    pending range goes stale as soon as tasks start: while the controller holds any
+    record of the array, its pending range is the only one used.
+    """
+    live_tasks = [q for q in live if q.array_job_id is not None]
+    by_id = {
+        r.job_id: r
+        for r in acct
+        if r.array_job_id is not None and not (live_tasks and r.array_task_range)
+    }
+    for q in live_tasks:
         by_id[q.job_id] = _merge(by_id.get(q.job_id), q)
     return [by_id[k] for k in sorted(by_id, key=_task_sort_key)]
 

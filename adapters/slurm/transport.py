@@ -7,6 +7,7 @@ SchedulerUnavailable (retryable) instead of hanging.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -40,7 +41,7 @@ class Transport(Protocol):
     ) -> CommandResult:
         """Run argv to completion; raise SchedulerUnavailable if it outlives timeout.
 
-        env, when given, is the complete environment of the command (not an overlay).
+        env holds variables to set for this command on top of the transport's own.
         """
         ...
 
@@ -68,7 +69,7 @@ class LocalTransport:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=dict(env) if env is not None else None,
+                env={**os.environ, **env} if env else None,
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
@@ -92,8 +93,6 @@ def _kill_and_reap(proc: subprocess.Popen[str]) -> None:
     Callers rely on this: after a timed-out sbatch has been reaped it can no longer
     submit anything, so looking its tag up afterwards gives a final answer.
     """
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.communicate()

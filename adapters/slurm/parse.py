@@ -1,0 +1,721 @@
+"""Parsing what Slurm prints into records: pure functions from text to JobRecord/QueueRecord.
+
+Covers sacct's parsable (-P) and JSON output and squeue's --Format and JSON output, for
+Slurm 22.05 (OpenAPI data v0.0.38) and 24.11 (data_parser v0.0.42) alike. The two JSON
+shapes are told apart by their values (a state is a string or a list, a number is bare or
+wrapped as {set, infinite, number}), never by a version argument. Nothing here runs a
+command; states are mapped only by states.parse_state().
+
+Damaged input: a row or JSON record that cannot be read is skipped (and, if the caller
+passes a `skipped` list, its text is appended there) so that one garbled line never fails
+a whole poll; a job Slurm forgot to print reads as NOT_VISIBLE upstream, never as a
+failure. Output that is not what the parser expects at all (sacct text without its header,
+JSON without a 'jobs' list) raises ValueError: that is a wrong call, not a damaged row.
+
+Times: sacct and squeue print local wall-clock time without a zone; those parse to naive
+datetimes unless the caller passes the cluster's `tz`. Epoch seconds (the JSON, or text
+printed with SLURM_TIME_FORMAT=%s) parse to UTC-aware datetimes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+
+from jobsmith.adapters.slurm.argv import DELIMITER
+from jobsmith.adapters.slurm.logpaths import expand_log_pattern
+from jobsmith.adapters.slurm.records import JobRecord, QueueRecord, StepRecord
+from jobsmith.adapters.slurm.states import JobState, parse_state
+
+# --- small values -----------------------------------------------------------------------
+
+_MEM = re.compile(r"(?P<num>\d+(?:\.\d+)?)(?P<unit>[KMGTPE]?)(?P<per>[nc]?)", re.IGNORECASE)
+_POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+_DURATION = re.compile(r"(?:(?P<days>\d+)-)?(?P<clock>\d+(?::\d+){0,2}(?:\.\d+)?)")
+_EXIT = re.compile(r"(?P<code>\d+):(?P<signal>\d+)")
+#: what Slurm prints for "nothing here", across fields and versions
+_ABSENT = frozenset({"", "None", "Unknown", "N/A", "(null)", "None assigned"})
+#: Slurm's NO_VAL (0xfffffffe) and INFINITE mark an unset time in the JSON (24.11: 4294967294)
+_UNSET_EPOCH = 0xFFFFFFFE
+_MIB = 1024**2
+
+
+def parse_mem(text: str | None) -> int | None:
+    """Bytes from sacct's memory notation: '424416K', '500M', '1.50G', '0'; None if absent.
+
+    Units are binary (K = 1024), as Slurm's. A bare number is bytes (MaxRSS under
+    --noconvert). The 'n'/'c' suffixes of pre-21.08 ReqMem (per node / per CPU) are
+    accepted and dropped: the value returned is the per-node or per-CPU amount.
+    """
+    match = _MEM.fullmatch((text or "").strip())
+    if match is None:
+        return None
+    scale: int = 1024 ** _POWERS[match["unit"].upper()]
+    return round(float(match["num"]) * scale)
+
+
+def parse_duration(text: str | None) -> int | None:
+    """Whole seconds from a Slurm duration ('00:01:04', '1-02:03:04', '05:00'); else None.
+
+    Formats are Slurm's own: minutes, minutes:seconds, hours:minutes:seconds,
+    days-hours, days-hours:minutes, days-hours:minutes:seconds. 'UNLIMITED',
+    'Partition_Limit', 'INVALID', 'NOT_SET' and '' mean no value: None.
+    """
+    seconds = _seconds(text)
+    return None if seconds is None else round(seconds)
+
+
+def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
+    """(exit status, signal) from sacct's 'CODE:SIGNAL', e.g. '0:9' -> (0, 9); else (None, None)."""
+    match = _EXIT.fullmatch((text or "").strip())
+    if match is None:
+        return None, None
+    return int(match["code"]), int(match["signal"])
+
+
+def parse_time(text: str | None, tz: tzinfo | None = None) -> datetime | None:
+    """A timestamp as sacct/squeue print it: '2026-11-29T08:19:49'; None for None/Unknown/''.
+
+    The text carries no zone: the result is naive unless `tz` (the cluster's zone) is given.
+    All digits are epoch seconds (SLURM_TIME_FORMAT=%s) and give an aware UTC datetime.
+    """
+    value = (text or "").strip()
+    if value.isdigit():
+        return _epoch(int(value))
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:  # None, Unknown, N/A, or a site's SLURM_TIME_FORMAT=relative
+        return None
+    return parsed.replace(tzinfo=tz) if parsed.tzinfo is None and tz is not None else parsed
+
+
+def _seconds(text: str | None) -> float | None:
+    """Seconds, fractions kept (TotalCPU prints 'MM:SS.mmm')."""
+    match = _DURATION.fullmatch((text or "").strip())
+    if match is None:
+        return None
+    parts = match["clock"].split(":")
+    try:
+        if match["days"] is not None:
+            hours, minutes, secs = [*parts, "0", "0"][:3]
+            return int(match["days"]) * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(secs)
+        if len(parts) == 1:  # a bare number is minutes in Slurm's time syntax
+            return float(parts[0]) * 60
+        if len(parts) == 2:
+            return int(parts[0]) * 60 + float(parts[1])
+        return int(parts[0]) * 3600 + int(parts[1]) * 60 + float(parts[2])
+    except ValueError:  # a fraction somewhere other than on the seconds
+        return None
+
+
+def _text(value: object) -> str | None:
+    """A string field, None where Slurm printed a placeholder for 'nothing'."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    return None if value in _ABSENT else value
+
+
+def _int(text: str | None) -> int | None:
+    value = (text or "").strip()
+    return int(value) if value.isdigit() else None
+
+
+# --- rows of delimited text ---------------------------------------------------------------
+
+# JobID as sacct and squeue print it: '331', '331.batch', '333_2', '333_[4-9%2]', '40+1.0'
+_JOB_ID = re.compile(
+    r"(?P<job>(?P<base>\d+)(?:_(?:(?P<task>\d+)|\[(?P<range>[^\]]+)\]))?(?:\+\d+)?)"
+    r"(?:\.(?P<step>.+))?"
+)
+
+
+def _split_row(line: str, delimiter: str, ncols: int, absorb: int | None) -> list[str] | None:
+    """The row's ncols cells, or None if they cannot be placed safely.
+
+    Extra delimiters (typed inside a free-text value) all go to column `absorb`: cells
+    left of it are split from the left, cells right of it from the right, so no other
+    column shifts. A short row is refused: its columns cannot be lined up with the header.
+    """
+    parts = line.split(delimiter)
+    if len(parts) == ncols:
+        return parts
+    if len(parts) < ncols or absorb is None:
+        return None
+    extra = len(parts) - ncols
+    merged = delimiter.join(parts[absorb : absorb + extra + 1])
+    return [*parts[:absorb], merged, *parts[absorb + extra + 1 :]]
+
+
+def _skip(skipped: list[str] | None, what: str) -> None:
+    if skipped is not None:
+        skipped.append(what)
+
+
+# --- sacct -P --------------------------------------------------------------------------------
+
+#: The sacct --format fields jobsmith requests, in this order. Free text (JobName, WorkDir,
+#: Comment) comes last, as one block, with Comment (anything a user or tool typed) as the
+#: final column: a stray delimiter inside any of the three can then only blur those three
+#: (the extras go to Comment, see _split_row); ids, states, exit codes, times and memory
+#: are split off from the left and never shift.
+SACCT_FIELDS: tuple[str, ...] = (
+    "JobID",
+    "JobIDRaw",
+    "State",
+    "ExitCode",
+    "DerivedExitCode",
+    "Elapsed",
+    "Timelimit",
+    "MaxRSS",
+    "ReqMem",
+    "AllocCPUS",
+    "TotalCPU",
+    "NodeList",
+    "Partition",
+    "Account",
+    "User",
+    "Reason",
+    "AllocTRES",
+    "Submit",
+    "Start",
+    "End",
+    "JobName",
+    "WorkDir",
+    "Comment",
+)
+_FREE_TEXT = frozenset({"JobName", "WorkDir", "Comment"})
+_CANONICAL = {name.lower(): name for name in SACCT_FIELDS}
+
+
+def parse_sacct_parsable(
+    text: str,
+    delimiter: str = "|",
+    *,
+    tz: tzinfo | None = None,
+    skipped: list[str] | None = None,
+) -> list[JobRecord]:
+    """Records from `sacct -P --delimiter=D --format=...` output, header line included.
+
+    Columns are found by the header, so any field list parses (unknown ones are ignored).
+    Step rows ('331.batch', '346.extern', '331.0') are folded into their job's `steps`,
+    and the job's max_rss_bytes is the largest over its steps (sacct fills MaxRSS on step
+    rows only). Array tasks ('333_2') are records of their own; a pending remainder
+    ('333_[4-9%2]') carries array_task_range. Unreadable rows are skipped (see module doc);
+    steps whose job row is missing are dropped with it.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = [_CANONICAL.get(h.strip().lower(), h.strip()) for h in lines[0].split(delimiter)]
+    if "JobID" not in header:
+        raise ValueError("sacct output without its header line (no JobID column)")
+    free = [i for i, name in enumerate(header) if name in _FREE_TEXT]
+    absorb = free[-1] if free else None
+    jobs: dict[str, JobRecord] = {}
+    steps: dict[str, list[StepRecord]] = {}
+    for line in lines[1:]:
+        cells = _split_row(line, delimiter, len(header), absorb)
+        row = dict(zip(header, cells, strict=True)) if cells is not None else {}
+        ids = _JOB_ID.fullmatch(row.get("JobID", "").strip())
+        if ids is None:
+            _skip(skipped, line)
+            continue
+        try:
+            if ids["step"] is None:
+                jobs[ids["job"]] = _job_from_row(row, ids, tz)
+            else:
+                steps.setdefault(ids["job"], []).append(_step_from_row(row, ids["step"]))
+        except ValueError:  # pydantic refused a value: this row only
+            _skip(skipped, line)
+    return [_with_steps(job, steps.get(key, ())) for key, job in jobs.items()]
+
+
+def _job_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None) -> JobRecord:
+    state, cancelled_by = parse_state(row.get("State"))
+    exit_code, signal = parse_exit_code(row.get("ExitCode"))
+    derived, _ = parse_exit_code(row.get("DerivedExitCode"))
+    alloc_cpus = _int(row.get("AllocCPUS"))
+    in_array = ids["task"] is not None or ids["range"] is not None
+    return JobRecord(
+        job_id=ids["job"],
+        job_id_raw=_text(row.get("JobIDRaw")) or ids["job"],
+        array_job_id=ids["base"] if in_array else None,
+        array_task_id=int(ids["task"]) if ids["task"] is not None else None,
+        array_task_range=ids["range"],
+        name=row.get("JobName", ""),
+        state=state,
+        cancelled_by=cancelled_by,
+        exit_code=exit_code,
+        signal=signal,
+        derived_exit_code=derived,
+        reason=_text(row.get("Reason")),
+        elapsed_s=parse_duration(row.get("Elapsed")),
+        timelimit_s=parse_duration(row.get("Timelimit")),
+        max_rss_bytes=parse_mem(row.get("MaxRSS")),
+        req_mem_bytes=_req_mem(row.get("ReqMem"), alloc_cpus),
+        alloc_cpus=alloc_cpus,
+        total_cpu_s=_seconds(row.get("TotalCPU")),
+        node_list=_text(row.get("NodeList")),
+        partition=_text(row.get("Partition")),
+        account=_text(row.get("Account")),
+        user=_text(row.get("User")),
+        work_dir=_text(row.get("WorkDir")),
+        comment=_text(row.get("Comment")),
+        alloc_tres=_text(row.get("AllocTRES")),
+        submit_time=parse_time(row.get("Submit"), tz),
+        start_time=parse_time(row.get("Start"), tz),
+        end_time=parse_time(row.get("End"), tz),
+    )
+
+
+def _step_from_row(row: Mapping[str, str], step: str) -> StepRecord:
+    state, cancelled_by = parse_state(row.get("State"))
+    exit_code, signal = parse_exit_code(row.get("ExitCode"))
+    return StepRecord(
+        step=step,
+        state=state,
+        cancelled_by=cancelled_by,
+        exit_code=exit_code,
+        signal=signal,
+        max_rss_bytes=parse_mem(row.get("MaxRSS")),
+        elapsed_s=parse_duration(row.get("Elapsed")),
+    )
+
+
+def _req_mem(text: str | None, alloc_cpus: int | None) -> int | None:
+    value = parse_mem(text)
+    # before 21.08 sacct printed ReqMem per CPU ('500Mc'): the job asked for CPUs times that
+    if value is not None and alloc_cpus and (text or "").strip().lower().endswith("c"):
+        return value * alloc_cpus
+    return value
+
+
+def _with_steps(job: JobRecord, steps: Sequence[StepRecord]) -> JobRecord:
+    """The job with its steps folded in; its peak RSS is the largest any step reached."""
+    if not steps:
+        return job
+    peak = _max([job.max_rss_bytes, *(s.max_rss_bytes for s in steps)])
+    return job.model_copy(update={"steps": tuple(steps), "max_rss_bytes": peak})
+
+
+def _max(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+# --- JSON, both shapes -------------------------------------------------------------------------
+
+
+def parse_sacct_json(text: str, *, skipped: list[str] | None = None) -> list[JobRecord]:
+    """Records from `sacct --json`, Slurm 22.05 (v0.0.38) or 24.11 (v0.0.42) shape.
+
+    Gives what parse_sacct_parsable gives for the same jobs, with two differences Slurm
+    makes: who cancelled comes as a user name (cancelled_by_user), not a uid; and 22.05's
+    JSON reports every normal exit as SUCCESS with code 0, so there a non-zero exit code
+    reads None (unknown), never a false 0. Times are UTC-aware.
+    """
+    records: list[JobRecord] = []
+    for job in _json_jobs(text):
+        try:
+            records.append(_job_from_json(job))
+        except (LookupError, TypeError, ValueError, AttributeError):  # this record only
+            _skip(skipped, repr(job)[:300])
+    return records
+
+
+def _job_from_json(job: Mapping[str, Any]) -> JobRecord:
+    state, _ = parse_state(_dig(job, "state", "current"))
+    exit_code, signal = _exit_from_json(job.get("exit_code"), state)
+    derived, _ = _exit_from_json(job.get("derived_exit_code"), state)
+    display, array_job_id, task_id, task_range = _array_ids(
+        job["job_id"],
+        _dig(job, "array", "job_id"),
+        _dig(job, "array", "task_id"),
+        _task_range(
+            _dig(job, "array", "task"), _dig(job, "array", "limits", "max", "running", "tasks")
+        ),
+    )
+    steps = tuple(_step_from_json(s) for s in job.get("steps") or ())
+    limit_min = _num(_dig(job, "time", "limit"))
+    mem_mib = _tres_count(_dig(job, "tres", "requested"), "mem")
+    return JobRecord(
+        job_id=display,
+        job_id_raw=str(job["job_id"]),
+        array_job_id=array_job_id,
+        array_task_id=task_id,
+        array_task_range=task_range,
+        name=str(job.get("name") or ""),
+        state=state,
+        cancelled_by_user=_killer(job, state),
+        exit_code=exit_code,
+        signal=signal,
+        derived_exit_code=derived,
+        reason=_text(_dig(job, "state", "reason")),
+        elapsed_s=_num(_dig(job, "time", "elapsed")),
+        timelimit_s=None if limit_min is None else limit_min * 60,  # the JSON gives minutes
+        max_rss_bytes=_max(s.max_rss_bytes for s in steps),
+        req_mem_bytes=None if mem_mib is None else mem_mib * _MIB,  # TRES mem is in MiB
+        alloc_cpus=_tres_count(_dig(job, "tres", "allocated"), "cpu"),
+        total_cpu_s=_total_cpu(job),
+        node_list=_text(job.get("nodes")),
+        partition=_text(job.get("partition")),
+        account=_text(job.get("account")),
+        user=_text(job.get("user")),
+        work_dir=_text(job.get("working_directory")),
+        comment=_text(_dig(job, "comment", "job")),
+        alloc_tres=_tres_string(_dig(job, "tres", "allocated")),
+        submit_time=_epoch(_dig(job, "time", "submission")),
+        start_time=_epoch(_dig(job, "time", "start")),
+        end_time=_epoch(_dig(job, "time", "end")),
+        steps=steps,
+    )
+
+
+def _step_from_json(step: Mapping[str, Any]) -> StepRecord:
+    state, _ = parse_state(step.get("state"))
+    exit_code, signal = _exit_from_json(step.get("exit_code"), state)
+    step_id = _dig(step, "step", "id")
+    # 22.05 gives the step alone ('batch'), 24.11 with its job ('5.batch')
+    name = "" if step_id is None else str(step_id).partition(".")[2] or str(step_id)
+    return StepRecord(
+        step=name or str(_dig(step, "step", "name") or ""),
+        state=state,
+        cancelled_by_user=_killer(step, state),
+        exit_code=exit_code,
+        signal=signal,
+        max_rss_bytes=_tres_count(_dig(step, "tres", "requested", "max"), "mem"),
+        elapsed_s=_num(_dig(step, "time", "elapsed")),
+    )
+
+
+def _exit_from_json(value: Any, state: JobState) -> tuple[int | None, int | None]:
+    """(exit status, signal) as sacct -P would print them, from either JSON shape."""
+    if not isinstance(value, Mapping):
+        return None, None
+    status = _first(value.get("status"))
+    signal = _num(_dig(value, "signal", "signal_id"))  # 22.05
+    if signal is None:
+        signal = _num(_dig(value, "signal", "id"))  # 24.11
+    if status is None or status == "PENDING":
+        return None, None
+    if isinstance(value.get("status"), str):
+        # 22.05 (v0.0.38) tests WIFEXITED before looking at the code, so every normal
+        # exit, 127 included, reads SUCCESS with return_code 0. Only COMPLETED proves 0.
+        if status == "SIGNALED":
+            return 0, signal
+        return (0 if state is JobState.COMPLETED else None), 0
+    code = _num(value.get("return_code"))
+    if code is None and signal:
+        code = 0  # sacct -P prints a job killed by a signal as 0:SIGNAL
+    return code, signal or 0
+
+
+def _killer(record: Mapping[str, Any], state: JobState) -> str | None:
+    # sacct -P adds 'by UID' only to CANCELLED states; kill_request_user can be set otherwise
+    return _text(record.get("kill_request_user")) if state is JobState.CANCELLED else None
+
+
+def _tres_count(items: Any, kind: str) -> int | None:
+    """The count of one plain TRES ('cpu', 'mem') in a JSON TRES list; None if absent."""
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, Mapping) and item.get("type") == kind and not item.get("name"):
+            count = _num(item.get("count"))
+            return count if count is not None and count >= 0 else None
+    return None
+
+
+def _tres_string(items: Any) -> str | None:
+    """'billing=1,cpu=1,mem=500M,node=1' from a JSON TRES list, as sacct's AllocTRES reads."""
+    parts = []
+    for item in items if isinstance(items, list) else ():
+        count = _num(item.get("count")) if isinstance(item, Mapping) else None
+        if count is None or count < 0:  # energy is -2 or null when not gathered
+            continue
+        kind = f"{item['type']}/{item['name']}" if item.get("name") else str(item["type"])
+        parts.append(f"{kind}={count}M" if kind == "mem" else f"{kind}={count}")
+    return ",".join(sorted(parts)) or None  # sacct -P lists them by name
+
+
+def _total_cpu(job: Mapping[str, Any]) -> float | None:
+    """TotalCPU as sacct -P reports it: the sum over the steps (22.05's JSON leaves the
+    job's own total at 0), or the job's total where it has no steps."""
+    steps = [_cpu_time(_dig(s, "time", "total")) for s in job.get("steps") or ()]
+    if any(v is not None for v in steps):
+        return sum(v for v in steps if v is not None)
+    return _cpu_time(_dig(job, "time", "total"))
+
+
+def _cpu_time(value: Any) -> float | None:
+    seconds = _num(_dig(value, "seconds"))
+    if seconds is None:
+        return None
+    return seconds + (_num(_dig(value, "microseconds")) or 0) / 1e6
+
+
+def _array_ids(
+    job_id: Any, array_job_id: Any, task_id: Any, task_range: str | None
+) -> tuple[str, str | None, int | None, str | None]:
+    """(display id, array id, task index, pending range) the way sacct -P and squeue show them."""
+    base = _num(array_job_id)
+    task = _num(task_id)
+    if not base:  # 0 means "not an array"
+        return str(job_id), None, None, None
+    if task is not None:
+        return f"{base}_{task}", str(base), task, None
+    if task_range is not None:
+        return f"{base}_[{task_range}]", str(base), None, task_range
+    return str(job_id), str(base), None, None
+
+
+def _task_range(text: Any, max_running: Any) -> str | None:
+    """A pending array's remaining tasks, '4-9%2', from the JSON's task string and limit."""
+    value = _text(text)
+    if value is None:
+        return None
+    if value.lower().startswith("0x"):
+        # slurmdbd keeps the remainder as a hex bitmap; sacct -P translates it, 22.05's
+        # JSON does not (seen on the lab cluster: '0xC' where sacct -P shows '2-3%1')
+        value = _ranges(i for i, bit in enumerate(reversed(bin(int(value, 16))[2:])) if bit == "1")
+    limit = _num(max_running)
+    return f"{value}%{limit}" if limit and "%" not in value else value
+
+
+def _ranges(indices: Iterable[int]) -> str:
+    """'0-3,7' from 0, 1, 2, 3, 7 (ascending)."""
+    spans: list[list[int]] = []
+    for i in indices:
+        if spans and spans[-1][1] == i - 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _json_jobs(text: str) -> list[Mapping[str, Any]]:
+    data = json.loads(text)
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    if not isinstance(jobs, list):
+        raise ValueError("JSON without a 'jobs' list: not sacct/squeue --json output")
+    return [job if isinstance(job, Mapping) else {} for job in jobs]
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    """value[k1][k2]…, or None as soon as a level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _num(value: Any) -> int | None:
+    """An integer from either shape: 22.05's bare number (or null), 24.11's {set, infinite,
+    number}; None when unset or infinite."""
+    if isinstance(value, Mapping):
+        if not value.get("set") or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _first(value: Any) -> str | None:
+    """A string, or the first of 24.11's lists (['FAILED'], ['SIGNALED'])."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, str) else None
+
+
+def _epoch(value: Any) -> datetime | None:
+    seconds = _num(value)
+    if seconds is None or seconds <= 0 or seconds >= _UNSET_EPOCH:
+        return None
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+# --- squeue ---------------------------------------------------------------------------------------
+
+#: squeue --Format (-O) fields, in this order. -O rather than -o: in 22.05 the %-codes have
+#: no output-file paths (%o is the command), only -O has STDOUT/STDERR; these names exist in
+#: both 22.05 and 24.11. Free text (Name, STDOUT, STDERR, Comment) comes last, Comment
+#: last of all, for the same reason as in SACCT_FIELDS.
+SQUEUE_FIELDS: tuple[str, ...] = (
+    "JobArrayID",  # display id, %i: '331', '333_2', '333_[4-9%2]'
+    "JobID",  # raw id, %A
+    "ArrayJobID",  # %F
+    "ArrayTaskID",  # %K: 'N/A' outside arrays
+    "State",  # long form, %T
+    "Reason",  # %r
+    "UserName",  # %u
+    "Partition",  # %P
+    "StartTime",  # actual or expected start, %S
+    "Dependency",  # %E: 'afterok:336(failed)' explains DependencyNeverSatisfied
+    "Name",  # %j
+    "STDOUT",
+    "STDERR",
+    "Comment",  # %k
+)
+
+
+def squeue_format(delimiter: str) -> str:
+    """The --Format value for SQUEUE_FIELDS, each field full width with `delimiter` after it.
+
+    -O pads or cuts every field to 20 characters unless given a size; ':0' means "as long
+    as the value". The text after the size is printed after the field, which is how the
+    delimiter gets in; ',' separates -O fields, and a leading digit or '.' would be read as
+    part of the size, so those cannot be used.
+    """
+    if not delimiter or "," in delimiter or "\n" in delimiter or delimiter[0] in "0123456789.":
+        raise ValueError(f"unusable squeue delimiter {delimiter!r}")
+    return ",".join(f"{field}:0{delimiter}" for field in SQUEUE_FIELDS)
+
+
+#: For `squeue --noheader --me -t all --Format=<SQUEUE_FORMAT>` (capital F: -O, not -o)
+SQUEUE_FORMAT = squeue_format(DELIMITER)
+
+
+def parse_squeue(
+    text: str,
+    delimiter: str,
+    *,
+    tz: tzinfo | None = None,
+    skipped: list[str] | None = None,
+) -> list[QueueRecord]:
+    """Records from `squeue --noheader --Format=squeue_format(delimiter)` output.
+
+    Output-file patterns (22.05 prints them as submitted, '%j' and all) are expanded where
+    the job or task is known; a pending array's remainder keeps its pattern. Unreadable
+    rows (including a header line) are skipped, see the module doc.
+    """
+    records: list[QueueRecord] = []
+    last = len(SQUEUE_FIELDS) - 1
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        # -O prints the delimiter after the last field too
+        body = line[: -len(delimiter)] if line.endswith(delimiter) else line
+        cells = _split_row(body, delimiter, len(SQUEUE_FIELDS), last)
+        row = dict(zip(SQUEUE_FIELDS, cells, strict=True)) if cells is not None else {}
+        ids = _JOB_ID.fullmatch(row.get("JobArrayID", "").strip())
+        if ids is None or ids["step"] is not None:
+            _skip(skipped, line)
+            continue
+        try:
+            records.append(_queue_from_row(row, ids, tz))
+        except ValueError:
+            _skip(skipped, line)
+    return records
+
+
+def _queue_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None) -> QueueRecord:
+    state, _ = parse_state(row["State"])
+    task = int(ids["task"]) if ids["task"] is not None else None
+    task_range = ids["range"] or (None if task is not None else _text(row["ArrayTaskID"]))
+    in_array = task is not None or ids["range"] is not None
+    raw = _text(row["JobID"]) or ids["job"]
+    array_id = (_text(row["ArrayJobID"]) or ids["base"]) if in_array else None
+    name, user = row["Name"], _text(row["UserName"])
+
+    def path(pattern: str) -> str | None:
+        return _output_path(pattern, raw, array_id, task, name, user)
+
+    return QueueRecord(
+        job_id=ids["job"],
+        job_id_raw=raw,
+        array_job_id=array_id,
+        array_task_id=task,
+        array_task_range=task_range if in_array else None,
+        name=name,
+        user=user,
+        state=state,
+        reason=_text(row["Reason"]),
+        dependency=_text(row["Dependency"]),
+        partition=_text(row["Partition"]),
+        estimated_start=parse_time(row["StartTime"], tz),
+        comment=_text(row["Comment"]),
+        stdout_path=path(row["STDOUT"]),
+        stderr_path=path(row["STDERR"]),
+    )
+
+
+def parse_squeue_json(text: str, *, skipped: list[str] | None = None) -> list[QueueRecord]:
+    """Records from `squeue --json`, 22.05 or 24.11 shape (22.05 ignores filters: expect all)."""
+    records: list[QueueRecord] = []
+    for job in _json_jobs(text):
+        try:
+            records.append(_queue_from_json(job))
+        except (LookupError, TypeError, ValueError, AttributeError):  # this record only
+            _skip(skipped, repr(job)[:300])
+    return records
+
+
+def _queue_from_json(job: Mapping[str, Any]) -> QueueRecord:
+    state, _ = parse_state(job.get("job_state"))
+    display, array_id, task, task_range = _array_ids(
+        job["job_id"],
+        job.get("array_job_id"),
+        job.get("array_task_id"),
+        _task_range(job.get("array_task_string"), job.get("array_max_tasks")),
+    )
+    raw = str(job["job_id"])
+    name, user = str(job.get("name") or ""), _text(job.get("user_name"))
+    stdout = _text(job.get("standard_output"))
+    if stdout is None and job.get("batch_flag"):
+        # sbatch's default; 22.05 leaves it empty, 24.11 fills it in
+        default = "slurm-%A_%a.out" if array_id is not None else "slurm-%j.out"
+        stdout = f"{job.get('current_working_directory') or '.'}/{default}"
+    node = _text(job.get("batch_host"))
+    stdout_path = _output_path(stdout, raw, array_id, task, name, user, node)
+    return QueueRecord(
+        job_id=display,
+        job_id_raw=raw,
+        array_job_id=array_id,
+        array_task_id=task,
+        array_task_range=task_range,
+        name=name,
+        user=user,
+        state=state,
+        reason=_text(job.get("state_reason")),
+        dependency=_text(job.get("dependency")),
+        partition=_text(job.get("partition")),
+        estimated_start=_epoch(job.get("start_time")),
+        comment=_text(job.get("comment")),
+        stdout_path=stdout_path,
+        # without -e, Slurm writes stderr into the stdout file (22.05 leaves it empty here)
+        stderr_path=_output_path(job.get("standard_error"), raw, array_id, task, name, user, node)
+        or stdout_path,
+    )
+
+
+_NODE_PATTERN = re.compile(r"%[0-9]*N")
+
+
+def _output_path(
+    pattern: Any,
+    raw: str,
+    array_id: str | None,
+    task: int | None,
+    name: str,
+    user: str | None,
+    node: str | None = None,
+) -> str | None:
+    """The file Slurm writes, or the pattern itself where it names what is not known yet."""
+    value = _text(pattern)
+    if value is None or (array_id is not None and task is None):
+        return value  # a pending array remainder has no single file yet
+    if user is None or (node is None and _NODE_PATTERN.search(value)):
+        return value  # %N is the first node: unknown before the job runs
+    return expand_log_pattern(
+        value,
+        job_id_raw=raw,
+        array_job_id=array_id,
+        array_task_id=task,
+        job_name=name,
+        user=user,
+        node=node or "",
+    )

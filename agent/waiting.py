@@ -1,0 +1,70 @@
+"""Waiting for jobs to finish: poll with back-off, show progress, survive a silent scheduler.
+
+A poll that fails (slurmctld or slurmdbd busy or down) keeps the last known states and
+tries again later; a job is never reported failed because Slurm did not answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from jobsmith.errors import JobsmithError, SchedulerUnavailable
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import JobStatus
+
+
+class WaitTimeout(JobsmithError):
+    """The jobs were still unfinished when the wait's time ran out."""
+
+    exit_code = 7
+
+
+def wait_for(
+    poll: Callable[[], Mapping[str, JobStatus]],
+    *,
+    timeout_s: float,
+    progress: Callable[[str], None],
+    first_interval_s: float = 2.0,
+    max_interval_s: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Mapping[str, JobStatus]:
+    """Poll until every job is terminal; returns the final statuses."""
+    deadline = clock() + timeout_s
+    interval = first_interval_s
+    last: Mapping[str, JobStatus] = {}
+    last_line = ""
+    while True:
+        try:
+            last = poll()
+        except SchedulerUnavailable as err:
+            progress(f"Slurm did not answer ({err}); keeping last known states")
+        else:
+            line = progress_line(last.values())
+            if line != last_line:
+                progress(line)
+                last_line = line
+            if last and all(s.state.is_terminal for s in last.values()):
+                return last
+        if clock() + interval > deadline:
+            raise WaitTimeout(f"gave up waiting after {timeout_s:g}s: {last_line or 'no answer'}")
+        sleep(interval)
+        interval = min(interval * 1.5, max_interval_s)
+
+
+def progress_line(statuses: Iterable[JobStatus]) -> str:
+    """'34 RUNNING (2/4 COMPLETED, 2/4 RUNNING), 35 PENDING (Dependency)' for the terminal."""
+    parts = []
+    for st in statuses:
+        text = f"{st.job_id} {st.state.value}"
+        counts = st.task_counts
+        if counts:
+            total = sum(counts.values())
+            text += " (" + ", ".join(f"{n}/{total} {s}" for s, n in sorted(counts.items())) + ")"
+        elif st.reason:
+            text += f" ({st.reason})"
+        parts.append(text)
+    return ", ".join(parts)

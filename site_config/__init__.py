@@ -1,0 +1,46 @@
+"""The site configuration: what jobsmith knows about one cluster and its policy.
+
+Public API (the CLI's entry points):
+
+- `load_site(explicit, *, environ, system_file, user_file) -> LoadedSite`: find, merge
+  and validate the site files (loader.py says which files and in what order);
+- `SiteConfig` and its parts (model.py), `dump_site(config) -> str` (dump.py);
+- `ClusterFacts` and `build_facts(...)` from Slurm's own output (facts.py);
+- `check_site(config, facts) -> list[Mismatch]` (check.py) and
+  `init_site(facts, user) -> SiteConfig` (generate.py).
+
+Every problem with a site file is raised as jobsmith.errors.ConfigError with one message
+naming the file, the line and the field.
+"""
+
+from jobsmith.site_config.check import Mismatch, Severity, check_site, has_errors
+from jobsmith.site_config.dump import dump_site
+from jobsmith.site_config.facts import ClusterFacts, build_facts
+from jobsmith.site_config.generate import init_site
+from jobsmith.site_config.loader import (
+    SITE_ENV_VAR,
+    SYSTEM_SITE_FILE,
+    LoadedSite,
+    default_user_file,
+    load_site,
+    load_site_files,
+)
+from jobsmith.site_config.model import SiteConfig
+
+__all__ = [
+    "SITE_ENV_VAR",
+    "SYSTEM_SITE_FILE",
+    "ClusterFacts",
+    "LoadedSite",
+    "Mismatch",
+    "Severity",
+    "SiteConfig",
+    "build_facts",
+    "check_site",
+    "default_user_file",
+    "dump_site",
+    "has_errors",
+    "init_site",
+    "load_site",
+    "load_site_files",
+]

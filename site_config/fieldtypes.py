@@ -1,0 +1,111 @@
+"""The value types of a site file: durations, memory sizes, Slurm names, directories.
+
+Each type validates what a person writes and stores one plain value (seconds, MiB, a
+checked string, an absolute Path). What a file may say follows Slurm's conventions and
+is decided by the validation context the loader passes, `file_context(environ)`:
+
+- a bare int duration is minutes in a file (as `sbatch -t 30`), but seconds when a
+  SiteConfig is built in Python code (the fields are named `..._s` and hold seconds);
+- directories are expanded from the given environment (see expand.py); without one, a
+  path that needs expansion is an error instead of a guess.
+
+Durations and memory serialise (in JSON mode) back to Slurm's notation, so a dumped
+config reads as a person would write it and loads back to the same values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, ValidationInfo
+from pydantic_core import PydanticCustomError
+
+from jobsmith.site_config.expand import expand_path
+from jobsmith.site_config.units import format_duration, format_memory, parse_duration, parse_memory
+
+#: the validation context the loader passes: file values follow Slurm's conventions
+FILE_CONTEXT_KEY = "from_file"
+
+
+def file_context(environ: Mapping[str, str]) -> dict[str, object]:
+    """Validation context for data read from a site file, with paths expanded from environ."""
+    return {FILE_CONTEXT_KEY: True, "environ": environ}
+
+
+def _context(info: ValidationInfo) -> dict[str, Any]:
+    return info.context if isinstance(info.context, dict) else {}
+
+
+def _duration(value: object, info: ValidationInfo) -> object:
+    # In a file a bare int is minutes, as in `sbatch -t 30`; in Python code the field
+    # holds seconds (its name says _s), so an int given there is taken as it is.
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not _context(info).get(FILE_CONTEXT_KEY)
+    ):
+        return value
+    return parse_duration(value)
+
+
+#: seconds; in a file a Slurm duration (int minutes or a string), dumped as '[D-]HH:MM:SS'
+Duration = Annotated[
+    int,
+    BeforeValidator(_duration),
+    Field(gt=0),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+]
+#: MiB; written as int MiB or '4G'/'500M', dumped back in the shortest exact form
+Memory = Annotated[
+    int,
+    BeforeValidator(parse_memory),
+    PlainSerializer(format_memory, return_type=str, when_used="json"),
+]
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+
+def _name(value: object) -> object:
+    if isinstance(value, str) and not _NAME.match(value):
+        raise PydanticCustomError(
+            "name",
+            "{value} is not a Slurm name: use letters, digits, '_', '.' and '-'",
+            {"value": repr(value)},
+        )
+    return value
+
+
+#: a Slurm object name (partition, account, QoS, cluster): safe as a directive value
+Name = Annotated[str, AfterValidator(_name)]
+
+
+def _one_line(value: str) -> str:
+    # Each item is emitted as one script line; an embedded newline would smuggle in
+    # lines that no longer read as items of this list.
+    if "\n" in value or "\r" in value:
+        raise PydanticCustomError(
+            "site_config",
+            "{value} holds a line break: give each line as its own item",
+            {"value": repr(value)},
+        )
+    return value
+
+
+#: one shell line emitted before each job body
+SetupLine = Annotated[str, AfterValidator(_one_line)]
+
+
+def _expand(value: object, info: ValidationInfo) -> object:
+    if value is None:
+        raise PydanticCustomError(
+            "path_expansion", "a directory is required here (a bare ~ is YAML's null: quote it)"
+        )
+    if not isinstance(value, str | Path):
+        return value  # let the Path type report what is wrong with it
+    return expand_path(str(value), _context(info).get("environ"))
+
+
+#: an absolute directory, `~`/`$USER`/`$HOME` expanded at load time (see expand.py)
+Dir = Annotated[Path, BeforeValidator(_expand)]

@@ -1,0 +1,242 @@
+"""The site configuration as a typed model: one cluster, its partitions, accounts and policy.
+
+Field names follow two sources on purpose. `defaults` uses SbatchOptions' own names
+(`cpus_per_task`, `mem_mb`, `time_limit_s`) so the defaults can be handed to a submission
+unchanged; partition limits use the names of the Slurm partition keys they mirror
+(`max_time` is MaxTime, `max_mem_per_node` is MaxMemPerNode), which is what an admin
+copies them from. Units are fixed whatever the spelling: durations are stored in seconds,
+memory in MiB (fieldtypes.py says what a file may write and how paths are expanded).
+
+Every model forbids unknown keys, so a typo is an error instead of a silently ignored
+limit.
+
+Cross-field checks raise PydanticCustomError with a `fields` entry in their context:
+the sub-fields at fault, relative to the model that raised. The loader uses it to name
+the file that set the offending value when several files were merged.
+
+jobsmith's limits are guardrails for what the agent may ask for (and when a person must
+approve); Slurm still enforces the site's real limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from jobsmith.site_config.fieldtypes import Dir, Duration, Memory, Name, SetupLine
+from jobsmith.site_config.units import format_duration, format_memory
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _fault(message: str, *fields: tuple[str, ...]) -> PydanticCustomError:
+    """A cross-field error naming the sub-fields (key paths) that hold the bad values."""
+    return PydanticCustomError("site_config", message, {"fields": fields})
+
+
+class SchedulerAccess(_Section):
+    """How jobsmith reaches the scheduler's client commands (sbatch, squeue, …)."""
+
+    kind: Literal["local", "ssh"] = Field(
+        "local",
+        description="'local': run Slurm commands on this host (a login node); "
+        "'ssh': run them on `host` over SSH",
+    )
+    host: str | None = Field(None, description="ssh: the login node to connect to")
+    port: int = Field(22, ge=1, le=65535, description="ssh: TCP port")
+    user: str | None = Field(None, description="ssh: remote user name (default: the same)")
+    key_file: Dir | None = Field(None, description="ssh: private key file, ~ expanded")
+    command_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="seconds a Slurm command may take before the scheduler is treated as "
+        "unavailable; generous because slurmctld retries its own RPCs when busy",
+    )
+
+    @model_validator(mode="after")
+    def _ssh_fields_need_ssh(self) -> SchedulerAccess:
+        if self.kind == "ssh" and not self.host:
+            raise _fault("kind 'ssh' needs a host", ("host",))
+        ssh_only = [f for f in ("host", "user", "key_file") if getattr(self, f) is not None]
+        if self.kind == "local" and ssh_only:
+            verb = "applies" if len(ssh_only) == 1 else "apply"
+            message = f"{' and '.join(ssh_only)} {verb} only to kind 'ssh', not 'local'"
+            raise _fault(message, *((f,) for f in ssh_only))
+        return self
+
+
+class Partition(_Section):
+    """What jobsmith may ask for in one Slurm partition (None: no limit of jobsmith's own)."""
+
+    max_time: Duration | None = Field(None, description="longest time limit (MaxTime), seconds")
+    max_nodes: int | None = Field(None, gt=0, description="most nodes for one job (MaxNodes)")
+    max_cpus_per_node: int | None = Field(
+        None, gt=0, description="most CPUs on each node (MaxCPUsPerNode)"
+    )
+    max_mem_per_node: Memory | None = Field(
+        None, description="most memory on each node (MaxMemPerNode), MiB"
+    )
+    max_gpus_per_node: int = Field(0, ge=0, description="most GPUs on each node; 0: no GPUs")
+    gpu_type: Name | None = Field(
+        None, description="GPU type for --gres=gpu:TYPE:N; None: ask for any GPU"
+    )
+    default: bool = Field(False, description="used when a request names no partition")
+
+    @model_validator(mode="after")
+    def _gpu_type_needs_gpus(self) -> Partition:
+        if self.gpu_type is not None and self.max_gpus_per_node == 0:
+            raise _fault("gpu_type is set but max_gpus_per_node is 0", ("gpu_type",))
+        return self
+
+
+class Choice(_Section):
+    """A set of names jobsmith may use (accounts or QoS), and the one used when none is asked."""
+
+    allowed: list[Name] = Field(
+        default_factory=list,
+        description="names a request may use; empty: jobsmith never sets one and Slurm's "
+        "default for the user applies",
+    )
+    default: Name | None = Field(None, description="used when a request names none")
+
+    @model_validator(mode="after")
+    def _default_is_allowed(self) -> Choice:
+        if self.default is not None and self.default not in self.allowed:
+            allowed = ", ".join(self.allowed) or "(none)"
+            message = f"default {self.default!r} is not one of allowed: {allowed}"
+            raise _fault(message, ("default",))
+        return self
+
+
+class Defaults(_Section):
+    """Resources of a request that does not say (SbatchOptions' field names and units)."""
+
+    cpus_per_task: int = Field(1, gt=0, description="CPUs per task (sbatch -c)")
+    mem_mb: Memory = Field(2048, description="memory per node, MiB (sbatch --mem)")
+    time_limit_s: Duration = Field(3600, description="wall-time limit, seconds (sbatch -t)")
+
+
+class Paths(_Section):
+    """Where jobs keep scratch data, where they may read and write, where templates live."""
+
+    scratch: Dir = Field(description="per-user scratch directory for job working files")
+    allowed_roots: list[Dir] = Field(
+        min_length=1,
+        description="directories (and everything below) that jobs may read and write",
+    )
+    template_dirs: list[Dir] = Field(
+        default_factory=list,
+        description="extra job-template directories, searched in order before the built-ins",
+    )
+
+    @model_validator(mode="after")
+    def _scratch_is_allowed(self) -> Paths:
+        if not any(self.scratch.is_relative_to(root) for root in self.allowed_roots):
+            message = f"scratch {self.scratch} is not under any of allowed_roots"
+            raise _fault(message, ("scratch",))
+        return self
+
+
+class ApprovalThresholds(_Section):
+    """Sizes above which a person must approve a submission (None: never on this measure)."""
+
+    core_hours: float | None = Field(
+        100.0, ge=0, description="CPUs x time limit of one submission, over all its array tasks"
+    )
+    gpu_hours: float | None = Field(
+        8.0, ge=0, description="GPUs x time limit of one submission, over all its array tasks"
+    )
+    nodes: int | None = Field(4, ge=0, description="nodes of one job")
+
+    def exceeded_by(self, *, core_hours: float, gpu_hours: float, nodes: int) -> list[str]:
+        """Which thresholds a request of this size is strictly above, as readable reasons."""
+        measures = [
+            ("core-hours", core_hours, self.core_hours),
+            ("GPU-hours", gpu_hours, self.gpu_hours),
+            ("nodes", nodes, self.nodes),
+        ]
+        return [
+            f"{amount:g} {label} is above the approval threshold of {limit:g}"
+            for label, amount, limit in measures
+            if limit is not None and amount > limit
+        ]
+
+
+class Policy(_Section):
+    """Limits jobsmith holds the agent to (budgets will be another section here)."""
+
+    max_concurrent_jobs: int | None = Field(
+        1000, gt=0, description="most of the user's jobs queued or running at once"
+    )
+    approval: ApprovalThresholds = Field(
+        default_factory=ApprovalThresholds,
+        description="when a person must approve before submitting",
+    )
+
+
+class SiteConfig(_Section):
+    """Everything jobsmith knows about one site: the root of site.yaml."""
+
+    cluster: Name = Field(description="Slurm cluster name (ClusterName in slurm.conf)")
+    scheduler: SchedulerAccess = Field(
+        default_factory=SchedulerAccess, description="how to reach the scheduler"
+    )
+    partitions: dict[Name, Partition] = Field(
+        min_length=1, description="partitions jobsmith may use, by name"
+    )
+    accounts: Choice = Field(default_factory=Choice, description="accounts to charge (-A)")
+    qos: Choice = Field(default_factory=Choice, description="quality of service (--qos)")
+    defaults: Defaults = Field(
+        default_factory=Defaults, description="resources of a request that does not say"
+    )
+    env_setup: list[SetupLine] = Field(
+        default_factory=list,
+        description="shell lines emitted before every job body, e.g. 'module load gcc/12'",
+    )
+    paths: Paths = Field(description="scratch, allowed roots and template search path")
+    policy: Policy = Field(default_factory=Policy, description="guardrails and approvals")
+
+    @field_validator("partitions")
+    @classmethod
+    def _one_default_partition(cls, partitions: dict[str, Partition]) -> dict[str, Partition]:
+        marked = tuple(name for name, part in partitions.items() if part.default)
+        if len(marked) > 1:
+            message = f"only one partition may be the default, not {' and '.join(marked)}"
+            raise _fault(message, *((name, "default") for name in marked))
+        return partitions
+
+    @model_validator(mode="after")
+    def _defaults_fit_default_partition(self) -> SiteConfig:
+        found = self.default_partition()
+        if found is None:
+            return self
+        name, part = found
+        d = self.defaults
+        checks: list[tuple[str, int, int | None, str, Callable[[int], str]]] = [
+            ("time_limit_s", d.time_limit_s, part.max_time, "max_time", format_duration),
+            ("mem_mb", d.mem_mb, part.max_mem_per_node, "max_mem_per_node", format_memory),
+            ("cpus_per_task", d.cpus_per_task, part.max_cpus_per_node, "max_cpus_per_node", str),
+        ]
+        for field, value, limit, limit_name, show in checks:
+            if limit is not None and value > limit:
+                message = (
+                    f"{show(value)} is above {show(limit)}, the {limit_name} of the "
+                    f"default partition {name!r}"
+                )
+                raise _fault(message, ("defaults", field))
+        return self
+
+    def default_partition(self) -> tuple[str, Partition] | None:
+        """The partition marked default, as (name, limits); None if none is marked."""
+        return next(((n, p) for n, p in self.partitions.items() if p.default), None)
