@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING
 from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.scheduler import JobStatus
+    from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
     from jobsmith.adapters.slurm.transport import Transport
-    from jobsmith.agent.ledger import JobLedger
+    from jobsmith.agent.jobs import AssembledJob, JobRequest
+    from jobsmith.agent.ledger import JobLedger, SubmissionRecord
     from jobsmith.agent.results import ControlResult, LogView
     from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.job_templates import Template, TemplateLibrary
     from jobsmith.site_config import LoadedSite
 
 
@@ -84,6 +86,56 @@ class App:
 
         return JobLedger(self.paths.state_dir / "jobs")
 
+    @cached_property
+    def library(self) -> TemplateLibrary:
+        """Templates: the user's own, then the site's, then the shipped ones (first wins)."""
+        from jobsmith.job_templates import TemplateLibrary, shipped_library
+
+        site_dirs = list(self.site.config.paths.template_dirs)
+        return TemplateLibrary([self.paths.config_dir / "templates", *site_dirs, shipped_library()])
+
+    # --- templates and submission ----------------------------------------------------
+
+    def templates_info(self) -> list[Template]:
+        """Every template available, by name."""
+        return self.library.list()
+
+    def template_detail(self, name: str) -> Template:
+        """One template (TemplateError listing the valid names if unknown)."""
+        return self.library.get(name)
+
+    def assemble(self, request: JobRequest) -> AssembledJob:
+        """Render and check a job against the site's limits; submits nothing."""
+        from jobsmith.agent.jobs import assemble
+
+        template = self.library.get(request.template)
+        return assemble(template, request, self.site.config, cwd=Path.cwd())
+
+    def test_only(self, job: AssembledJob) -> TestOnlyResult:
+        """Slurm's own pre-flight verdict (`sbatch --test-only`)."""
+        return self.scheduler.test_only(job.script)
+
+    def submit(self, job: AssembledJob) -> SubmissionRecord:
+        """Submit once (never twice), and record it for status and logs."""
+        from jobsmith.agent.ledger import SubmissionRecord
+
+        if job.log_dir is not None:
+            self.transport.run(["mkdir", "-p", "--", str(job.log_dir)], timeout=30)
+        result = self.scheduler.submit(job.script, job.options)
+        record = SubmissionRecord(
+            job_id=result.job_id,
+            cluster=self.site.config.cluster,
+            template=job.template,
+            params=job.summary()["params"],
+            options=job.options,
+            script_sha256=job.script_sha256,
+            submitted_at=datetime.now(),
+            recovered=result.recovered,
+            warnings=list(result.warnings),
+        )
+        self.ledger.record(record)
+        return record
+
     # --- following jobs ------------------------------------------------------------
 
     def status(self, job_ids: list[str], since: str) -> dict[str, JobStatus]:
@@ -118,7 +170,6 @@ class App:
 
         getattr(self.scheduler, action)(job_ids)
         return ControlResult(action=action, job_ids=job_ids)
-
 
     # --- site ------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ class SubmissionRecord(BaseModel):
     script_sha256: str = Field(description="hash of the exact script submitted")
     submitted_at: datetime = Field(description="when Slurm accepted it")
     recovered: bool = Field(False, description="found by its tag after an unclear answer")
+    warnings: list[str] = Field(default_factory=list, description="what sbatch said on stderr")
 
 
 class JobLedger:

@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, Any
 from jobsmith.agent.output import print_json, print_table
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.scheduler import JobStatus
+    from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
     from jobsmith.adapters.slurm.records import JobRecord
+    from jobsmith.agent.jobs import AssembledJob
+    from jobsmith.agent.ledger import SubmissionRecord
     from jobsmith.agent.results import ControlResult, LogView
     from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.job_templates import Template
 
 #: arrays with more tasks than this show only their unfinished and failed tasks as text
 _MAX_TASK_ROWS = 20
@@ -136,3 +139,83 @@ def show_site_init(result: SiteInitResult, as_json: bool) -> None:
         print(result.yaml, end="")
     else:
         print(f"wrote {result.path}; check it with: jobsmith site check")
+
+
+def show_templates(templates: list[Template], as_json: bool) -> None:
+    """Print `jobsmith templates list`."""
+    if as_json:
+        print_json(
+            {
+                "templates": [
+                    {"name": t.name, "description": t.description, "file": str(t.spec_path)}
+                    for t in templates
+                ]
+            }
+        )
+        return
+    print_table(None, ["NAME", "DESCRIPTION"], [[t.name, t.description] for t in templates])
+
+
+def show_template(template: Template, as_json: bool) -> None:
+    """Print `jobsmith templates show NAME`."""
+    if as_json:
+        print_json(
+            {
+                "name": template.name,
+                "file": str(template.spec_path),
+                "spec": template.spec.model_dump(mode="json", exclude_none=True),
+                "body": template.body,
+            }
+        )
+        return
+    print(f"{template.name}: {template.description}\n({template.spec_path})\n")
+    rows = []
+    for name, spec in template.spec.params.items():
+        default = "(required)" if spec.required else spec.default
+        extra = f" e.g. {spec.example}" if spec.required and spec.example is not None else ""
+        choices = f" [{', '.join(map(str, spec.choices))}]" if spec.choices else ""
+        rows.append([name, spec.type.value, default, spec.description + choices + extra])
+    print_table("parameters", ["NAME", "TYPE", "DEFAULT", "DESCRIPTION"], rows)
+    resources = template.spec.resources.model_dump(mode="json", exclude_none=True)
+    if resources:
+        print("\nresource defaults: " + ", ".join(f"{k}={v}" for k, v in resources.items()))
+
+
+def show_rendered(job: AssembledJob, as_json: bool) -> None:
+    """Print `jobsmith render` / `submit --dry-run`: the exact script."""
+    if as_json:
+        print_json(job.summary())
+        return
+    print(job.script, end="")
+
+
+def show_test_only(job: AssembledJob, result: TestOnlyResult, as_json: bool) -> None:
+    """Print `jobsmith submit --test-only`."""
+    if as_json:
+        print_json({"job": job.summary(), "test_only": result.model_dump(mode="json")})
+    elif result.ok:
+        when = (
+            f"{result.estimated_start:%Y-%m-%d %H:%M}"
+            if result.estimated_start
+            else "unknown (Slurm's estimate is unreliable for GPU jobs on this version)"
+        )
+        print(f"Slurm would accept it: partition {result.partition}, estimated start {when}")
+    else:
+        print(f"Slurm would refuse it: {result.message}")
+    if not result.ok:
+        raise SystemExit(1)
+
+
+def show_submitted(record: SubmissionRecord, as_json: bool) -> None:
+    """Print `jobsmith submit`: Slurm's job id first, so scripts can read it."""
+    if as_json:
+        print_json(record)
+        return
+    print(record.job_id)
+    opts = record.options
+    tasks = f", {opts.array_size()} array tasks" if opts.array else ""
+    from jobsmith.agent.output import note
+
+    note(f"submitted {record.template} as Slurm job {record.job_id}{tasks}; logs: {opts.output}")
+    for warning in record.warnings:
+        note(f"sbatch said: {warning}")

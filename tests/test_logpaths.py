@@ -19,7 +19,11 @@ def test_array_task_pattern() -> None:
 
 def test_plain_job_padding_and_percent() -> None:
     path = expand_log_pattern(
-        "%u/%5j-100%%.out", job_id_raw="42", array_job_id=None, array_task_id=None,
-        job_name="x", user="alice",
+        "%u/%5j-100%%.out",
+        job_id_raw="42",
+        array_job_id=None,
+        array_task_id=None,
+        job_name="x",
+        user="alice",
     )
     assert path == "alice/00042-100%.out"

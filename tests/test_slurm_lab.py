@@ -67,7 +67,6 @@ def wait_terminal(s: SlurmScheduler, ids: list[str], timeout: float = 120) -> di
     since = datetime.now() - SINCE
     while True:
         st = s.status(ids, since)
-        print("POLL", {k: (v.state, v.task_counts, v.record and v.record.job_id) for k, v in st.items()})
         if all(x.state.is_terminal for x in st.values()):
             return st
         assert time.monotonic() < deadline, f"jobs not finished: {st}"
@@ -147,7 +146,7 @@ def test_refusal_names_slurms_reason_and_is_not_retried() -> None:
     t = RecordingTransport()
     s = SlurmScheduler(t, retry_delay_s=0)
     o = SbatchOptions(job_name=f"x.js-{secrets.token_hex(6)}", partition="nosuchpartition")
-    with pytest.raises(SchedulerError, match="(?i)invalid partition") as info:
+    with pytest.raises(SchedulerError, match=r"(?i)invalid partition") as info:
         s.submit(script(o, "true"), o)
     assert not isinstance(info.value, SchedulerUnavailable)
     assert t.count("sbatch") == 1

@@ -66,9 +66,7 @@ class SbatchOptions(BaseModel):
             ),
         ]
         | None
-    ) = Field(
-        None, description="--array index spec without throttle, e.g. '0-999' or '1,3,7'"
-    )
+    ) = Field(None, description="--array index spec without throttle, e.g. '0-999' or '1,3,7'")
     array_throttle: int | None = Field(None, gt=0, description="max array tasks running at once")
     dependencies: tuple[Dependency, ...] = Field((), description="--dependency, all must hold")
     output: SafeToken | None = Field(None, description="-o stdout path (may use %j %A %a)")

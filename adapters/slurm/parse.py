@@ -38,8 +38,10 @@ _DURATION = re.compile(r"(?:(?P<days>\d+)-)?(?P<clock>\d+(?::\d+){0,2}(?:\.\d+)?
 _EXIT = re.compile(r"(?P<code>\d+):(?P<signal>\d+)")
 #: what Slurm prints for "nothing here", across fields and versions
 _ABSENT = frozenset({"", "None", "Unknown", "N/A", "(null)", "None assigned"})
-#: Slurm's NO_VAL (0xfffffffe) and INFINITE mark an unset time in the JSON (24.11: 4294967294)
-_UNSET_EPOCH = 0xFFFFFFFE
+#: Slurm's NO_VAL: an unset 32-bit value
+_NO_VAL = 0xFFFFFFFE
+#: NO_VAL and INFINITE mark an unset time in the JSON (24.11: 4294967294)
+_UNSET_EPOCH = _NO_VAL
 _MIB = 1024**2
 
 
@@ -550,6 +552,7 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "ArrayJobID",  # %F
     "ArrayTaskID",  # %K: 'N/A' outside arrays
     "State",  # long form, %T
+    "exit_code",  # raw wait status (exit << 8 | signal); 0 until the job ends
     "Reason",  # %r
     "UserName",  # %u
     "Partition",  # %P
@@ -620,6 +623,7 @@ def _queue_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | Non
     raw = _text(row["JobID"]) or ids["job"]
     array_id = (_text(row["ArrayJobID"]) or ids["base"]) if in_array else None
     name, user = row["Name"], _text(row["UserName"])
+    exit_code, signal = _exit_from_status(_int(row["exit_code"]), state)
 
     def path(pattern: str) -> str | None:
         return _output_path(pattern, raw, array_id, task, name, user)
@@ -633,6 +637,8 @@ def _queue_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | Non
         name=name,
         user=user,
         state=state,
+        exit_code=exit_code,
+        signal=signal,
         reason=_text(row["Reason"]),
         dependency=_text(row["Dependency"]),
         partition=_text(row["Partition"]),
@@ -671,6 +677,7 @@ def _queue_from_json(job: Mapping[str, Any]) -> QueueRecord:
         stdout = f"{job.get('current_working_directory') or '.'}/{default}"
     node = _text(job.get("batch_host"))
     stdout_path = _output_path(stdout, raw, array_id, task, name, user, node)
+    exit_code, signal = _queue_exit_from_json(job.get("exit_code"), state)
     return QueueRecord(
         job_id=display,
         job_id_raw=raw,
@@ -680,6 +687,8 @@ def _queue_from_json(job: Mapping[str, Any]) -> QueueRecord:
         name=name,
         user=user,
         state=state,
+        exit_code=exit_code,
+        signal=signal,
         reason=_text(job.get("state_reason")),
         dependency=_text(job.get("dependency")),
         partition=_text(job.get("partition")),
@@ -690,6 +699,31 @@ def _queue_from_json(job: Mapping[str, Any]) -> QueueRecord:
         stderr_path=_output_path(job.get("standard_error"), raw, array_id, task, name, user, node)
         or stdout_path,
     )
+
+
+def _exit_from_status(status: int | None, state: JobState) -> tuple[int | None, int | None]:
+    """(exit status, signal) from the raw wait status the controller keeps for a job.
+
+    squeue -O exit_code and 22.05's squeue --json print it undecoded: 768 for `exit 3`,
+    9 for a job killed by SIGKILL. Decoded as sacct decodes ExitCode (WEXITSTATUS,
+    WTERMSIG). Before the job ends the controller holds 0, which is no exit status:
+    (None, None) unless the state is terminal.
+    """
+    if status is None or not state.is_terminal or status >= _NO_VAL:
+        return None, None
+    return (status >> 8) & 0xFF, status & 0x7F
+
+
+def _queue_exit_from_json(value: Any, state: JobState) -> tuple[int | None, int | None]:
+    """(exit status, signal) from squeue --json's exit_code: 22.05 gives the raw wait
+    status as a bare number, 24.11 the decoded {status, return_code, signal} that its
+    sacct --json gives too; a pending job's 'SUCCESS'/0 in 24.11 is no exit status either.
+    """
+    if isinstance(value, Mapping):
+        return _exit_from_json(value, state) if state.is_terminal else (None, None)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None, None
+    return _exit_from_status(value, state)
 
 
 _NODE_PATTERN = re.compile(r"%[0-9]*N")

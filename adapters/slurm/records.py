@@ -82,6 +82,17 @@ class QueueRecord(_Record):
     name: str = Field(description="job name")
     user: str | None = Field(None, description="owner's user name")
     state: JobState = Field(description="the job's state")
+    exit_code: int | None = Field(
+        None,
+        description="exit status of the batch script once the job has ended (a job killed "
+        "by a signal reads 0); None while it is pending or running",
+    )
+    signal: int | None = Field(
+        None,
+        description="signal that ended the batch script, 0 if none; None until the job "
+        "has ended. A job cancelled while running shows 15 here, where sacct's job row "
+        "says 0:0 and its batch step 0:15",
+    )
     reason: str | None = Field(None, description="why it waits ('Priority', …); None if none")
     dependency: str | None = Field(
         None, description="dependencies left, e.g. 'afterok:336(failed)' for one never satisfied"

@@ -87,8 +87,14 @@ def _merge(record: JobRecord | None, live: QueueRecord) -> JobRecord:
             partition=live.partition,
             user=live.user,
             comment=live.comment,
+            exit_code=live.exit_code,
+            signal=live.signal,
         )
-    return record.model_copy(update={"state": live.state, "reason": live.reason})
+    update: dict[str, object] = {"state": live.state, "reason": live.reason}
+    if record.exit_code is None or not record.state.is_terminal:
+        # accounting has not caught up with the end of the job yet
+        update |= {"exit_code": live.exit_code, "signal": live.signal}
+    return record.model_copy(update=update)
 
 
 def summarise(states: Iterable[JobState]) -> JobState:

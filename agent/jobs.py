@@ -1,0 +1,267 @@
+"""Assembling a job: template + parameters + site config + overrides -> a checked script.
+
+The order of precedence for resources is: site defaults, then the template's defaults,
+then what the user asked for on the command line. Resources a template takes from its
+own parameters (torch_train's gpus) can only be changed through those parameters, so the
+script and the request cannot disagree. Nothing is written or submitted here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
+
+from jobsmith.adapters.slurm.options import Dependency, SbatchOptions, render_directives
+from jobsmith.agent.limits import check_limits
+from jobsmith.errors import JobsmithError, PolicyError, TemplateError
+from jobsmith.job_templates import RenderedBody, Template, render_body
+from jobsmith.site_config import SiteConfig
+from jobsmith.site_config.units import parse_duration, parse_memory
+
+
+class JobRequest(BaseModel):
+    """What the user asked for: a template, its parameters, and resource overrides."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    template: str = Field(description="template name")
+    params: dict[str, object] = Field(default_factory=dict, description="template parameters")
+    partition: str | None = Field(None, description="partition override")
+    account: str | None = Field(None, description="account override")
+    qos: str | None = Field(None, description="QoS override")
+    time_limit_s: int | None = Field(None, description="wall time override, seconds")
+    mem_mb: int | None = Field(None, description="memory per node override, MiB")
+    cpus_per_task: int | None = Field(None, description="CPUs per task override")
+    gpus: int | None = Field(None, description="GPUs per node override")
+    nodes: int | None = Field(None, description="nodes override")
+    array_throttle: int | None = Field(None, description="max array tasks at once")
+    dependencies: tuple[Dependency, ...] = Field((), description="jobs to wait for")
+    log_dir: Path | None = Field(None, description="where stdout/stderr go")
+
+    @classmethod
+    def from_cli(cls, **kw: Any) -> JobRequest:
+        """Build from the CLI's options (strings as typed), with clear errors."""
+        params: dict[str, object] = _params_file(kw.get("params_file"))
+        params.update(_param_pairs(kw.get("params") or ()))
+        deps = [
+            Dependency(kind=kind, job_ids=tuple(ids))
+            for kind, ids in (
+                ("afterok", kw.get("after_ok")),
+                ("afterany", kw.get("after_any")),
+                ("afternotok", kw.get("after_not_ok")),
+            )
+            if ids
+        ]
+        try:
+            return cls(
+                template=kw["template"],
+                params=params,
+                partition=kw.get("partition"),
+                account=kw.get("account"),
+                qos=kw.get("qos"),
+                time_limit_s=_unit(parse_duration, "--time", kw.get("time_limit")),
+                mem_mb=_unit(parse_memory, "--mem", kw.get("mem")),
+                cpus_per_task=kw.get("cpus"),
+                gpus=kw.get("gpus"),
+                nodes=kw.get("nodes"),
+                array_throttle=kw.get("throttle"),
+                dependencies=tuple(deps),
+                log_dir=kw.get("log_dir"),
+            )
+        except ValidationError as exc:
+            raise JobsmithError(_first_error(exc)) from None
+
+
+@dataclass(frozen=True)
+class AssembledJob:
+    """A job ready to submit: the checked options, the full script and what made it."""
+
+    template: str
+    rendered: RenderedBody
+    options: SbatchOptions
+    script: str
+
+    @property
+    def script_sha256(self) -> str:
+        """Hash of the exact script (directives included): what an approval binds to."""
+        return hashlib.sha256(self.script.encode()).hexdigest()
+
+    @property
+    def log_dir(self) -> Path | None:
+        """Directory Slurm writes the logs to (created just before submission)."""
+        return Path(self.options.output).parent if self.options.output else None
+
+    def summary(self) -> dict[str, object]:
+        """JSON-ready description (the shape of `render --json` and `submit --dry-run`)."""
+        return {
+            "template": self.template,
+            "job_name": self.options.job_name,
+            "tag": self.options.tag(),
+            "params": json.loads(json.dumps(self.rendered.params, default=str)),
+            "options": self.options.model_dump(mode="json", exclude_none=True),
+            "array_tasks": self.options.array_size() if self.options.array else None,
+            "inputs": [str(p) for p in self.rendered.input_paths],
+            "outputs": [str(p) for p in self.rendered.output_paths],
+            "script": self.script,
+            "script_sha256": self.script_sha256,
+        }
+
+
+def assemble(
+    template: Template, request: JobRequest, site: SiteConfig, *, cwd: Path
+) -> AssembledJob:
+    """Validate, render and check a job against the site's limits (pure but for stat calls)."""
+    roots = list(site.paths.allowed_roots)
+    rendered = render_body(template, request.params, allowed_roots=roots, base_dir=cwd)
+    _refuse_param_resources(template, request)
+    options = _options(template.name, rendered, request, site, cwd)
+    check_limits(options, site)
+    script = compose_script(options, site.env_setup, rendered.body)
+    return AssembledJob(template=template.name, rendered=rendered, options=options, script=script)
+
+
+def compose_script(opts: SbatchOptions, env_setup: Sequence[str], body: str) -> str:
+    """The sbatch script: shebang, directives, the site's environment lines, the body."""
+    parts = ["#!/bin/bash", *render_directives(opts), ""]
+    if env_setup:
+        parts += ["# site environment (site config: env_setup)", *env_setup, ""]
+    return "\n".join(parts) + body.rstrip("\n") + "\n"
+
+
+def _options(
+    name: str, rendered: RenderedBody, req: JobRequest, site: SiteConfig, cwd: Path
+) -> SbatchOptions:
+    overrides = {
+        k: v
+        for k, v in {
+            "time_limit_s": req.time_limit_s,
+            "mem_mb": req.mem_mb,
+            "cpus_per_task": req.cpus_per_task,
+            "gpus": req.gpus,
+            "nodes": req.nodes,
+        }.items()
+        if v is not None
+    }
+    partition = req.partition or _default_partition(site)
+    defaults = _fit_partition(
+        {**site.defaults.model_dump(), **rendered.sbatch_fields()}, site, partition
+    )
+    log_dir = _inside_roots(req.log_dir or site.paths.scratch / "jobsmith-logs", site, "log dir")
+    stem = f"{name}_%A_%a" if rendered.array else f"{name}_%j"
+    fields: dict[str, object] = {
+        **defaults,
+        **overrides,
+        "job_name": f"{name}.js-{secrets.token_hex(6)}",
+        "partition": partition,
+        "account": req.account or site.accounts.default,
+        "qos": req.qos or site.qos.default,
+        "array_throttle": req.array_throttle,
+        "dependencies": req.dependencies,
+        "output": f"{log_dir}/{stem}.out",
+        "error": f"{log_dir}/{stem}.err",
+        "chdir": str(cwd if _within(cwd, site) else site.paths.scratch),
+    }
+    try:
+        return SbatchOptions.model_validate(fields)
+    except ValidationError as exc:
+        raise JobsmithError(f"template {name!r}: {_first_error(exc)}") from None
+
+
+def _fit_partition(
+    defaults: dict[str, int | str], site: SiteConfig, partition: str | None
+) -> dict[str, int | str]:
+    """Defaults (not the user's explicit requests) shrink to the partition's ceilings.
+
+    A template written for a big cluster asks for 4 CPUs or 2 hours by default; on a
+    partition that allows less, the default means "as much as allowed", whereas an
+    explicit request over a limit is refused by check_limits.
+    """
+    part = site.partitions.get(partition or "")
+    if part is None:
+        return defaults
+    limits = {
+        "time_limit_s": part.max_time,
+        "cpus_per_task": part.max_cpus_per_node,
+        "mem_mb": part.max_mem_per_node,
+        "nodes": part.max_nodes,
+    }
+    fitted = dict(defaults)
+    for key, limit in limits.items():
+        value = fitted.get(key)
+        if isinstance(value, int) and limit is not None and value > limit:
+            fitted[key] = limit
+    return fitted
+
+
+def _refuse_param_resources(template: Template, req: JobRequest) -> None:
+    for field, param in template.spec.resources.references().items():
+        if getattr(req, field) is not None:
+            raise TemplateError(
+                f"template {template.name!r} takes {field} from its parameter {param!r}: "
+                f"use -p {param}=VALUE instead of the resource option"
+            )
+
+
+def _default_partition(site: SiteConfig) -> str | None:
+    return next((n for n, p in site.partitions.items() if p.default), None)
+
+
+def _within(path: Path, site: SiteConfig) -> bool:
+    real = Path(os.path.realpath(path))
+    return any(real.is_relative_to(os.path.realpath(r)) for r in site.paths.allowed_roots)
+
+
+def _inside_roots(path: Path, site: SiteConfig, what: str) -> Path:
+    if not _within(path, site):
+        roots = ", ".join(str(r) for r in site.paths.allowed_roots)
+        raise PolicyError(f"{what} {path} is outside the allowed roots ({roots})")
+    return Path(os.path.realpath(path))
+
+
+def _param_pairs(pairs: Sequence[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TemplateError(f"-p {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def _params_file(path: Path | None) -> dict[str, object]:
+    if path is None:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise TemplateError(f"--params-file {path}: cannot read it: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise TemplateError(f"--params-file {path}: expected a mapping of parameter: value")
+    return {str(k): v for k, v in data.items()}
+
+
+def _unit(parse: Any, option: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        result: int = parse(value)
+    except (PydanticCustomError, ValueError) as exc:
+        raise JobsmithError(f"{option} {value!r}: {exc}") from None
+    return result
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}" if where else str(err["msg"])
