@@ -204,7 +204,7 @@ def _fit_partition(
 
 def _refuse_param_resources(template: Template, req: JobRequest) -> None:
     for field, param in template.spec.resources.references().items():
-        if getattr(req, field) is not None:
+        if getattr(req, field, None) is not None:
             raise TemplateError(
                 f"template {template.name!r} takes {field} from its parameter {param!r}: "
                 f"use -p {param}=VALUE instead of the resource option"

@@ -5,6 +5,9 @@ Shared by the template tests and the CLI/cluster tests (tests/ is on pytest's py
 
 from __future__ import annotations
 
+import random
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from jobsmith.job_templates import Template
@@ -51,3 +54,37 @@ def example_params(template: Template, root: Path) -> dict[str, object]:
             else:
                 create_input(root / str(example), spec.kind)
     return dict(template.examples())
+
+
+def write_bwa_inputs(work: Path, samples: Sequence[str], seed: int = 7) -> None:
+    """A random 5 kb reference (bwa-indexed) as work/genome.fa, 50 error-free read pairs
+    per sample under work/reads/, and the sample sheet work/reads/samples.tsv."""
+    rng = random.Random(seed)
+    (work / "reads").mkdir(parents=True, exist_ok=True)
+    reference = "".join(rng.choice("ACGT") for _ in range(5000))
+    (work / "genome.fa").write_text(f">chr1\n{reference}\n")
+    subprocess.run(["bwa", "index", str(work / "genome.fa")], check=True, capture_output=True)
+    sheet = ["sample\tr1\tr2"]
+    for sample in samples:
+        _simulate_pairs(rng, reference, 50, work / "reads", sample)
+        sheet.append(f"{sample}\t{sample}_1.fq\t{sample}_2.fq")
+    (work / "reads" / "samples.tsv").write_text("\n".join(sheet) + "\n")
+
+
+def _reverse_complement(seq: str) -> str:
+    return seq.translate(str.maketrans("ACGT", "TGCA"))[::-1]
+
+
+def _simulate_pairs(
+    rng: random.Random, reference: str, pairs: int, directory: Path, sample: str
+) -> None:
+    """Error-free read pairs: 70 bp from each end of a 250 bp fragment."""
+    with (
+        (directory / f"{sample}_1.fq").open("w") as r1,
+        (directory / f"{sample}_2.fq").open("w") as r2,
+    ):
+        for n in range(pairs):
+            start = rng.randrange(len(reference) - 250)
+            fragment = reference[start : start + 250]
+            r1.write(f"@{sample}.{n}/1\n{fragment[:70]}\n+\n{'I' * 70}\n")
+            r2.write(f"@{sample}.{n}/2\n{_reverse_complement(fragment[-70:])}\n+\n{'I' * 70}\n")

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from template_examples import create_input, example_params, write_table
+from template_examples import create_input, example_params, write_bwa_inputs, write_table
 
 from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.errors import PolicyError, TemplateError
@@ -853,42 +853,11 @@ def test_ffmpeg_chunks_then_concat_really_run(
     assert _probe_duration(work / f"joined.{container}") == pytest.approx(4.0, abs=0.15)
 
 
-def _random_reference(rng: random.Random, length: int) -> str:
-    return "".join(rng.choice("ACGT") for _ in range(length))
-
-
-def _reverse_complement(seq: str) -> str:
-    return seq.translate(str.maketrans("ACGT", "TGCA"))[::-1]
-
-
-def _simulate_pairs(
-    rng: random.Random, reference: str, pairs: int, directory: Path, sample: str
-) -> None:
-    """Error-free read pairs: 70 bp from each end of a 250 bp fragment."""
-    with (
-        (directory / f"{sample}_1.fq").open("w") as r1,
-        (directory / f"{sample}_2.fq").open("w") as r2,
-    ):
-        for n in range(pairs):
-            start = rng.randrange(len(reference) - 250)
-            fragment = reference[start : start + 250]
-            r1.write(f"@{sample}.{n}/1\n{fragment[:70]}\n+\n{'I' * 70}\n")
-            r2.write(f"@{sample}.{n}/2\n{_reverse_complement(fragment[-70:])}\n+\n{'I' * 70}\n")
-
-
 @_needs("bwa", "samtools")
 def test_bwa_align_really_runs(library: TemplateLibrary, tmp_path: Path) -> None:
     work = tmp_path / "run dir's"
     (work / "reads").mkdir(parents=True)
-    rng = random.Random(7)
-    reference = _random_reference(rng, 5000)
-    (work / "genome.fa").write_text(f">chr1\n{reference}\n")
-    subprocess.run(["bwa", "index", str(work / "genome.fa")], check=True, capture_output=True)
-    sheet = ["sample\tr1\tr2"]
-    for sample in ("S1", "S2"):
-        _simulate_pairs(rng, reference, 50, work / "reads", sample)
-        sheet.append(f"{sample}\t{sample}_1.fq\t{sample}_2.fq")
-    (work / "reads" / "samples.tsv").write_text("\n".join(sheet) + "\n")
+    write_bwa_inputs(work, ("S1", "S2"))
     rendered = render_body(
         library.get("bwa_align"),
         {"reference": "genome.fa", "samples": "reads/samples.tsv", "output_dir": "aligned"},

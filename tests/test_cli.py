@@ -1,0 +1,367 @@
+"""The `jobsmith` command line, end to end: pure errors in-process, jobs on the real lab cluster.
+
+Every CLI test runs with its own config and state directories (jobsmith_home) and the
+lab's example site file layered under a user file that adds the test's directory to the
+allowed roots, as a user's own ~/.config/jobsmith/site.yaml would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from template_examples import example_params, write_bwa_inputs
+
+from jobsmith.agent.cli import cli
+from jobsmith.job_templates import TemplateLibrary, shipped_library
+
+REPO = Path(__file__).resolve().parent.parent
+LAB_SITE = REPO / "site_config" / "examples" / "lab.yaml"
+SHIPPED = sorted(TemplateLibrary([shipped_library()]).names())
+
+
+@pytest.fixture
+def run(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Invoke the CLI in-process from workdir; returns click's Result."""
+    (jobsmith_home / "config" / "site.yaml").write_text(
+        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
+    )
+    monkeypatch.chdir(workdir)
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["--site", str(LAB_SITE), *args], catch_exceptions=False)
+
+    return invoke
+
+
+def one_error_line(result: Result) -> str:
+    """The CLI's error output must be one line, never a traceback."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    assert lines[0].startswith("jobsmith: error: ")
+    return lines[0]
+
+
+# --- no cluster needed ----------------------------------------------------------------
+
+
+def test_help_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, jobsmith.agent.cli; "
+        "print(sorted(m for m in ('pydantic', 'jinja2', 'yaml', 'rich', 'platformdirs') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    helped = subprocess.run(
+        [sys.executable, "-m", "jobsmith", "--help"], capture_output=True, text=True, check=True
+    )
+    for command in ("submit", "status", "logs", "cancel", "hold", "release", "site", "wait"):
+        assert command in helped.stdout
+
+
+def test_templates_list_json_shape(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("templates", "list", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert sorted(t["name"] for t in data["templates"]) == SHIPPED
+    assert all(t["description"] and t["file"].endswith(".yaml") for t in data["templates"])
+
+
+def test_unknown_template_is_one_line_listing_the_valid_ones(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("templates", "show", "ffmpeg_chunk")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "ffmpeg_chunk" in line and "ffmpeg_chunks" in line and "bwa_align" in line
+
+
+def test_json_errors_are_json(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("render", "command", "-p", "nosuch=1", "--json")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"] == "TemplateError"
+
+
+def test_newline_directive_injection_refused(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("render", "command", "-p", "command=true\n#SBATCH --partition=high")
+    assert result.exit_code == 2
+    assert "command" in one_error_line(result)
+
+
+def test_out_of_root_path_refused_and_nothing_recorded(run, jobsmith_home: Path) -> None:  # type: ignore[no-untyped-def]
+    result = run(
+        "submit",
+        "ffmpeg_chunks",
+        "-p",
+        "input=/etc/passwd",
+        "-p",
+        "output_dir=out",
+        "-p",
+        "duration_s=10",
+    )
+    assert result.exit_code == 3
+    line = one_error_line(result)
+    assert "/etc/passwd" in line and "input" in line
+    assert not (jobsmith_home / "state" / "jobs").exists()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--time", "2:00:00"], "partition 'debug' allows at most 00:30:00"),
+        (["--partition", "high"], "allowed: debug, long, gpu"),
+        (["--gpus", "1"], "partition 'debug' has 0 GPUs"),
+        (["--account", "other"], "allowed: lab, proj2"),
+        (["--cpus", "64"], "at most 2 CPUs"),
+        (["--log-dir", "/etc"], "outside the allowed roots"),
+    ],
+)
+def test_over_policy_refused_with_the_limit_named(
+    run,
+    jobsmith_home: Path,
+    args: list[str],  # type: ignore[no-untyped-def]
+    needle: str,
+) -> None:
+    result = run("submit", "command", "-p", "command=true", *args)
+    assert result.exit_code == 3, result.output
+    assert needle in one_error_line(result)
+    assert not (jobsmith_home / "state" / "jobs").exists()
+
+
+def test_missing_site_config_says_what_to_do(jobsmith_home: Path) -> None:
+    result = CliRunner().invoke(cli, ["render", "command", "-p", "command=true"])
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "site init" in line
+
+
+def test_bad_time_syntax_named(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("render", "command", "-p", "command=true", "--time", "soon")
+    assert result.exit_code != 0
+    assert "--time" in one_error_line(result)
+
+
+# --- on the real lab cluster ----------------------------------------------------------
+
+lab = pytest.mark.usefixtures("lab_cluster")
+
+
+@lab
+def test_dry_run_submits_nothing(run, jobsmith_home: Path) -> None:  # type: ignore[no-untyped-def]
+    result = run("submit", "command", "-p", "command=echo hi", "--dry-run", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data["script"].startswith("#!/bin/bash\n#SBATCH --job-name=command.js-")
+    found = subprocess.run(
+        ["squeue", "--me", "-h", "--name", data["job_name"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert found.stdout.strip() == ""
+    assert not (jobsmith_home / "state" / "jobs").exists()
+
+
+@lab
+def test_submit_wait_status_logs(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    result = run(
+        "submit",
+        "command",
+        "-p",
+        "command=echo out-line; echo err-line >&2",
+        "--log-dir",
+        str(workdir / "logs"),
+    )
+    assert result.exit_code == 0, result.output
+    job_id = result.stdout.strip()
+    assert job_id.isdigit()
+    waited = run("wait", job_id, "--timeout", "120", "--json")
+    assert waited.exit_code == 0, waited.output
+    status = json.loads(run("status", job_id, "--json").stdout)
+    (job,) = status["jobs"]
+    assert job["job_id"] == job_id and job["state"] == "COMPLETED"
+    assert job["record"]["exit_code"] == 0
+    listed = json.loads(run("status", "--json").stdout)
+    assert [j["job_id"] for j in listed["jobs"]] == [job_id]
+    out = json.loads(run("logs", job_id, "--json").stdout)
+    assert out["lines"] == ["out-line"] and out["path"] == f"{workdir}/logs/command_{job_id}.out"
+    err = run("logs", job_id, "--stderr")
+    assert err.stdout.strip() == "err-line"
+
+
+@lab
+def test_failed_job_exit_code_and_wait_status(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    job_id = run(
+        "submit", "command", "-p", "command=ls /nonexistent-input", "--log-dir", str(workdir)
+    ).stdout.strip()
+    waited = run("wait", job_id, "--timeout", "120")
+    assert waited.exit_code == 1
+    job = json.loads(run("status", job_id, "--json").stdout)["jobs"][0]
+    assert job["state"] == "FAILED" and job["record"]["exit_code"] == 2
+    assert "No such file or directory" in run("logs", job_id, "--stderr").stdout
+
+
+@lab
+def test_hold_release_cancel(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    job_id = run(
+        "submit", "command", "-p", "command=sleep 60", "--log-dir", str(workdir)
+    ).stdout.strip()
+    assert json.loads(run("hold", job_id, "--json").stdout) == {
+        "action": "hold",
+        "job_ids": [job_id],
+    }
+    job = json.loads(run("status", job_id, "--json").stdout)["jobs"][0]
+    assert job["state"] == "PENDING" and job["reason"] == "JobHeldUser"
+    assert run("release", job_id).exit_code == 0
+    assert run("cancel", job_id).exit_code == 0
+    final = json.loads(run("wait", job_id, "--json", "--timeout", "60").stdout)["jobs"][0]
+    assert final["state"] == "CANCELLED"
+
+
+@lab
+def test_control_of_unknown_job_is_a_clear_error(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("hold", "999999")
+    assert result.exit_code == 4
+    assert "999999" in one_error_line(result) or "Invalid job id" in result.stderr
+
+
+@lab
+def test_site_check_and_init_against_the_live_cluster(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    check = run("site", "check", "--json")
+    assert check.exit_code == 0, check.output
+    report = json.loads(check.stdout)
+    assert report["cluster"] == "jobsmithlab"
+    assert not [m for m in report["mismatches"] if m["severity"] == "error"]
+    out = workdir / "site.yaml"
+    assert run("site", "init", "-o", str(out)).exit_code == 0
+    assert "cluster: jobsmithlab" in out.read_text()
+    again = run("site", "init", "-o", str(out))
+    assert again.exit_code == 2 and "--force" in one_error_line(again)
+
+
+@lab
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_template_passes_sbatch_test_only(run, workdir: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    template = TemplateLibrary([shipped_library()]).get(name)
+    params = example_params(template, workdir)
+    extra = ["--partition", "gpu"] if template.spec.resources.references().get("gpus") else []
+    if name == "torch_train":
+        params["cpus"] = 2  # the lab node has 2 CPUs
+    args = [a for k, v in params.items() for a in ("-p", f"{k}={_cli_value(v)}")]
+    result = run("submit", name, *args, *extra, "--test-only", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["test_only"]["ok"], data["test_only"]["message"]
+
+
+def _cli_value(value: object) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+@lab
+def test_ffmpeg_chunks_then_concat_run_on_slurm(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-loglevel",
+            "error",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc=duration=6:size=160x120:rate=10",
+            "-c:v",
+            "libx264",
+            "clip.mp4",
+        ],
+        check=True,
+        cwd=workdir,
+    )
+    chunks = run(
+        "submit",
+        "ffmpeg_chunks",
+        "-p",
+        "input=clip.mp4",
+        "-p",
+        "output_dir=chunks",
+        "-p",
+        "duration_s=6",
+        "-p",
+        "chunk_seconds=2",
+        "-p",
+        "audio=none",
+        "--throttle",
+        "2",
+        "--log-dir",
+        str(workdir / "logs"),
+    )
+    assert chunks.exit_code == 0, chunks.output
+    chunk_id = chunks.stdout.strip()
+    concat = run(
+        "submit",
+        "ffmpeg_concat",
+        "-p",
+        "chunk_dir=chunks",
+        "-p",
+        "chunks=3",
+        "-p",
+        "output=joined.mkv",
+        "--after-ok",
+        chunk_id,
+        "--log-dir",
+        str(workdir / "logs"),
+    )
+    concat_id = concat.stdout.strip()
+    waited = run("wait", chunk_id, concat_id, "--timeout", "300", "--json")
+    assert waited.exit_code == 0, waited.output
+    jobs = {j["job_id"]: j for j in json.loads(waited.stdout)["jobs"]}
+    assert jobs[chunk_id]["task_counts"] == {"COMPLETED": 3}
+    duration = subprocess.run(
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-show_entries",
+            "format=duration",
+            "-of",
+            "csv=p=0",
+            str(workdir / "joined.mkv"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert abs(float(duration) - 6.0) < 0.3
+
+
+@lab
+def test_bwa_align_runs_on_slurm(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_bwa_inputs(workdir, ("S1", "S2"))
+    sub = run(
+        "submit",
+        "bwa_align",
+        "-p",
+        "reference=genome.fa",
+        "-p",
+        "samples=reads/samples.tsv",
+        "-p",
+        "output_dir=aligned",
+        "--log-dir",
+        str(workdir / "logs"),
+    )
+    assert sub.exit_code == 0, sub.output
+    job_id = sub.stdout.strip()
+    waited = run("wait", job_id, "--timeout", "300", "--json")
+    assert waited.exit_code == 0, waited.output
+    for sample in ("S1", "S2"):
+        count = subprocess.run(
+            ["samtools", "view", "-c", "-F", "4", str(workdir / "aligned" / f"{sample}.bam")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert int(count) > 0
