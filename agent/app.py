@@ -190,6 +190,13 @@ class App:
 def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) -> App:
     """The CLI's object graph for this user and environment."""
     env = dict(os.environ if environ is None else environ)
+    # cron, runuser and some batch systems leave USER or HOME unset; site files expand
+    # them, so take them from the password database rather than fail
+    if not env.get("USER"):
+        import getpass
+
+        env["USER"] = env.get("LOGNAME") or getpass.getuser()
+    env["HOME"] = env.get("HOME") or os.path.expanduser("~")
     return App(paths=Paths.for_user(env), environ=env, site_file=site_file)
 
 

@@ -21,13 +21,13 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from jobsmith.adapters.slurm.parse import parse_key_values
 from jobsmith.errors import SchedulerError
 from jobsmith.site_config.units import parse_duration
 
 _UNSET = {"UNLIMITED", "INFINITE", "NONE", "N/A", "(null)", ""}
 # A key starts at the line's start or after whitespace; values may hold spaces (OS=,
 # Reason=) and '=' after a non-space (TRES=cpu=2,mem=…; JobDefaults=DefCpuPerGPU=1).
-_KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][A-Za-z0-9_]*)=")
 # Commas inside parentheses belong to a GRES socket list, e.g. gpu:a100:2(S:0,1).
 _GRES_SPLIT = re.compile(r",(?![^(]*\))")
 
@@ -121,16 +121,6 @@ def build_facts(
     nodes = parse_nodes(nodes_text)
     merged = {name: _with_nodes(part, nodes) for name, part in partitions.items()}
     return ClusterFacts(user=user, partitions=merged, associations=parse_assoc(assoc_text, user))
-
-
-def parse_key_values(line: str) -> dict[str, str]:
-    """The Key=Value pairs of one `scontrol show … -o` line."""
-    matches = list(_KEY.finditer(line))
-    pairs = {}
-    for match, following in zip(matches, [*matches[1:], None], strict=True):
-        end = following.start() if following else len(line)
-        pairs[match[1]] = line[match.end() : end].strip()
-    return pairs
 
 
 def parse_partitions(text: str) -> dict[str, PartitionFacts]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jobsmith.adapters.slurm.options import SbatchOptions, render_directives
+from jobsmith.adapters.slurm.parse import parse_key_values
 from jobsmith.errors import ConfigError, SchedulerError
 from jobsmith.site_config import (
     ClusterFacts,
@@ -30,7 +31,6 @@ from jobsmith.site_config import (
 from jobsmith.site_config.facts import (
     parse_assoc,
     parse_gpu_gres,
-    parse_key_values,
     parse_nodes,
     parse_partitions,
 )

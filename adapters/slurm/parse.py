@@ -753,3 +753,19 @@ def _output_path(
         user=user,
         node=node or "",
     )
+
+
+# --- scontrol ---------------------------------------------------------------------------
+
+#: a key starts a line or follows whitespace; values may contain spaces and '='
+_SCONTROL_KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][A-Za-z0-9_]*)=")
+
+
+def parse_key_values(line: str) -> dict[str, str]:
+    """The Key=Value pairs of one `scontrol show … -o` line."""
+    matches = list(_SCONTROL_KEY.finditer(line))
+    pairs = {}
+    for match, following in zip(matches, [*matches[1:], None], strict=True):
+        end = following.start() if following else len(line)
+        pairs[match[1]] = line[match.end() : end].strip()
+    return pairs

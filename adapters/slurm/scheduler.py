@@ -18,6 +18,7 @@ from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.adapters.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
+    parse_key_values,
     parse_sacct_parsable,
     parse_squeue,
 )
@@ -171,7 +172,8 @@ class SlurmScheduler:
                 f"job {job_id}: the controller no longer holds it, so its log paths are "
                 "unknown unless jobsmith submitted it"
             )
-        fields = dict(_key_values(res.stdout))
+        # an array prints one line per record; the first is the one asked for
+        fields = parse_key_values(res.stdout.splitlines()[0] if res.stdout else "")
         return fields.get("StdOut"), fields.get("StdErr")
 
     def run_checked(self, command: list[str]) -> CommandResult:
@@ -249,9 +251,3 @@ def _strip_prefix(text: str) -> str:
     """Drop the 'sbatch: error: ' style prefixes Slurm puts on each line."""
     lines = [re.sub(r"^\w+: (error: |warning: )?", "", line) for line in _lines(text)]
     return "; ".join(lines)
-
-
-def _key_values(line: str) -> list[tuple[str, str]]:
-    """Key=Value pairs of a `scontrol show ... -o` line (values may contain '=')."""
-    pairs = re.findall(r"(?:^|\s)([A-Za-z][\w:/]*)=(\S*)", line)
-    return [(k, v) for k, v in pairs]
