@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobsmith.errors import JobsmithError
+from jobsmith.errors import ConfigError, JobsmithError
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
@@ -58,10 +58,21 @@ class App:
 
     @cached_property
     def transport(self) -> Transport:
-        """How Slurm commands run (local now; the site config will choose SSH later)."""
+        """How Slurm commands run (local now; the site config will choose SSH later).
+
+        Commands that need no site config (status, cancel, logs) still work without one;
+        then only the default secret filter applies.
+        """
+        from jobsmith.adapters.slurm.jobenv import SecretFilter
         from jobsmith.adapters.slurm.transport import LocalTransport
 
-        return self.transport_override or LocalTransport()
+        if self.transport_override is not None:
+            return self.transport_override
+        try:
+            extra = self.site.config.policy.secret_env
+        except ConfigError:
+            extra = []
+        return LocalTransport(SecretFilter.with_site_names(extra))
 
     @cached_property
     def scheduler(self) -> SlurmScheduler:

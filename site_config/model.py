@@ -183,6 +183,10 @@ class Policy(_Section):
         default_factory=ApprovalThresholds,
         description="when a person must approve before submitting",
     )
+    secret_env: list[str] = Field(
+        default_factory=list,
+        description="extra environment variable names (shell patterns) never passed to jobs",
+    )
 
 
 class SiteConfig(_Section):

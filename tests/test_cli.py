@@ -365,3 +365,56 @@ def test_bwa_align_runs_on_slurm(run, workdir: Path) -> None:  # type: ignore[no
             check=True,
         ).stdout
         assert int(count) > 0
+
+
+def test_secret_filter_rule() -> None:
+    from jobsmith.adapters.slurm.jobenv import SecretFilter
+
+    f = SecretFilter.with_site_names(["LAB_*"])
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "github_token",
+        "AWS_SECRET_ACCESS_KEY",
+        "DB_PASSWORD",
+        "SSH_AUTH_SOCK",
+        "LAB_THING",
+        "HF_TOKEN",
+        "DATABASE_URL",
+    ):
+        assert f.is_secret(name), name
+    for name in (
+        "PATH",
+        "HOME",
+        "LD_LIBRARY_PATH",
+        "MODULEPATH",
+        "TOKENIZERS_PARALLELISM",
+        "CONDA_PREFIX",
+        "http_proxy",
+        "OMP_NUM_THREADS",
+    ):
+        assert not f.is_secret(name), name
+
+
+@lab
+def test_a_real_job_never_sees_the_agents_secrets(  # type: ignore[no-untyped-def]
+    run, workdir: Path, jobsmith_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (jobsmith_home / "config" / "site.yaml").write_text(
+        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
+        "policy:\n  secret_env: [LAB_SITE_*]\n"
+    )
+    secrets = {
+        "ANTHROPIC_API_KEY": "sk-ant-sekrit1",
+        "GITHUB_TOKEN": "ghp_sekrit2",
+        "AWS_SECRET_ACCESS_KEY": "sekrit3",
+        "LAB_SITE_LICENSE": "sekrit4",
+    }
+    for key, value in {**secrets, "JOBSMITH_TEST_KEEP": "kept-value"}.items():
+        monkeypatch.setenv(key, value)
+    job_id = run("submit", "command", "-p", "command=env", "--log-dir", str(workdir)).stdout
+    job_id = job_id.strip()
+    assert run("wait", job_id, "--timeout", "120").exit_code == 0
+    printed = (workdir / f"command_{job_id}.out").read_text()
+    assert "JOBSMITH_TEST_KEEP=kept-value" in printed and "PATH=" in printed
+    for key, value in secrets.items():
+        assert key not in printed and value not in printed

@@ -30,6 +30,7 @@ class RecordingTransport(LocalTransport):
     """The real local transport, remembering every command it ran."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple[str, ...]] = []
 
     def run(

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from jobsmith.adapters.slurm.jobenv import SecretFilter
 from jobsmith.errors import SchedulerUnavailable
 
 
@@ -47,7 +48,14 @@ class Transport(Protocol):
 
 
 class LocalTransport:
-    """Runs commands as subprocesses of this process, on this host."""
+    """Runs commands as subprocesses of this process, on this host.
+
+    Children get this process's environment minus its secrets (jobenv.SecretFilter):
+    sbatch hands the environment it runs in to the job.
+    """
+
+    def __init__(self, secrets: SecretFilter | None = None) -> None:
+        self._secrets = secrets or SecretFilter()
 
     def run(
         self,
@@ -69,7 +77,7 @@ class LocalTransport:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env={**os.environ, **env} if env else None,
+                env={**self._secrets.apply(os.environ), **(env or {})},
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
