@@ -14,7 +14,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.slurm.options import SbatchOptions, array_task_count
-from jobsmith.adapters.slurm.records import JobRecord
+from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
 from jobsmith.adapters.slurm.states import JobState
 
 
@@ -91,6 +91,10 @@ class Scheduler(Protocol):
         """Job ids carrying job_name, from the controller and accounting."""
         ...
 
+    def active_tasks(self) -> int:
+        """How many of the caller's jobs and array tasks are queued or running."""
+        ...
+
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel jobs."""
         ...
@@ -108,7 +112,7 @@ class Scheduler(Protocol):
         ...
 
 
-def task_range_size(record: JobRecord) -> int:
+def task_range_size(record: JobRecord | QueueRecord) -> int:
     """How many tasks a record stands for: 1, or the size of a pending range like '4-9%2'."""
     if not record.array_task_range:
         return 1

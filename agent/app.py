@@ -21,10 +21,15 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
     from jobsmith.adapters.slurm.transport import Transport
+    from jobsmith.agent.approvals import PendingApproval
+    from jobsmith.agent.events import Event
+    from jobsmith.agent.executor import Executor
     from jobsmith.agent.jobs import AssembledJob, JobRequest
-    from jobsmith.agent.ledger import JobLedger, SubmissionRecord
+    from jobsmith.agent.ledger import JobLedger
     from jobsmith.agent.results import ControlResult, LogView
     from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.steps import Step, StepResult
+    from jobsmith.agent.store import FileSessionStore
     from jobsmith.job_templates import Template, TemplateLibrary
     from jobsmith.site_config import LoadedSite
 
@@ -126,26 +131,41 @@ class App:
         """Slurm's own pre-flight verdict (`sbatch --test-only`)."""
         return self.scheduler.test_only(job.script)
 
-    def submit(self, job: AssembledJob) -> SubmissionRecord:
-        """Submit once (never twice), and record it for status and logs."""
-        from jobsmith.agent.ledger import SubmissionRecord
+    @cached_property
+    def store(self) -> FileSessionStore:
+        """The session log store, in the user's state directory."""
+        from jobsmith.agent.store import FileSessionStore
 
-        if job.log_dir is not None:
-            self.transport.run(["mkdir", "-p", "--", str(job.log_dir)], timeout=30)
-        result = self.scheduler.submit(job.script, job.options)
-        record = SubmissionRecord(
-            job_id=result.job_id,
-            cluster=self.site.config.cluster,
-            template=job.template,
-            params=job.summary()["params"],
-            options=job.options,
-            script_sha256=job.script_sha256,
-            submitted_at=datetime.now(),
-            recovered=result.recovered,
-            warnings=list(result.warnings),
+        return FileSessionStore(self.paths.state_dir / "sessions")
+
+    @cached_property
+    def executor(self) -> Executor:
+        """The policy-bound executor every action goes through."""
+        from jobsmith.agent.executor import Executor
+
+        def read_output(job_id: str, stream: str, tail: int) -> dict[str, object]:
+            return self.logs(job_id, stream, tail).model_dump(mode="json")
+
+        return Executor(
+            store=self.store,
+            scheduler=self.scheduler,
+            library=self.library,
+            site=self.site.config,
+            ledger=self.ledger,
+            cwd=Path.cwd(),
+            read_output=read_output,
         )
-        self.ledger.record(record)
-        return record
+
+    def one_step(self, title: str, step: Step) -> tuple[str, StepResult]:
+        """A CLI action is a one-step session: open it, run the step, return both."""
+        session_id = self.store.create({"title": title, "origin": "cli"})
+        return session_id, self.executor.run(session_id, step)
+
+    def submit(self, request: JobRequest) -> tuple[str, StepResult]:
+        """Submit through the executor (policy, approvals, the session log)."""
+        from jobsmith.agent.steps import Submit
+
+        return self.one_step(f"submit {request.template}", Submit(job=request))
 
     # --- following jobs ------------------------------------------------------------
 
@@ -176,11 +196,56 @@ class App:
         return read_log(self, job_id, which, tail_lines)
 
     def control(self, action: str, job_ids: list[str]) -> ControlResult:
-        """cancel / hold / release."""
+        """cancel / hold / release, through the executor (a foreign job may need approval)."""
         from jobsmith.agent.results import ControlResult
+        from jobsmith.agent.steps import STEP_ADAPTER
 
-        getattr(self.scheduler, action)(job_ids)
+        step = STEP_ADAPTER.validate_python({"action": action, "job_ids": job_ids})
+        self.one_step(f"{action} {' '.join(job_ids)}", step)
         return ControlResult(action=action, job_ids=job_ids)
+
+    # --- approvals and sessions --------------------------------------------------------
+
+    def pending(self) -> list[PendingApproval]:
+        """Steps waiting for a person."""
+        from jobsmith.agent.approvals import pending_approvals
+
+        return pending_approvals(self.store)
+
+    def approve(self, step_id: str) -> StepResult:
+        """Approve a held step and run exactly what was shown."""
+        from jobsmith.agent.approvals import find_pending
+        from jobsmith.agent.events import EventKind
+        from jobsmith.agent.session_log import SessionLog
+        from jobsmith.agent.steps import STEP_ADAPTER
+
+        item = find_pending(self.store, step_id)
+        given = {"by": self.environ.get("USER", "?"), "script_sha256": item.script_sha256}
+        SessionLog(self.store, item.session_id).append(EventKind.APPROVAL_GIVEN, given, step_id)
+        if item.action == "submit":
+            return self.executor.submit_approved(item.session_id, step_id, item.data)
+        step = STEP_ADAPTER.validate_python(item.data["step"])
+        return self.executor.run_approved_control(item.session_id, step)
+
+    def deny(self, step_id: str, reason: str) -> PendingApproval:
+        """Refuse a held step; nothing runs."""
+        from jobsmith.agent.approvals import find_pending
+        from jobsmith.agent.events import EventKind
+        from jobsmith.agent.session_log import SessionLog
+
+        item = find_pending(self.store, step_id)
+        refused = {"by": self.environ.get("USER", "?"), "reason": reason}
+        SessionLog(self.store, item.session_id).append(EventKind.APPROVAL_REFUSED, refused, step_id)
+        return item
+
+    def unblock(self, session_id: str, note: str) -> Event:
+        """A person lifts a failure-streak stop (recorded as an event)."""
+        from jobsmith.agent.events import EventKind
+        from jobsmith.agent.session_log import SessionLog
+
+        self.store.info(session_id)  # a clear error for an unknown session
+        data = {"by": self.environ.get("USER", "?"), "note": note}
+        return SessionLog(self.store, session_id).append(EventKind.UNBLOCKED, data, None)
 
     # --- site ------------------------------------------------------------------------
 

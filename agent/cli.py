@@ -187,13 +187,15 @@ def submit(
     from jobsmith.agent import views
 
     app = _app(ctx)
-    job = app.assemble(_request(kwargs))
-    if dry_run:
-        views.show_rendered(job, as_json)
-    elif test_only:
-        views.show_test_only(job, app.test_only(job), as_json)
-    else:
-        views.show_submitted(app.submit(job), as_json)
+    request = _request(kwargs)
+    if dry_run or test_only:
+        job = app.assemble(request)
+        if dry_run:
+            views.show_rendered(job, as_json)
+        else:
+            views.show_test_only(job, app.test_only(job), as_json)
+        return
+    views.show_submitted(*app.submit(request), as_json)
 
 
 # --- following jobs ------------------------------------------------------------------
@@ -281,6 +283,119 @@ def _control(action: str) -> Callable[..., None]:
 
 for _action in ("cancel", "hold", "release"):
     cli.command(_action)(_control(_action))
+
+
+# --- approvals and sessions -----------------------------------------------------------
+
+
+@cli.command()
+@json_command
+@click.pass_context
+def pending(ctx: click.Context, as_json: bool) -> None:
+    """Steps waiting for a person, with their script and cost."""
+    from jobsmith.agent import views
+
+    views.show_pending(_app(ctx).pending(), as_json)
+
+
+@cli.command()
+@click.argument("step_id")
+@json_command
+@click.pass_context
+def approve(ctx: click.Context, step_id: str, as_json: bool) -> None:
+    """Approve a held step: it runs exactly as shown by `jobsmith pending`."""
+    from jobsmith.agent import views
+
+    views.show_step_result(_app(ctx).approve(step_id), as_json)
+
+
+@cli.command()
+@click.argument("step_id")
+@click.option("--reason", default="", help="Why (kept in the session log).")
+@json_command
+@click.pass_context
+def deny(ctx: click.Context, step_id: str, reason: str, as_json: bool) -> None:
+    """Refuse a held step; nothing runs."""
+    from jobsmith.agent.output import print_json
+
+    item = _app(ctx).deny(step_id, reason)
+    if as_json:
+        print_json({"step_id": item.step_id, "session_id": item.session_id, "denied": True})
+    else:
+        click.echo(f"denied {item.step_id} (session {item.session_id})")
+
+
+@cli.group()
+def sessions() -> None:
+    """Inspect, export and prune session logs."""
+
+
+@sessions.command("list")
+@json_command
+@click.pass_context
+def sessions_list(ctx: click.Context, as_json: bool) -> None:
+    """Every session, oldest first."""
+    from jobsmith.agent import views
+
+    app = _app(ctx)
+    views.show_sessions(app.store.list_sessions(), app.store.size_bytes(), as_json)
+
+
+@sessions.command("show")
+@click.argument("session_id")
+@json_command
+@click.pass_context
+def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """A session's events, one a line."""
+    from jobsmith.agent import views
+
+    views.show_events(_app(ctx).store.read(session_id), as_json)
+
+
+@sessions.command("export")
+@click.argument("session_id")
+@click.pass_context
+def sessions_export(ctx: click.Context, session_id: str) -> None:
+    """A session as JSONL, one event a line (for audit or replay)."""
+    from jobsmith.errors import JobsmithError
+
+    try:
+        events = _app(ctx).store.read(session_id)
+    except JobsmithError as err:
+        click.echo(f"jobsmith: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    for event in events:
+        click.echo(event.model_dump_json())
+
+
+@sessions.command("prune")
+@click.option("--older-than", default="30d", show_default=True, help="Idle for: 30d, 12h.")
+@click.option("--dry-run", is_flag=True, help="Report what would go; remove nothing.")
+@json_command
+@click.pass_context
+def sessions_prune(ctx: click.Context, older_than: str, dry_run: bool, as_json: bool) -> None:
+    """Remove sessions idle for longer than --older-than; report the space freed."""
+    from jobsmith.agent import views
+    from jobsmith.agent.app import parse_window
+
+    report = _app(ctx).store.prune(parse_window(older_than), dry_run=dry_run)
+    views.show_prune(report, as_json)
+
+
+@sessions.command("unblock")
+@click.argument("session_id")
+@click.option("--note", default="", help="What was looked at (kept in the log).")
+@json_command
+@click.pass_context
+def sessions_unblock(ctx: click.Context, session_id: str, note: str, as_json: bool) -> None:
+    """Lift the stop after a streak of failed jobs (recorded as an event)."""
+    from jobsmith.agent.output import print_json
+
+    event = _app(ctx).unblock(session_id, note)
+    if as_json:
+        print_json(event)
+    else:
+        click.echo(f"unblocked: submissions may go on (session {session_id}, event {event.seq})")
 
 
 # --- site ----------------------------------------------------------------------------

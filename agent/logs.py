@@ -9,22 +9,42 @@ from __future__ import annotations
 
 import getpass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from jobsmith.adapters.slurm.logpaths import expand_log_pattern
 from jobsmith.agent.results import LogView
 from jobsmith.errors import JobNotFound, SchedulerError
 
 if TYPE_CHECKING:
-    from jobsmith.agent.app import App
-    from jobsmith.agent.ledger import SubmissionRecord
+    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+    from jobsmith.adapters.slurm.transport import Transport
+    from jobsmith.agent.ledger import JobLedger, SubmissionRecord
 
 
-def read_log(app: App, job_id: str, stream: str, tail_lines: int) -> LogView:
+class LogSources(Protocol):
+    """Where log paths and contents come from."""
+
+    @property
+    def ledger(self) -> JobLedger:
+        """jobsmith's submission records."""
+        ...
+
+    @property
+    def scheduler(self) -> SlurmScheduler:
+        """Slurm, for jobs jobsmith did not record."""
+        ...
+
+    @property
+    def transport(self) -> Transport:
+        """Where the files are read."""
+        ...
+
+
+def read_log(parts: LogSources, job_id: str, stream: str, tail_lines: int) -> LogView:
     """The last tail_lines lines (0: all) of the job's stdout or stderr."""
-    path = _log_path(app, job_id, stream)
+    path = _log_path(parts, job_id, stream)
     command = ["tail", "-n", str(tail_lines + 1), "--", path] if tail_lines else ["cat", "--", path]
-    res = app.transport.run(command, timeout=30)
+    res = parts.transport.run(command, timeout=30)
     if res.returncode != 0:
         raise SchedulerError(
             f"job {job_id}: cannot read its {stream} file {path}: "
@@ -41,7 +61,7 @@ def read_log(app: App, job_id: str, stream: str, tail_lines: int) -> LogView:
     )
 
 
-def _log_path(app: App, job_id: str, stream: str) -> str:
+def _log_path(app: LogSources, job_id: str, stream: str) -> str:
     record = app.ledger.get(job_id)
     if record is None:
         out, err = app.scheduler.output_paths(job_id)
@@ -56,7 +76,7 @@ def _log_path(app: App, job_id: str, stream: str) -> str:
     return _expand(app, job_id, record, pattern)
 
 
-def _expand(app: App, job_id: str, record: SubmissionRecord, pattern: str) -> str:
+def _expand(app: LogSources, job_id: str, record: SubmissionRecord, pattern: str) -> str:
     """Expand the pattern; %j of an array task needs the task's own id from accounting."""
     array_id, _, task = job_id.partition("_")
     raw = job_id

@@ -10,10 +10,13 @@ from jobsmith.agent.output import print_json, print_table
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
     from jobsmith.adapters.slurm.records import JobRecord
+    from jobsmith.agent.approvals import PendingApproval
+    from jobsmith.agent.events import Event, SessionInfo
     from jobsmith.agent.jobs import AssembledJob
-    from jobsmith.agent.ledger import SubmissionRecord
     from jobsmith.agent.results import ControlResult, LogView
     from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.steps import StepResult
+    from jobsmith.agent.store import PruneReport
     from jobsmith.job_templates import Template
 
 #: arrays with more tasks than this show only their unfinished and failed tasks as text
@@ -206,16 +209,84 @@ def show_test_only(job: AssembledJob, result: TestOnlyResult, as_json: bool) -> 
         raise SystemExit(1)
 
 
-def show_submitted(record: SubmissionRecord, as_json: bool) -> None:
+def show_submitted(session_id: str, result: StepResult, as_json: bool) -> None:
     """Print `jobsmith submit`: Slurm's job id first, so scripts can read it."""
-    if as_json:
-        print_json(record)
-        return
-    print(record.job_id)
-    opts = record.options
-    tasks = f", {opts.array_size()} array tasks" if opts.array else ""
     from jobsmith.agent.output import note
 
-    note(f"submitted {record.template} as Slurm job {record.job_id}{tasks}; logs: {opts.output}")
-    for warning in record.warnings:
+    summary = result.summary
+    if as_json:
+        print_json({"session_id": session_id, "step_id": result.step_id, **summary})
+        return
+    print(summary["job_id"])
+    tasks = f", {summary['array_tasks']} array tasks" if summary.get("array_tasks") else ""
+    note(
+        f"submitted as Slurm job {summary['job_id']}{tasks}; logs: {summary['stdout']} "
+        f"(session {session_id})"
+    )
+    for warning in summary.get("warnings") or []:
         note(f"sbatch said: {warning}")
+
+
+def show_step_result(result: StepResult, as_json: bool) -> None:
+    """Print the result of an approved step."""
+    if as_json:
+        print_json(result)
+    elif result.summary.get("job_id"):
+        print(result.summary["job_id"])
+    else:
+        print(f"{result.action}: {result.outcome.value}")
+
+
+def show_pending(items: list[PendingApproval], as_json: bool) -> None:
+    """Print `jobsmith pending`."""
+    if as_json:
+        print_json({"pending": [i.model_dump(mode="json", exclude={"data"}) for i in items]})
+        return
+    if not items:
+        print("nothing waits for approval")
+    for item in items:
+        cost = item.cost or {}
+        print(f"{item.step_id}  {item.action}  asked {item.asked_at:%Y-%m-%d %H:%M} UTC")
+        print(f"  why: {item.reason}")
+        if cost:
+            print(
+                f"  cost: {cost.get('tasks')} tasks, {cost.get('core_hours')} core-h, "
+                f"{cost.get('gpu_hours')} GPU-h, {cost.get('node_hours')} node-h"
+            )
+        if item.script:
+            print(f"  script (sha256 {item.script_sha256}):")
+            print("    " + item.script.rstrip("\n").replace("\n", "\n    "))
+
+
+def show_sessions(infos: list[SessionInfo], total_bytes: int, as_json: bool) -> None:
+    """Print `jobsmith sessions list`."""
+    if as_json:
+        print_json({"sessions": infos, "size_bytes": total_bytes})
+        return
+    rows = [
+        [i.id, i.title or "", i.last_seq + 1, f"{i.last_event_at:%Y-%m-%d %H:%M}"] for i in infos
+    ]
+    print_table(None, ["SESSION", "TITLE", "EVENTS", "LAST EVENT (UTC)"], rows)
+    print(f"store size: {_mem(total_bytes)}")
+
+
+def show_events(events: list[Event], as_json: bool) -> None:
+    """Print `jobsmith sessions show`."""
+    if as_json:
+        print_json({"events": events})
+        return
+    for e in events:
+        data = dict(e.data)
+        detail = data.get("error") or data.get("reason") or data.get("job_id") or ""
+        step = f" {e.step_id}" if e.step_id else ""
+        outcome = f" {data['outcome']}" if "outcome" in data else ""
+        print(f"{e.seq:>4} {e.at:%H:%M:%S} {e.kind.value}{step}{outcome} {detail}".rstrip())
+
+
+def show_prune(report: PruneReport, as_json: bool) -> None:
+    """Print `jobsmith sessions prune`."""
+    if as_json:
+        print_json(report)
+        return
+    verb = "would remove" if report.dry_run else "removed"
+    print(f"{verb} {len(report.removed)} sessions, {_mem(report.bytes_freed)}")

@@ -148,6 +148,9 @@ class Paths(_Section):
         return self
 
 
+RiskyAction = Literal["cancel_foreign", "hold_foreign", "release_foreign"]
+
+
 class ApprovalThresholds(_Section):
     """Sizes above which a person must approve a submission (None: never on this measure)."""
 
@@ -158,6 +161,11 @@ class ApprovalThresholds(_Section):
         8.0, ge=0, description="GPUs x time limit of one submission, over all its array tasks"
     )
     nodes: int | None = Field(4, ge=0, description="nodes of one job")
+    risky_actions: list[RiskyAction] = Field(
+        default_factory=list,
+        description="actions that always need a person: *_foreign = on a job no session of "
+        "this user submitted",
+    )
 
     def exceeded_by(self, *, core_hours: float, gpu_hours: float, nodes: int) -> list[str]:
         """Which thresholds a request of this size is strictly above, as readable reasons."""
@@ -173,8 +181,25 @@ class ApprovalThresholds(_Section):
         ]
 
 
+class Budgets(_Section):
+    """Spending limits over time: a runaway loop is the real risk of an agent."""
+
+    node_hours_per_day: float | None = Field(
+        None, ge=0, description="nodes x time limit submitted in the last 24 h"
+    )
+    gpu_hours_per_day: float | None = Field(
+        None, ge=0, description="GPUs x time limit submitted in the last 24 h"
+    )
+    submissions_per_hour: int | None = Field(
+        60, ge=0, description="sbatch calls in the last hour (an array is one)"
+    )
+    max_failures_in_a_row: int | None = Field(
+        5, ge=1, description="stop submitting after this many failed jobs in a row"
+    )
+
+
 class Policy(_Section):
-    """Limits jobsmith holds the agent to (budgets will be another section here)."""
+    """Limits jobsmith holds the agent to."""
 
     max_concurrent_jobs: int | None = Field(
         1000, gt=0, description="most of the user's jobs queued or running at once"
@@ -183,6 +208,7 @@ class Policy(_Section):
         default_factory=ApprovalThresholds,
         description="when a person must approve before submitting",
     )
+    budgets: Budgets = Field(default_factory=Budgets, description="limits over time")
     secret_env: list[str] = Field(
         default_factory=list,
         description="extra environment variable names (shell patterns) never passed to jobs",

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from jobsmith.adapters.scheduler import JobStatus, SubmitResult, TestOnlyResult
+from jobsmith.adapters.scheduler import JobStatus, SubmitResult, TestOnlyResult, task_range_size
 from jobsmith.adapters.slurm import argv
 from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.adapters.slurm.parse import (
@@ -142,6 +142,10 @@ class SlurmScheduler:
         """sacct records for the jobs (all tasks of arrays), in one call."""
         res = self._checked(argv.sacct_jobs(job_ids, since, SACCT_FIELDS))
         return parse_sacct_parsable(res.stdout, argv.DELIMITER)
+
+    def active_tasks(self) -> int:
+        """How many of the caller's jobs and array tasks are queued or running (one squeue)."""
+        return sum(task_range_size(q) for q in self.queue() if q.state.is_active)
 
     def queue(self) -> list[QueueRecord]:
         """The caller's jobs as the controller holds them, in one call."""

@@ -1,0 +1,73 @@
+"""Steps waiting for a person, found in the session logs (no state of their own)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.agent.events import Event, EventKind
+from jobsmith.agent.store import SessionStore
+from jobsmith.errors import JobsmithError
+
+#: events that settle an approval request
+_SETTLED = frozenset({EventKind.APPROVAL_GIVEN, EventKind.APPROVAL_REFUSED, EventKind.RESULT})
+
+
+class PendingApproval(BaseModel):
+    """One held step, with exactly what the person is asked to approve."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str = Field(description="session holding the step")
+    step_id: str = Field(description="the step; `jobsmith approve STEP_ID`")
+    asked_at: datetime = Field(description="when approval was asked")
+    action: str = Field(description="the step's action: submit, cancel, …")
+    reason: str = Field(description="why a person must look")
+    script: str | None = Field(None, description="the exact script that would be submitted")
+    script_sha256: str | None = Field(None, description="hash the approval is bound to")
+    cost: dict[str, Any] | None = Field(None, description="tasks, core-, GPU- and node-hours")
+    data: dict[str, Any] = Field(description="the approval_asked event's data, in full")
+
+
+def pending_approvals(store: SessionStore) -> list[PendingApproval]:
+    """Every approval request not yet given, refused or overtaken by a result."""
+    pending = []
+    for info in store.list_sessions():
+        events = store.read(info.id)
+        settled = {e.step_id for e in events if e.kind in _SETTLED}
+        pending += [
+            _pending(info.id, e)
+            for e in events
+            if e.kind is EventKind.APPROVAL_ASKED and e.step_id not in settled
+        ]
+    return sorted(pending, key=lambda p: p.asked_at)
+
+
+def find_pending(store: SessionStore, step_id: str) -> PendingApproval:
+    """The pending request for step_id, or a clear error listing what is pending."""
+    pending = pending_approvals(store)
+    for item in pending:
+        if item.step_id == step_id:
+            return item
+    waiting = ", ".join(p.step_id for p in pending) or "none"
+    raise JobsmithError(f"no step {step_id!r} is waiting for approval; pending: {waiting}")
+
+
+def _pending(session_id: str, event: Event) -> PendingApproval:
+    data = dict(event.data)
+    step = data.get("step")
+    action = step.get("action", "?") if isinstance(step, dict) else "?"
+    cost = data.get("cost")
+    return PendingApproval(
+        session_id=session_id,
+        step_id=event.step_id or "?",
+        asked_at=event.at,
+        action=str(action),
+        reason=str(data.get("reason", "")),
+        script=str(data["script"]) if "script" in data else None,
+        script_sha256=str(data["script_sha256"]) if "script_sha256" in data else None,
+        cost=cost if isinstance(cost, dict) else None,
+        data=data,
+    )

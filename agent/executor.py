@@ -1,0 +1,255 @@
+"""The executor: turns typed steps into Slurm actions under the site's policy; decides nothing.
+
+Every step is committed to the session log before it runs (intent) and its result after
+it (result). A submission's intent carries its job name and tag, so a process killed
+while sbatch runs can be reconciled with Slurm by tag instead of submitting again. A step
+above an approval threshold is recorded as approval_asked, with the exact script and its
+hash, and waits for `jobsmith approve`; a refusal names the rule and the limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.agent import steps as st
+from jobsmith.agent.events import EventKind
+from jobsmith.agent.jobs import AssembledJob, assemble
+from jobsmith.agent.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.policy import Cost, Decision, evaluate, history_from_events
+from jobsmith.agent.session_log import SessionLog
+from jobsmith.agent.store import SessionStore
+from jobsmith.agent.summaries import status_summary
+from jobsmith.errors import JobsmithError, PolicyError, SchedulerUnavailable
+from jobsmith.job_templates import TemplateLibrary
+from jobsmith.site_config import SiteConfig
+
+
+class ApprovalNeeded(JobsmithError):
+    """The step waits for a person: `jobsmith approve STEP` or `jobsmith deny STEP`."""
+
+    exit_code = 8
+
+    def __init__(self, step_id: str, reason: str) -> None:
+        super().__init__(
+            f"step {step_id} needs a person's approval ({reason}): see `jobsmith pending`, "
+            f"then `jobsmith approve {step_id}` or `jobsmith deny {step_id}`"
+        )
+        self.step_id = step_id
+
+
+@dataclass
+class Executor:
+    """Runs steps for sessions; the CLI and every brain go through it."""
+
+    store: SessionStore
+    scheduler: Scheduler
+    library: TemplateLibrary
+    site: SiteConfig
+    ledger: JobLedger
+    cwd: Path
+    read_output: Callable[[str, str, int], dict[str, Any]]
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    def run(self, session_id: str, step: st.Step) -> st.StepResult:
+        """Run one step in a session; the result is also the session's last event."""
+        log = SessionLog(self.store, session_id)
+        try:
+            if isinstance(step, st.Submit):
+                return self._submit_step(log, step)
+            if isinstance(step, st.Cancel | st.Hold | st.Release):
+                self._check_foreign(log, step)
+            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            summary = self._handle(step)
+        except ApprovalNeeded:
+            raise
+        except JobsmithError as err:
+            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            self._finish(log, step, _outcome_of(err), {}, str(err))
+            raise
+        return self._finish(log, step, st.Outcome.DONE, summary, None)
+
+    # --- submission ------------------------------------------------------------------
+
+    def _submit_step(self, log: SessionLog, step: st.Submit) -> st.StepResult:
+        job = self._assemble(step.job)
+        cost = Cost.of(job.options)
+        decision = self._decide(cost)
+        intent = {"step": _dump(step), "risk": step.risk, **_job_facts(job, cost)}
+        log.intent(step.id, intent)
+        if decision.verdict == "refuse":
+            raise PolicyError(f"refused by policy ({decision.rule}): {decision.message}")
+        if decision.verdict == "approve":
+            asked = {**intent, "reason": decision.message, "script": job.script}
+            log.append(EventKind.APPROVAL_ASKED, asked, step.id)
+            raise ApprovalNeeded(step.id, decision.message)
+        return self._submit(log, step.id, step.action, job.template, job.script, job.options, cost)
+
+    def submit_approved(
+        self, session_id: str, step_id: str, asked: dict[str, Any]
+    ) -> st.StepResult:
+        """Submit exactly the script a person approved (its hash is checked first)."""
+        log = SessionLog(self.store, session_id)
+        script = str(asked["script"])
+        if hashlib.sha256(script.encode()).hexdigest() != asked["script_sha256"]:
+            raise PolicyError(f"step {step_id}: the script changed after approval; ask again")
+        options = SbatchOptions.model_validate(asked["options"])
+        cost = Cost.of(options)
+        hard = self._decide(cost, approval_given=True)
+        if hard.verdict == "refuse":
+            message = f"refused by policy ({hard.rule}): {hard.message}"
+            log.append(EventKind.RESULT, {"outcome": "refused", "error": message}, step_id)
+            raise PolicyError(message)
+        template = str(asked.get("template", "?"))
+        return self._submit(log, step_id, "submit", template, script, options, cost)
+
+    def _submit(
+        self,
+        log: SessionLog,
+        step_id: str,
+        action: str,
+        template: str,
+        script: str,
+        options: SbatchOptions,
+        cost: Cost,
+    ) -> st.StepResult:
+        if options.output:
+            Path(options.output).parent.mkdir(parents=True, exist_ok=True)
+        result = self.scheduler.submit(script, options)
+        record = SubmissionRecord(
+            job_id=result.job_id,
+            cluster=self.site.cluster,
+            template=template,
+            params={},
+            options=options,
+            script_sha256=hashlib.sha256(script.encode()).hexdigest(),
+            submitted_at=datetime.now(),
+            recovered=result.recovered,
+            warnings=list(result.warnings),
+        )
+        self.ledger.record(record)
+        summary = {
+            "submitted": True,
+            "job_id": result.job_id,
+            "job_name": options.job_name,
+            "tag": options.tag(),
+            "array_tasks": cost.tasks if options.array else None,
+            "stdout": options.output,
+            "stderr": options.error,
+            "cost": cost.model_dump(),
+            "recovered": result.recovered,
+            "warnings": list(result.warnings),
+        }
+        data = {"outcome": st.Outcome.DONE, "action": action, **summary}
+        log.append(EventKind.RESULT, data, step_id)
+        return st.StepResult(
+            step_id=step_id, action=action, outcome=st.Outcome.DONE, summary=summary
+        )
+
+    def _assemble(self, request: Any) -> AssembledJob:
+        return assemble(self.library.get(request.template), request, self.site, cwd=self.cwd)
+
+    def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
+        events = [e for s in self.store.list_sessions() for e in self.store.read(s.id)]
+        history = history_from_events(events, self.clock())
+        decision = evaluate(cost, self.site.policy, history, self.scheduler.active_tasks())
+        if approval_given and decision.verdict == "approve":
+            return Decision("allow")
+        return decision
+
+    # --- everything else -------------------------------------------------------------
+
+    def _check_foreign(self, log: SessionLog, step: st.Cancel | st.Hold | st.Release) -> None:
+        """Acting on a job no jobsmith session submitted may need a person (site's choice)."""
+        if f"{step.action}_foreign" not in self.site.policy.approval.risky_actions:
+            return
+        foreign = [j for j in step.job_ids if self.ledger.get(j) is None]
+        if foreign:
+            reason = f"{step.action} of jobs jobsmith did not submit: {', '.join(foreign)}"
+            intent = {"step": _dump(step), "risk": step.risk}
+            log.intent(step.id, intent)
+            log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": reason}, step.id)
+            raise ApprovalNeeded(step.id, reason)
+
+    def run_approved_control(self, session_id: str, step: st.Step) -> st.StepResult:
+        """Run a control step a person approved."""
+        log = SessionLog(self.store, session_id)
+        summary = self._handle(step)
+        return self._finish(log, step, st.Outcome.DONE, summary, None)
+
+    def _handle(self, step: st.Step) -> dict[str, Any]:
+        if isinstance(step, st.ListTemplates):
+            return {
+                "templates": [
+                    {"name": t.name, "description": t.description} for t in self.library.list()
+                ]
+            }
+        if isinstance(step, st.ShowTemplate):
+            t = self.library.get(step.name)
+            return {"name": t.name, "spec": t.spec.model_dump(mode="json", exclude_none=True)}
+        if isinstance(step, st.Render):
+            job = self._assemble(step.job)
+            return {**_job_facts(job, Cost.of(job.options)), "script": job.script}
+        if isinstance(step, st.TestOnly):
+            job = self._assemble(step.job)
+            return self.scheduler.test_only(job.script).model_dump(mode="json")
+        if isinstance(step, st.Status):
+            since = datetime.now() - timedelta(days=7)
+            return status_summary(self.scheduler.status(step.job_ids, since))
+        if isinstance(step, st.ReadOutput):
+            return self.read_output(step.job_id, step.stream, step.tail)
+        if isinstance(step, st.Cancel | st.Hold | st.Release):
+            getattr(self.scheduler, step.action)(step.job_ids)
+            return {"action": step.action, "job_ids": step.job_ids}
+        if isinstance(step, st.SiteInfo):
+            return self.site.model_dump(mode="json", exclude_none=True)
+        raise JobsmithError(f"step {step.id}: action {step.action!r} is not supported")
+
+    def _finish(
+        self,
+        log: SessionLog,
+        step: st.Step,
+        outcome: st.Outcome,
+        summary: dict[str, Any],
+        error: str | None,
+    ) -> st.StepResult:
+        data = {"outcome": outcome, "action": step.action, "error": error, **summary}
+        log.append(EventKind.RESULT, data, step.id)
+        return st.StepResult(
+            step_id=step.id, action=step.action, outcome=outcome, summary=summary, error=error
+        )
+
+
+def _outcome_of(err: JobsmithError) -> st.Outcome:
+    if isinstance(err, PolicyError):
+        return st.Outcome.REFUSED
+    if isinstance(err, SchedulerUnavailable):
+        return st.Outcome.UNKNOWN  # Slurm did not answer: a submission may still exist
+    return st.Outcome.FAILED
+
+
+def _dump(step: st.Step) -> dict[str, Any]:
+    return step.model_dump(mode="json")
+
+
+def _job_facts(job: AssembledJob, cost: Cost) -> dict[str, Any]:
+    """What an approval is bound to and what resume needs: name, tag, hash, resources."""
+    return {
+        "template": job.template,
+        "job_name": job.options.job_name,
+        "tag": job.options.tag(),
+        "script_sha256": job.script_sha256,
+        "options": job.options.model_dump(mode="json"),
+        "cost": cost.model_dump(),
+    }
+
+
+def job_ids_of(results: Sequence[st.StepResult]) -> list[str]:
+    """Slurm job ids submitted by these results."""
+    return [str(r.summary["job_id"]) for r in results if r.summary.get("submitted")]

@@ -1,0 +1,44 @@
+"""Appending to one session from one process: next sequence number, retry on a lost race."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from jobsmith.agent.events import Event, EventKind
+from jobsmith.agent.store import SeqConflict, SessionStore
+
+
+class SessionLog:
+    """One session's log as the executor writes it."""
+
+    def __init__(self, store: SessionStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._intents: set[str] = set()
+
+    def intent(self, step_id: str, data: Mapping[str, Any]) -> None:
+        """Commit a step's intent, once per step, before the step does anything."""
+        if step_id not in self._intents:
+            self.append(EventKind.INTENT, data, step_id)
+            self._intents.add(step_id)
+
+    def append(self, kind: EventKind, data: Mapping[str, Any], step_id: str | None) -> Event:
+        """Append after whatever is last; another writer's event in between is not an error.
+
+        Events of one step are ordered by this process; events of two processes that share
+        a session interleave, each appended whole, none lost or duplicated.
+        """
+        payload = json.loads(json.dumps(data, default=str))
+        for _ in range(50):
+            seq = self.store.last_seq(self.session_id) + 1
+            try:
+                return self.store.append(self.session_id, seq, kind, payload, step_id=step_id)
+            except SeqConflict:
+                continue
+        raise SeqConflict(self.session_id, -1, "gave up after 50 lost races")
+
+    def events(self) -> list[Event]:
+        """Every event of the session, in order."""
+        return self.store.read(self.session_id)

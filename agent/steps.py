@@ -1,0 +1,174 @@
+"""The step contract: every action a brain (or the CLI) may ask the executor for.
+
+A step is a typed request with an id and safety metadata; its JSON schema is what a
+model sees as its tools. Each step's result is a structured summary (state, exit code,
+elapsed, memory, the relevant tail of a log …), never a raw dump of Slurm's output.
+"""
+
+from __future__ import annotations
+
+import secrets
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from jobsmith.agent.jobs import JobRequest
+
+
+def new_step_id() -> str:
+    """A short unique id for a step (it also names a pending approval)."""
+    return "st-" + secrets.token_hex(5)
+
+
+class Risk(StrEnum):
+    """What a step can do to the user's allocation."""
+
+    READ = "read"  # looks only
+    SUBMIT = "submit"  # spends allocation
+    CONTROL = "control"  # changes jobs that exist (cancel, hold, release)
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=new_step_id, description="unique id of this step")
+
+    @property
+    def risk(self) -> Risk:
+        """Safety class of the step."""
+        return Risk.READ
+
+
+class ListTemplates(_Step):
+    """List the job templates available."""
+
+    action: Literal["list_templates"] = "list_templates"
+
+
+class ShowTemplate(_Step):
+    """Show one template's parameters and resource defaults."""
+
+    action: Literal["show_template"] = "show_template"
+    name: str = Field(description="template name")
+
+
+class _JobStep(_Step):
+    job: JobRequest = Field(description="template, parameters and resources")
+
+
+class Render(_JobStep):
+    """Render a job's script and check it against policy; submits nothing."""
+
+    action: Literal["render"] = "render"
+
+
+class TestOnly(_JobStep):
+    """Ask Slurm whether it would accept the job and when it would start."""
+
+    __test__ = False  # not a pytest class
+    action: Literal["test_only"] = "test_only"
+
+
+class Submit(_JobStep):
+    """Submit a job to Slurm (subject to policy and, above thresholds, approval)."""
+
+    action: Literal["submit"] = "submit"
+
+    @property
+    def risk(self) -> Risk:
+        """Submitting spends allocation."""
+        return Risk.SUBMIT
+
+
+class Status(_Step):
+    """States of jobs (one sacct call for all)."""
+
+    action: Literal["status"] = "status"
+    job_ids: list[str] = Field(description="Slurm job ids; arrays report every task")
+
+
+class ReadOutput(_Step):
+    """The end of a job's stdout or stderr."""
+
+    action: Literal["read_output"] = "read_output"
+    job_id: str = Field(description="Slurm job id, or ARRAY_TASK for one task")
+    stream: Literal["stdout", "stderr"] = Field("stdout", description="which file")
+    tail: int = Field(50, ge=1, le=2000, description="lines from the end")
+
+
+class _Control(_Step):
+    job_ids: list[str] = Field(min_length=1, description="Slurm job ids")
+
+    @property
+    def risk(self) -> Risk:
+        """Changes jobs that exist."""
+        return Risk.CONTROL
+
+
+class Cancel(_Control):
+    """Cancel jobs."""
+
+    action: Literal["cancel"] = "cancel"
+
+
+class Hold(_Control):
+    """Hold pending jobs."""
+
+    action: Literal["hold"] = "hold"
+
+
+class Release(_Control):
+    """Release held jobs."""
+
+    action: Literal["release"] = "release"
+
+
+class SiteInfo(_Step):
+    """The site's partitions, limits, accounts and defaults."""
+
+    action: Literal["site_info"] = "site_info"
+
+
+Step = Annotated[
+    ListTemplates
+    | ShowTemplate
+    | Render
+    | TestOnly
+    | Submit
+    | Status
+    | ReadOutput
+    | Cancel
+    | Hold
+    | Release
+    | SiteInfo,
+    Field(discriminator="action"),
+]
+STEP_ADAPTER: TypeAdapter[Step] = TypeAdapter(Step)
+
+
+class Outcome(StrEnum):
+    """How a step ended."""
+
+    DONE = "done"
+    REFUSED = "refused"  # by policy; nothing happened
+    AWAITING_APPROVAL = "awaiting_approval"  # held for a person
+    FAILED = "failed"  # Slurm or the input said no
+    UNKNOWN = "unknown"  # Slurm did not answer; `sessions resume` reconciles by tag
+
+
+class StepResult(BaseModel):
+    """The structured summary of a step's effect, as a brain sees it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step_id: str = Field(description="the step this answers")
+    action: str = Field(description="the step's action")
+    outcome: Outcome = Field(description="done, refused, awaiting_approval or failed")
+    summary: dict[str, Any] = Field(default_factory=dict, description="what happened")
+    error: str | None = Field(None, description="the one-line reason, if not done")
+
+
+def step_schemas() -> dict[str, Any]:
+    """JSON schema of every step: what a model is offered as tools."""
+    return STEP_ADAPTER.json_schema()
