@@ -170,14 +170,21 @@ class App:
     # --- following jobs ------------------------------------------------------------
 
     def status(self, job_ids: list[str], since: str) -> dict[str, JobStatus]:
-        """Status of the given jobs, or of every job jobsmith submitted within `since`."""
+        """Status of the given jobs, or of every job jobsmith submitted within `since`.
+
+        Jobs that ended are also recorded in the sessions that submitted them.
+        """
+        from jobsmith.agent.jobstate import record_job_states
+
         window = parse_window(since)
         floor = datetime.now() - window
         if not job_ids:
             job_ids = [r.job_id for r in self.ledger.all() if r.submitted_at >= floor]
         known = [r.submitted_at for j in job_ids if (r := self.ledger.get(j)) is not None]
         since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
-        return self.scheduler.status(job_ids, since_dt)
+        statuses = self.scheduler.status(job_ids, since_dt)
+        record_job_states(self.store, self.ledger, statuses)
+        return statuses
 
     def wait(self, job_ids: list[str], since: str, timeout_s: float) -> dict[str, JobStatus]:
         """Block until the jobs end, showing progress on stderr."""

@@ -132,6 +132,7 @@ class Executor:
             submitted_at=datetime.now(),
             recovered=result.recovered,
             warnings=list(result.warnings),
+            session_id=log.session_id,
         )
         self.ledger.record(record)
         summary = {

@@ -32,6 +32,7 @@ class SubmissionRecord(BaseModel):
     submitted_at: datetime = Field(description="when Slurm accepted it")
     recovered: bool = Field(False, description="found by its tag after an unclear answer")
     warnings: list[str] = Field(default_factory=list, description="what sbatch said on stderr")
+    session_id: str | None = Field(None, description="the session that submitted it")
 
 
 class JobLedger:

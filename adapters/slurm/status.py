@@ -20,13 +20,32 @@ T = TypeVar("T")
 def merge_status(
     job_ids: Sequence[str], accounting: Sequence[JobRecord], queue: Sequence[QueueRecord]
 ) -> dict[str, JobStatus]:
-    """One JobStatus per requested id ('123' for a job or a whole array, '123_4' for a task)."""
-    return {job_id: _one(job_id, accounting, queue) for job_id in job_ids}
+    """One JobStatus per requested id ('123' for a job or a whole array, '123_4' for a task).
+
+    Records are indexed once by every id they answer to, so a poll of thousands of jobs
+    stays linear.
+    """
+    acct_by, live_by = _index(accounting), _index(queue)
+    return {j: _one(j, acct_by.get(j, []), live_by.get(j, [])) for j in job_ids}
 
 
-def _one(job_id: str, accounting: Sequence[JobRecord], queue: Sequence[QueueRecord]) -> JobStatus:
-    acct = [r for r in accounting if _matches(r.job_id, r.job_id_raw, r.array_job_id, job_id)]
-    live = [q for q in queue if _matches(q.job_id, q.job_id_raw, q.array_job_id, job_id)]
+R = TypeVar("R", JobRecord, QueueRecord)
+
+
+def _index(records: Sequence[R]) -> dict[str, list[R]]:
+    """Records by the ids a caller may ask with: display id, raw id, and the array's id."""
+    index: dict[str, list[R]] = {}
+    for rec in records:
+        for key in {rec.job_id, rec.job_id_raw, rec.array_job_id}:
+            if key is not None:
+                index.setdefault(key, []).append(rec)
+    return index
+
+
+def _one(job_id: str, acct: list[JobRecord], live: list[QueueRecord]) -> JobStatus:
+    if "_" in job_id:  # one task: only its own record, not its siblings sharing the array id
+        acct = [r for r in acct if job_id in (r.job_id, r.job_id_raw)]
+        live = [q for q in live if job_id in (q.job_id, q.job_id_raw)]
     tasks = _tasks(acct, live)
     if tasks and "_" not in job_id:
         return JobStatus(
@@ -44,10 +63,6 @@ def _one(job_id: str, accounting: Sequence[JobRecord], queue: Sequence[QueueReco
         reason=live[0].reason if live else None,
         estimated_start=live[0].estimated_start if live else None,
     )
-
-
-def _matches(display: str, raw: str, array_id: str | None, wanted: str) -> bool:
-    return wanted in (display, raw) or ("_" not in wanted and array_id == wanted)
 
 
 def _tasks(acct: list[JobRecord], live: list[QueueRecord]) -> list[JobRecord]:

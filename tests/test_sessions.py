@@ -1,0 +1,199 @@
+"""Sessions, policy and approvals end to end: the CLI on the real lab cluster.
+
+Each test layers a user site file over the lab's example with the policy it exercises,
+then reads the outcome back from the session log with `jobsmith sessions show --json`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from jobsmith.agent.cli import cli
+from jobsmith.agent.steps import step_schemas
+
+REPO = Path(__file__).resolve().parent.parent
+LAB_SITE = REPO / "site_config" / "examples" / "lab.yaml"
+
+
+@pytest.fixture
+def site(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Write the user's site overrides (YAML text under `policy:`), chdir into workdir."""
+    monkeypatch.chdir(workdir)
+
+    def write(policy_yaml: str) -> None:
+        (jobsmith_home / "config" / "site.yaml").write_text(
+            f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\npolicy:\n{policy_yaml}"
+        )
+
+    return write
+
+
+def js(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["--site", str(LAB_SITE), *args], catch_exceptions=False)
+
+
+def events(session_id: str) -> list[dict[str, object]]:
+    out = js("sessions", "show", session_id, "--json")
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)["events"]  # type: ignore[no-any-return]
+
+
+def only_session() -> str:
+    listed = json.loads(js("sessions", "list", "--json").stdout)["sessions"]
+    return str(listed[-1]["id"])
+
+
+def test_step_schema_offers_every_action() -> None:
+    schema = json.dumps(step_schemas())
+    for action in (
+        "list_templates",
+        "show_template",
+        "render",
+        "test_only",
+        "submit",
+        "status",
+        "read_output",
+        "cancel",
+        "hold",
+        "release",
+        "site_info",
+    ):
+        assert f'"{action}"' in schema
+
+
+pytestmark_lab = pytest.mark.usefixtures("lab_cluster")
+
+
+@pytestmark_lab
+def test_refusal_is_recorded_with_its_rule(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    site("  budgets:\n    submissions_per_hour: 0\n")
+    result = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    assert result.exit_code == 3
+    assert "submissions per hour" in result.stderr and "limit is 0" in result.stderr
+    kinds = [(e["kind"], e["data"].get("outcome")) for e in events(only_session())]  # type: ignore[union-attr]
+    assert kinds == [("session_opened", None), ("intent", None), ("result", "refused")]
+    shown = js("sessions", "show", only_session())
+    assert "refused" in shown.stdout and "submissions per hour" in shown.stdout
+
+
+@pytestmark_lab
+def test_approval_is_asked_shown_given_and_bound_to_the_script(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    site("  approval:\n    core_hours: 0.01\n")
+    held = js("submit", "command", "-p", "command=echo approved-run", "--log-dir", str(workdir))
+    assert held.exit_code == 8, held.output
+    assert "jobsmith approve st-" in held.stderr
+    pending = json.loads(js("pending", "--json").stdout)["pending"]
+    (item,) = pending
+    assert "core-hours is above the approval threshold of 0.01" in item["reason"]
+    assert "echo approved-run" in item["script"] and len(item["script_sha256"]) == 64
+    approved = js("approve", item["step_id"], "--json")
+    assert approved.exit_code == 0, approved.output
+    job_id = json.loads(approved.stdout)["summary"]["job_id"]
+    assert js("wait", job_id, "--timeout", "120").exit_code == 0
+    assert (workdir / f"command_{job_id}.out").read_text().strip() == "approved-run"
+    log = events(item["session_id"])
+    kinds = [e["kind"] for e in log]
+    assert kinds[:5] == ["session_opened", "intent", "approval_asked", "approval_given", "result"]
+    given = next(e for e in log if e["kind"] == "approval_given")
+    assert given["data"]["script_sha256"] == item["script_sha256"]  # type: ignore[index]
+    assert json.loads(js("pending", "--json").stdout)["pending"] == []
+    again = js("approve", item["step_id"])
+    assert again.exit_code == 1 and "no step" in again.stderr
+
+
+@pytestmark_lab
+def test_denied_step_never_runs(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    site("  approval:\n    core_hours: 0.01\n")
+    js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    (item,) = json.loads(js("pending", "--json").stdout)["pending"]
+    assert js("deny", item["step_id"], "--reason", "too big").exit_code == 0
+    log = events(item["session_id"])
+    assert [e["kind"] for e in log][-1] == "approval_refused"
+    assert not any(e["data"].get("submitted") for e in log)  # type: ignore[union-attr]
+
+
+@pytestmark_lab
+def test_too_many_concurrent_tasks_refused(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    site("  max_concurrent_jobs: 3\n")
+    files = []
+    for i in range(5):
+        (workdir / f"f{i}.txt").write_text("x")
+        files.append(f"f{i}.txt")
+    result = js(
+        "submit",
+        "file_array",
+        "-p",
+        f"files={','.join(files)}",
+        "-p",
+        "program=cat",
+        "--log-dir",
+        str(workdir),
+    )
+    assert result.exit_code == 3, result.output
+    assert "this adds 5" in result.stderr and "allows 3 at once" in result.stderr
+
+
+@pytestmark_lab
+def test_failure_streak_stops_submissions_until_unblocked(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    site("  budgets:\n    max_failures_in_a_row: 2\n")
+    ids = [
+        js("submit", "command", "-p", "command=exit 1", "--log-dir", str(workdir)).stdout.strip()
+        for _ in range(2)
+    ]
+    assert js("wait", *ids, "--timeout", "120").exit_code == 1  # records FAILED in the sessions
+    third = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    assert third.exit_code == 3 and "2 jobs failed in a row" in third.stderr
+    assert "sessions unblock" in third.stderr
+    session = only_session()
+    assert js("sessions", "unblock", session, "--note", "fixed the input").exit_code == 0
+    fourth = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    assert fourth.exit_code == 0, fourth.output
+
+
+@pytestmark_lab
+def test_cancelling_a_job_jobsmith_did_not_submit_needs_approval(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    site("  approval:\n    risky_actions: [cancel_foreign]\n")
+    foreign = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "-p",
+            "debug",
+            "--mem=50M",
+            "-o",
+            "/dev/null",
+            "--hold",
+            "--wrap",
+            "sleep 60",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=workdir,
+    ).stdout.strip()
+    held = js("cancel", foreign)
+    assert held.exit_code == 8 and "did not submit" in held.stderr
+    assert js("status", foreign, "--json").exit_code == 0
+    (item,) = json.loads(js("pending", "--json").stdout)["pending"]
+    assert item["action"] == "cancel"
+    assert js("approve", item["step_id"]).exit_code == 0
+    final = json.loads(js("wait", foreign, "--timeout", "60", "--json").stdout)["jobs"][0]
+    assert final["state"] == "CANCELLED"
+
+
+@pytestmark_lab
+def test_sessions_export_is_jsonl_and_prune_reports(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    site("  approval:\n    core_hours: 100\n")
+    job = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    assert job.exit_code == 0, job.output
+    exported = js("sessions", "export", only_session()).stdout.splitlines()
+    parsed = [json.loads(line) for line in exported]
+    assert [p["seq"] for p in parsed] == list(range(len(parsed)))
+    assert parsed[-1]["data"]["job_id"] == job.stdout.strip()
+    dry = json.loads(js("sessions", "prune", "--older-than", "1m", "--dry-run", "--json").stdout)
+    assert dry["dry_run"] is True and dry["removed"] == []
