@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.jobs import AssembledJob, JobRequest
     from jobsmith.agent.ledger import JobLedger
     from jobsmith.agent.results import ControlResult, LogView
+    from jobsmith.agent.resume import ResumeReport
     from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
     from jobsmith.agent.steps import Step, StepResult
     from jobsmith.agent.store import FileSessionStore
@@ -244,6 +245,21 @@ class App:
         refused = {"by": self.environ.get("USER", "?"), "reason": reason}
         SessionLog(self.store, item.session_id).append(EventKind.APPROVAL_REFUSED, refused, step_id)
         return item
+
+    def resume(self, session_id: str, orphan_wait_s: float) -> ResumeReport:
+        """Reconcile the session's in-flight steps with Slurm after a crash."""
+        import socket
+
+        from jobsmith.agent.resume import resume_session
+
+        self.store.info(session_id)  # a clear error for an unknown session
+        return resume_session(
+            self.executor,
+            self.scheduler,
+            session_id,
+            host=socket.gethostname(),
+            orphan_wait_s=orphan_wait_s,
+        )
 
     def unblock(self, session_id: str, note: str) -> Event:
         """A person lifts a failure-streak stop (recorded as an event)."""

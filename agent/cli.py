@@ -382,6 +382,39 @@ def sessions_prune(ctx: click.Context, older_than: str, dry_run: bool, as_json: 
     views.show_prune(report, as_json)
 
 
+@sessions.command("resume")
+@click.argument("session_id")
+@click.option(
+    "--wait",
+    "orphan_wait_s",
+    type=float,
+    default=120,
+    show_default=True,
+    help="Seconds to wait for an sbatch the dead process left running.",
+)
+@json_command
+@click.pass_context
+def sessions_resume(
+    ctx: click.Context, session_id: str, orphan_wait_s: float, as_json: bool
+) -> None:
+    """Reconcile a session cut short by a crash: find its jobs in Slurm, never resubmit one."""
+    from jobsmith.agent.output import print_json
+
+    report = _app(ctx).resume(session_id, orphan_wait_s)
+    if as_json:
+        print_json(report)
+    else:
+        click.echo(
+            f"session {session_id}: {len(report.found)} found in Slurm, "
+            f"{len(report.resubmitted)} never reached Slurm and were submitted, "
+            f"{len(report.rerun)} re-run, {len(report.undecided)} undecided"
+        )
+        for step_id, why in report.undecided.items():
+            click.echo(f"  {step_id}: {why}")
+    if report.undecided:
+        sys.exit(9)
+
+
 @sessions.command("unblock")
 @click.argument("session_id")
 @click.option("--note", default="", help="What was looked at (kept in the log).")

@@ -10,6 +10,7 @@ hash, and waits for `jobsmith approve`; a refusal names the rule and the limit.
 from __future__ import annotations
 
 import hashlib
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -81,12 +82,18 @@ class Executor:
         job = self._assemble(step.job)
         cost = Cost.of(job.options)
         decision = self._decide(cost)
-        intent = {"step": _dump(step), "risk": step.risk, **_job_facts(job, cost)}
+        intent = {
+            "step": _dump(step),
+            "risk": step.risk,
+            **_job_facts(job, cost),
+            "script": job.script,  # resume submits exactly this, with the same tag
+            "host": socket.gethostname(),  # where an orphaned sbatch could still be running
+        }
         log.intent(step.id, intent)
         if decision.verdict == "refuse":
             raise PolicyError(f"refused by policy ({decision.rule}): {decision.message}")
         if decision.verdict == "approve":
-            asked = {**intent, "reason": decision.message, "script": job.script}
+            asked = {**intent, "reason": decision.message}
             log.append(EventKind.APPROVAL_ASKED, asked, step.id)
             raise ApprovalNeeded(step.id, decision.message)
         return self._submit(log, step.id, step.action, job.template, job.script, job.options, cost)
@@ -95,19 +102,77 @@ class Executor:
         self, session_id: str, step_id: str, asked: dict[str, Any]
     ) -> st.StepResult:
         """Submit exactly the script a person approved (its hash is checked first)."""
+        return self.submit_recorded(session_id, step_id, asked, approved=True)
+
+    def submit_recorded(
+        self, session_id: str, step_id: str, asked: dict[str, Any], *, approved: bool
+    ) -> st.StepResult:
+        """Submit the script an intent (or approval) recorded, with its original tag.
+
+        The budgets and limits are checked again: time has passed since it was recorded.
+        """
         log = SessionLog(self.store, session_id)
         script = str(asked["script"])
         if hashlib.sha256(script.encode()).hexdigest() != asked["script_sha256"]:
             raise PolicyError(f"step {step_id}: the script changed after approval; ask again")
         options = SbatchOptions.model_validate(asked["options"])
         cost = Cost.of(options)
-        hard = self._decide(cost, approval_given=True)
+        hard = self._decide(cost, approval_given=approved)
+        if hard.verdict == "approve":
+            raise ApprovalNeeded(step_id, hard.message)
         if hard.verdict == "refuse":
             message = f"refused by policy ({hard.rule}): {hard.message}"
             log.append(EventKind.RESULT, {"outcome": "refused", "error": message}, step_id)
             raise PolicyError(message)
         template = str(asked.get("template", "?"))
         return self._submit(log, step_id, "submit", template, script, options, cost)
+
+    def record_found(
+        self, session_id: str, step_id: str, intent: dict[str, Any], job_id: str
+    ) -> st.StepResult:
+        """Record a submission that Slurm had although its result was never written."""
+        options = SbatchOptions.model_validate(intent["options"])
+        cost = Cost.of(options)
+        self._record(
+            session_id,
+            job_id,
+            str(intent.get("template", "?")),
+            options,
+            str(intent["script_sha256"]),
+            recovered=True,
+        )
+        summary = _submitted(job_id, options, cost, recovered=True, warnings=[])
+        data = {"outcome": st.Outcome.DONE, "action": "submit", **summary}
+        SessionLog(self.store, session_id).append(EventKind.RESULT, data, step_id)
+        return st.StepResult(
+            step_id=step_id, action="submit", outcome=st.Outcome.DONE, summary=summary
+        )
+
+    def _record(
+        self,
+        session_id: str,
+        job_id: str,
+        template: str,
+        options: SbatchOptions,
+        sha: str,
+        *,
+        recovered: bool,
+        warnings: Sequence[str] = (),
+    ) -> None:
+        self.ledger.record(
+            SubmissionRecord(
+                job_id=job_id,
+                cluster=self.site.cluster,
+                template=template,
+                params={},
+                options=options,
+                script_sha256=sha,
+                submitted_at=datetime.now(),
+                recovered=recovered,
+                warnings=list(warnings),
+                session_id=session_id,
+            )
+        )
 
     def _submit(
         self,
@@ -122,31 +187,19 @@ class Executor:
         if options.output:
             Path(options.output).parent.mkdir(parents=True, exist_ok=True)
         result = self.scheduler.submit(script, options)
-        record = SubmissionRecord(
-            job_id=result.job_id,
-            cluster=self.site.cluster,
-            template=template,
-            params={},
-            options=options,
-            script_sha256=hashlib.sha256(script.encode()).hexdigest(),
-            submitted_at=datetime.now(),
+        sha = hashlib.sha256(script.encode()).hexdigest()
+        self._record(
+            log.session_id,
+            result.job_id,
+            template,
+            options,
+            sha,
             recovered=result.recovered,
-            warnings=list(result.warnings),
-            session_id=log.session_id,
+            warnings=result.warnings,
         )
-        self.ledger.record(record)
-        summary = {
-            "submitted": True,
-            "job_id": result.job_id,
-            "job_name": options.job_name,
-            "tag": options.tag(),
-            "array_tasks": cost.tasks if options.array else None,
-            "stdout": options.output,
-            "stderr": options.error,
-            "cost": cost.model_dump(),
-            "recovered": result.recovered,
-            "warnings": list(result.warnings),
-        }
+        summary = _submitted(
+            result.job_id, options, cost, recovered=result.recovered, warnings=result.warnings
+        )
         data = {"outcome": st.Outcome.DONE, "action": action, **summary}
         log.append(EventKind.RESULT, data, step_id)
         return st.StepResult(
@@ -233,6 +286,24 @@ def _outcome_of(err: JobsmithError) -> st.Outcome:
     if isinstance(err, SchedulerUnavailable):
         return st.Outcome.UNKNOWN  # Slurm did not answer: a submission may still exist
     return st.Outcome.FAILED
+
+
+def _submitted(
+    job_id: str, options: SbatchOptions, cost: Cost, *, recovered: bool, warnings: Sequence[str]
+) -> dict[str, Any]:
+    """The result summary of a submission (the same whether seen or recovered)."""
+    return {
+        "submitted": True,
+        "job_id": job_id,
+        "job_name": options.job_name,
+        "tag": options.tag(),
+        "array_tasks": cost.tasks if options.array else None,
+        "stdout": options.output,
+        "stderr": options.error,
+        "cost": cost.model_dump(),
+        "recovered": recovered,
+        "warnings": list(warnings),
+    }
 
 
 def _dump(step: st.Step) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from jobsmith import faults
 from jobsmith.agent.events import Event, EventKind
 from jobsmith.agent.store import SeqConflict, SessionStore
 
@@ -34,9 +35,11 @@ class SessionLog:
         for _ in range(50):
             seq = self.store.last_seq(self.session_id) + 1
             try:
-                return self.store.append(self.session_id, seq, kind, payload, step_id=step_id)
+                event = self.store.append(self.session_id, seq, kind, payload, step_id=step_id)
             except SeqConflict:
                 continue
+            faults.after_event_committed()
+            return event
         raise SeqConflict(self.session_id, -1, "gave up after 50 lost races")
 
     def events(self) -> list[Event]:

@@ -40,6 +40,10 @@ _TEST_ONLY = re.compile(
 )
 
 
+#: environment variable carrying the job name (with its tag) into sbatch's process
+SUBMIT_TAG_ENV = "JOBSMITH_SUBMISSION"
+
+
 class SlurmScheduler:
     """Slurm through its command-line tools."""
 
@@ -79,8 +83,11 @@ class SlurmScheduler:
                     return _result(found[0], options, (), attempt - 1, recovered=True)
                 self._sleep(self._delay * attempt)
             try:
+                # the tag in sbatch's environment lets a resumed session find an sbatch that
+                # outlived its parent (see agent/resume.py)
+                env = {**argv.SLURM_ENV, SUBMIT_TAG_ENV: options.job_name}
                 res = self._transport.run(
-                    argv.sbatch_submit(), timeout=self._timeout, stdin=script, env=argv.SLURM_ENV
+                    argv.sbatch_submit(), timeout=self._timeout, stdin=script, env=env
                 )
             except SchedulerUnavailable as exc:
                 last_error = exc  # sbatch was killed and reaped: the lookup above is final
@@ -146,6 +153,16 @@ class SlurmScheduler:
     def active_tasks(self) -> int:
         """How many of the caller's jobs and array tasks are queued or running (one squeue)."""
         return sum(task_range_size(q) for q in self.queue() if q.state.is_active)
+
+    def dbd_backlog(self) -> int:
+        """Messages the controller still has to send to slurmdbd (sdiag's agent queue).
+
+        While it is above zero, accounting may not yet know jobs the controller has
+        already forgotten. Unknown (no such line) counts as zero.
+        """
+        res = self._checked(["sdiag"])
+        match = re.search(r"DBD Agent queue size:\s*(\d+)", res.stdout)
+        return int(match.group(1)) if match else 0
 
     def queue(self) -> list[QueueRecord]:
         """The caller's jobs as the controller holds them, in one call."""

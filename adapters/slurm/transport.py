@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from jobsmith import faults
 from jobsmith.adapters.slurm.jobenv import SecretFilter
 from jobsmith.errors import SchedulerUnavailable
 
@@ -84,6 +85,8 @@ class LocalTransport:
             raise SchedulerUnavailable(
                 f"cannot run {argv[0]!r}: not found on PATH; is this a Slurm login node?"
             ) from exc
+        if argv and argv[0] == "sbatch":
+            faults.sbatch_started()
         try:
             out, err = proc.communicate(input=stdin, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
