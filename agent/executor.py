@@ -210,7 +210,15 @@ class Executor:
         return assemble(self.library.get(request.template), request, self.site, cwd=self.cwd)
 
     def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
-        events = [e for s in self.store.list_sessions() for e in self.store.read(s.id)]
+        # budgets look back a day; a failure streak is only read from sessions active in
+        # the last week, so a long-lived store does not slow every submission down
+        recent = self.clock() - timedelta(days=7)
+        events = [
+            e
+            for s in self.store.list_sessions()
+            if s.last_event_at >= recent
+            for e in self.store.read(s.id)
+        ]
         history = history_from_events(events, self.clock())
         decision = evaluate(cost, self.site.policy, history, self.scheduler.active_tasks())
         if approval_given and decision.verdict == "approve":
