@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.executor import Executor
     from jobsmith.agent.jobs import AssembledJob, JobRequest
     from jobsmith.agent.ledger import JobLedger
+    from jobsmith.agent.replay import ReplayedStep
     from jobsmith.agent.results import ControlResult, LogView
     from jobsmith.agent.resume import ResumeReport
     from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
@@ -260,6 +261,12 @@ class App:
             host=socket.gethostname(),
             orphan_wait_s=orphan_wait_s,
         )
+
+    def replay(self, session_id: str) -> list[ReplayedStep]:
+        """The session's steps re-run against a dry-run executor under the current policy."""
+        from jobsmith.agent.replay import replay_session
+
+        return replay_session(self.store.read(session_id), self.executor)
 
     def unblock(self, session_id: str, note: str) -> Event:
         """A person lifts a failure-streak stop (recorded as an event)."""

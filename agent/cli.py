@@ -415,6 +415,25 @@ def sessions_resume(
         sys.exit(9)
 
 
+@sessions.command("replay")
+@click.argument("session_id")
+@json_command
+@click.pass_context
+def sessions_replay(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Re-run a session's steps against a dry-run executor (nothing reaches Slurm).
+
+    Uses the current site config: pass --site to see what another policy would allow.
+    """
+    from jobsmith.agent.output import print_json
+
+    steps = _app(ctx).replay(session_id)
+    if as_json:
+        print_json({"session_id": session_id, "steps": steps})
+        return
+    for s in steps:
+        click.echo(f"{s.step_id} {s.action}: then {s.then or '-'}, now {s.now}  {s.detail}")
+
+
 @sessions.command("unblock")
 @click.argument("session_id")
 @click.option("--note", default="", help="What was looked at (kept in the log).")

@@ -88,6 +88,7 @@ class Executor:
             **_job_facts(job, cost),
             "script": job.script,  # resume submits exactly this, with the same tag
             "host": socket.gethostname(),  # where an orphaned sbatch could still be running
+            "cwd": str(self.cwd),  # what relative paths meant, for replay
         }
         log.intent(step.id, intent)
         if decision.verdict == "refuse":
