@@ -169,6 +169,21 @@ class App:
 
         return self.one_step(f"submit {request.template}", Submit(job=request))
 
+    def rerun(
+        self, job_id: str, *, failed_only: bool, mem_mb: int | None, time_limit_s: int | None
+    ) -> tuple[str, StepResult]:
+        """Re-run a job jobsmith submitted (only its failed tasks, for arrays)."""
+        from jobsmith.agent.steps import Rerun
+
+        step = Rerun(
+            job_id=job_id,
+            failed_only=failed_only,
+            mem_mb=mem_mb,
+            time_limit_s=time_limit_s,
+            reason="by hand",
+        )
+        return self.one_step(f"rerun {job_id}", step)
+
     # --- following jobs ------------------------------------------------------------
 
     def status(self, job_ids: list[str], since: str) -> dict[str, JobStatus]:

@@ -198,6 +198,40 @@ def submit(
     views.show_submitted(*app.submit(request), as_json)
 
 
+@cli.command()
+@click.argument("job_id")
+@click.option(
+    "--failed/--all",
+    "failed_only",
+    default=True,
+    show_default=True,
+    help="For arrays: only the failed tasks, or every task.",
+)
+@click.option("--mem", help="New memory per node: 500M, 4G.")
+@click.option("--time", "time_limit", help="New wall time, Slurm syntax.")
+@json_command
+@click.pass_context
+def rerun(
+    ctx: click.Context,
+    job_id: str,
+    failed_only: bool,
+    mem: str | None,
+    time_limit: str | None,
+    as_json: bool,
+) -> None:
+    """Submit a job jobsmith ran before again: same script, new resources (prints the id)."""
+    from jobsmith.agent import views
+    from jobsmith.agent.jobs import JobRequest
+
+    req = JobRequest.from_cli(template="-", mem=mem, time_limit=time_limit)
+    views.show_submitted(
+        *_app(ctx).rerun(
+            job_id, failed_only=failed_only, mem_mb=req.mem_mb, time_limit_s=req.time_limit_s
+        ),
+        as_json,
+    )
+
+
 # --- following jobs ------------------------------------------------------------------
 
 

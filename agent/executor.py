@@ -23,7 +23,9 @@ from jobsmith.agent import steps as st
 from jobsmith.agent.events import EventKind
 from jobsmith.agent.jobs import AssembledJob, assemble
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.limits import check_limits
 from jobsmith.agent.policy import Cost, Decision, evaluate, history_from_events
+from jobsmith.agent.rerun import failed_task_indices, rerun_options, with_directives
 from jobsmith.agent.session_log import SessionLog
 from jobsmith.agent.store import SessionStore
 from jobsmith.agent.summaries import status_summary
@@ -62,7 +64,7 @@ class Executor:
         """Run one step in a session; the result is also the session's last event."""
         log = SessionLog(self.store, session_id)
         try:
-            if isinstance(step, st.Submit):
+            if isinstance(step, st.Submit | st.Rerun):
                 return self._submit_step(log, step)
             if isinstance(step, st.Cancel | st.Hold | st.Release):
                 self._check_foreign(log, step)
@@ -78,17 +80,22 @@ class Executor:
 
     # --- submission ------------------------------------------------------------------
 
-    def _submit_step(self, log: SessionLog, step: st.Submit) -> st.StepResult:
-        job = self._assemble(step.job)
-        cost = Cost.of(job.options)
+    def _submit_step(self, log: SessionLog, step: st.Submit | st.Rerun) -> st.StepResult:
+        if isinstance(step, st.Rerun):
+            template, script, options, extra = self._prepare_rerun(step)
+        else:
+            job = self._assemble(step.job)
+            template, script, options, extra = job.template, job.script, job.options, {}
+        cost = Cost.of(options)
         decision = self._decide(cost)
         intent = {
             "step": _dump(step),
             "risk": step.risk,
-            **_job_facts(job, cost),
-            "script": job.script,  # resume submits exactly this, with the same tag
+            **_job_facts(template, script, options, cost),
+            "script": script,  # resume submits exactly this, with the same tag
             "host": socket.gethostname(),  # where an orphaned sbatch could still be running
             "cwd": str(self.cwd),  # what relative paths meant, for replay
+            **extra,
         }
         log.intent(step.id, intent)
         if decision.verdict == "refuse":
@@ -97,7 +104,39 @@ class Executor:
             asked = {**intent, "reason": decision.message}
             log.append(EventKind.APPROVAL_ASKED, asked, step.id)
             raise ApprovalNeeded(step.id, decision.message)
-        return self._submit(log, step.id, step.action, job.template, job.script, job.options, cost)
+        return self._submit(log, step.id, step.action, template, script, options, cost)
+
+    def _prepare_rerun(self, step: st.Rerun) -> tuple[str, str, SbatchOptions, dict[str, Any]]:
+        """The original submission's script with new directives (see agent/rerun.py)."""
+        record = self.ledger.get(step.job_id)
+        if record is None or record.session_id is None:
+            raise JobsmithError(
+                f"job {step.job_id}: jobsmith has no record of submitting it, so it has no "
+                "script to re-run (submit it again from its template)"
+            )
+        original = self._recorded_script(record.session_id, record.options.job_name)
+        tasks = None
+        if record.options.array and step.failed_only:
+            since = datetime.now() - timedelta(days=7)
+            status = self.scheduler.status([record.job_id], since)[record.job_id]
+            tasks = failed_task_indices(status)
+            if not tasks:
+                raise JobsmithError(f"job {record.job_id}: no failed array tasks to re-run")
+        options = rerun_options(
+            record.options, tasks=tasks, mem_mb=step.mem_mb, time_limit_s=step.time_limit_s
+        )
+        check_limits(options, self.site)
+        script = with_directives(original, options)
+        extra = {"rerun_of": record.job_id, "reason": step.reason, "tasks": tasks}
+        return record.template, script, options, extra
+
+    def _recorded_script(self, session_id: str, job_name: str) -> str:
+        for event in self.store.read(session_id):
+            if event.kind is EventKind.INTENT and event.data.get("job_name") == job_name:
+                script = event.data.get("script")
+                if isinstance(script, str):
+                    return script
+        raise JobsmithError(f"session {session_id} has no script recorded for {job_name}")
 
     def submit_approved(
         self, session_id: str, step_id: str, asked: dict[str, Any]
@@ -258,7 +297,8 @@ class Executor:
             return {"name": t.name, "spec": t.spec.model_dump(mode="json", exclude_none=True)}
         if isinstance(step, st.Render):
             job = self._assemble(step.job)
-            return {**_job_facts(job, Cost.of(job.options)), "script": job.script}
+            facts = _job_facts(job.template, job.script, job.options, Cost.of(job.options))
+            return {**facts, "script": job.script}
         if isinstance(step, st.TestOnly):
             job = self._assemble(step.job)
             return self.scheduler.test_only(job.script).model_dump(mode="json")
@@ -319,14 +359,14 @@ def _dump(step: st.Step) -> dict[str, Any]:
     return step.model_dump(mode="json")
 
 
-def _job_facts(job: AssembledJob, cost: Cost) -> dict[str, Any]:
+def _job_facts(template: str, script: str, options: SbatchOptions, cost: Cost) -> dict[str, Any]:
     """What an approval is bound to and what resume needs: name, tag, hash, resources."""
     return {
-        "template": job.template,
-        "job_name": job.options.job_name,
-        "tag": job.options.tag(),
-        "script_sha256": job.script_sha256,
-        "options": job.options.model_dump(mode="json"),
+        "template": template,
+        "job_name": options.job_name,
+        "tag": options.tag(),
+        "script_sha256": hashlib.sha256(script.encode()).hexdigest(),
+        "options": options.model_dump(mode="json"),
         "cost": cost.model_dump(),
     }
 

@@ -81,6 +81,23 @@ class Submit(_JobStep):
         return Risk.SUBMIT
 
 
+class Rerun(_Step):
+    """Submit a job jobsmith ran before again: same script, more memory or time, and for
+    an array only the tasks that failed (unless failed_only is false)."""
+
+    action: Literal["rerun"] = "rerun"
+    job_id: str = Field(description="the Slurm job id to re-run (jobsmith must have submitted it)")
+    failed_only: bool = Field(True, description="for arrays: re-run only the failed tasks")
+    mem_mb: int | None = Field(None, gt=0, description="new memory per node, MiB")
+    time_limit_s: int | None = Field(None, gt=0, description="new time limit, seconds")
+    reason: str = Field("", description="why (kept in the session log)")
+
+    @property
+    def risk(self) -> Risk:
+        """Submitting spends allocation."""
+        return Risk.SUBMIT
+
+
 class Status(_Step):
     """States of jobs (one sacct call for all)."""
 
@@ -136,6 +153,7 @@ Step = Annotated[
     | Render
     | TestOnly
     | Submit
+    | Rerun
     | Status
     | ReadOutput
     | Cancel

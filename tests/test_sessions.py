@@ -56,6 +56,7 @@ def test_step_schema_offers_every_action() -> None:
         "render",
         "test_only",
         "submit",
+        "rerun",
         "status",
         "read_output",
         "cancel",
@@ -222,3 +223,41 @@ def test_replay_runs_steps_dry_under_another_policy(
     ).stdout.count("\n")
     assert queued_after <= queued_before
     assert [e["kind"] for e in events(session)][-1] == "result"  # the session was not touched
+
+
+@pytestmark_lab
+def test_rerun_only_the_failed_array_task_with_more_memory(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    site("  approval:\n    core_hours: 100\n")
+    for i in range(4):  # task 2 needs ~300 MB; the array asks for 100M and is killed
+        hog = "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'\n"
+        body = hog if i == 2 else "echo fine\n"
+        (workdir / f"t{i}.sh").write_text(body)
+    files = ",".join(f"t{i}.sh" for i in range(4))
+    sub = js(
+        "submit",
+        "file_array",
+        "-p",
+        f"files={files}",
+        "-p",
+        "program=bash",
+        "--mem",
+        "100M",
+        "--log-dir",
+        str(workdir),
+    )
+    assert sub.exit_code == 0, sub.output
+    array_id = sub.stdout.strip()
+    js("wait", array_id, "--timeout", "180")
+    first = json.loads(js("status", array_id, "--json").stdout)["jobs"][0]
+    assert first["task_counts"] == {"COMPLETED": 3, "FAILED": 1}, first
+    again = js("rerun", array_id, "--mem", "1G", "--json")
+    assert again.exit_code == 0, again.output
+    rerun = json.loads(again.stdout)
+    assert rerun["array_tasks"] == 1 and rerun["cost"]["tasks"] == 1
+    waited = js("wait", rerun["job_id"], "--timeout", "180", "--json")
+    assert waited.exit_code == 0, waited.output
+    (job,) = json.loads(waited.stdout)["jobs"]
+    assert [t["array_task_id"] for t in job["tasks"]] == [2]
+    assert job["tasks"][0]["state"] == "COMPLETED" and job["tasks"][0]["req_mem_bytes"] == 1 << 30
+    intent = next(e for e in events(rerun["session_id"]) if e["kind"] == "intent")
+    assert intent["data"]["rerun_of"] == array_id and intent["data"]["tasks"] == [2]  # type: ignore[index]

@@ -1,0 +1,58 @@
+"""Re-running a job jobsmith submitted: the same script, new resources, only failed tasks.
+
+The script body is reused exactly (template parameters are not rendered again); only its
+`#SBATCH` block is replaced, with a new submission tag, the memory or time a diagnosis
+suggests, and, for an array, just the indices of the tasks that failed: an array task
+picks its work by SLURM_ARRAY_TASK_ID, so `--array=2,5` re-runs tasks 2 and 5 alone.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.slurm.options import TAG_PATTERN, SbatchOptions, render_directives
+from jobsmith.errors import JobsmithError
+
+
+def failed_task_indices(status: JobStatus) -> list[int]:
+    """Indices of an array's tasks that ended in failure."""
+    return sorted(
+        t.array_task_id for t in status.tasks if t.array_task_id is not None and t.state.is_failure
+    )
+
+
+def rerun_options(
+    original: SbatchOptions,
+    *,
+    tasks: Sequence[int] | None,
+    mem_mb: int | None,
+    time_limit_s: int | None,
+) -> SbatchOptions:
+    """The original options with a new tag, new resources and (for arrays) only `tasks`."""
+    base = TAG_PATTERN.sub("", original.job_name)
+    update: dict[str, object] = {
+        "job_name": f"{base}.js-{secrets.token_hex(6)}",
+        "dependencies": (),  # what it waited for has happened
+    }
+    if mem_mb is not None:
+        update["mem_mb"] = mem_mb
+    if time_limit_s is not None:
+        update["time_limit_s"] = time_limit_s
+    if tasks is not None:
+        if original.array is None:
+            raise JobsmithError(f"job {original.job_name} is not an array: no tasks to choose")
+        update["array"] = ",".join(str(t) for t in tasks)
+    return SbatchOptions.model_validate({**original.model_dump(), **update})
+
+
+def with_directives(script: str, options: SbatchOptions) -> str:
+    """script with its leading #SBATCH block replaced by options' directives."""
+    lines = script.splitlines()
+    if not lines or not lines[0].startswith("#!"):
+        raise JobsmithError("the recorded script has no shebang line; cannot re-run it")
+    end = 1
+    while end < len(lines) and lines[end].startswith("#SBATCH "):
+        end += 1
+    return "\n".join([lines[0], *render_directives(options), *lines[end:]]) + "\n"
