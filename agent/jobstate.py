@@ -1,45 +1,83 @@
 """Recording what Slurm did to a session's jobs as job_state events in that session.
 
-Status polls see jobs end; each terminal state is written once into the session that
-submitted the job, which is what budgets (the failure streak) and later the watcher and
-the brains read.
+Each poll (status, wait, the watcher) compares a job's state with the last one recorded
+in the session that submitted it, and appends a job_state event when it changed. Budgets
+(the failure streak), the watcher's decisions and the brains read these events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.agent.events import EventKind
+from jobsmith.adapters.slurm.states import JobState
+from jobsmith.agent.events import Event, EventKind
 from jobsmith.agent.ledger import JobLedger
 from jobsmith.agent.session_log import SessionLog
 from jobsmith.agent.store import SessionStore
 
 
+class StateChange(BaseModel):
+    """One job's new state, as recorded in its session."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str = Field(description="the session that submitted the job")
+    job_id: str = Field(description="Slurm's job id")
+    state: JobState = Field(description="the new state")
+    previous: JobState | None = Field(description="the state recorded before, if any")
+
+
+def last_states(events: list[Event]) -> dict[str, str]:
+    """The last recorded state of each job of a session."""
+    states: dict[str, str] = {}
+    for e in events:
+        if e.kind is EventKind.JOB_STATE:
+            states[str(e.data.get("job_id"))] = str(e.data.get("state"))
+    return states
+
+
 def record_job_states(
     store: SessionStore, ledger: JobLedger, statuses: Mapping[str, JobStatus]
-) -> int:
-    """Append a job_state event for each newly terminal job; returns how many were added."""
-    added = 0
+) -> list[StateChange]:
+    """Append a job_state event for each job whose state changed; return the changes.
+
+    NOT_VISIBLE is never recorded: a job Slurm does not show yet has not changed.
+    """
+    changes = []
+    known: dict[str, dict[str, str]] = {}
     for job_id, st in statuses.items():
         record = ledger.get(job_id)
-        if record is None or record.session_id is None or not st.state.is_terminal:
+        if record is None or record.session_id is None or st.state is JobState.NOT_VISIBLE:
             continue
         log = SessionLog(store, record.session_id)
-        seen = {
-            (e.data.get("job_id"), e.data.get("state"))
-            for e in log.events()
-            if e.kind is EventKind.JOB_STATE
-        }
-        if (job_id, st.state.value) in seen:
+        if record.session_id not in known:
+            known[record.session_id] = last_states(log.events())
+        previous = known[record.session_id].get(job_id)
+        if previous == st.state.value:
             continue
-        data: dict[str, object] = {
-            "job_id": job_id,
-            "state": st.state.value,
-            "task_counts": st.task_counts,
-        }
-        if st.record is not None:
-            data |= {"exit_code": st.record.exit_code, "signal": st.record.signal}
-        log.append(EventKind.JOB_STATE, data, None)
-        added += 1
-    return added
+        log.append(EventKind.JOB_STATE, _state_data(job_id, st), None)
+        known[record.session_id][job_id] = st.state.value
+        changes.append(
+            StateChange(
+                session_id=record.session_id,
+                job_id=job_id,
+                state=st.state,
+                previous=JobState(previous) if previous else None,
+            )
+        )
+    return changes
+
+
+def _state_data(job_id: str, st: JobStatus) -> dict[str, object]:
+    data: dict[str, object] = {
+        "job_id": job_id,
+        "state": st.state.value,
+        "task_counts": st.task_counts,
+        "reason": st.reason,
+    }
+    if st.record is not None:
+        data |= {"exit_code": st.record.exit_code, "signal": st.record.signal}
+    return data

@@ -208,9 +208,6 @@ def test_replay_runs_steps_dry_under_another_policy(
     job = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
     assert job.exit_code == 0, job.output
     session = only_session()
-    queued_before = subprocess.run(
-        ["squeue", "--me", "-h", "-t", "all"], capture_output=True, text=True, check=True
-    ).stdout.count("\n")
     same = json.loads(js("sessions", "replay", session, "--json").stdout)["steps"]
     assert [(s["action"], s["then"], s["now"]) for s in same] == [("submit", "done", "done")]
     assert same[0]["detail"].startswith("submit command.js-")
@@ -218,10 +215,6 @@ def test_replay_runs_steps_dry_under_another_policy(
     stricter = json.loads(js("sessions", "replay", session, "--json").stdout)["steps"]
     assert stricter[0]["now"] == "refused" and "submissions per hour" in stricter[0]["detail"]
     assert len(list((jobsmith_home / "state" / "jobs").glob("*.json"))) == 1  # nothing submitted
-    queued_after = subprocess.run(
-        ["squeue", "--me", "-h", "-t", "all"], capture_output=True, text=True, check=True
-    ).stdout.count("\n")
-    assert queued_after <= queued_before
     assert [e["kind"] for e in events(session)][-1] == "result"  # the session was not touched
 
 
