@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
     from jobsmith.agent.steps import Step, StepResult
     from jobsmith.agent.store import FileSessionStore
+    from jobsmith.agent.watch import WatchCycle
+    from jobsmith.agent.watchlock import WatchLock
     from jobsmith.job_templates import Template, TemplateLibrary
     from jobsmith.site_config import LoadedSite
 
@@ -183,6 +185,31 @@ class App:
             reason="by hand",
         )
         return self.one_step(f"rerun {job_id}", step)
+
+    # --- watching ------------------------------------------------------------------------
+
+    def watch_cycle(self) -> WatchCycle:
+        """One watcher cycle: one poll for every open job, the rules for each failure."""
+        from jobsmith.agent.rules import RuleBrain
+        from jobsmith.agent.watch import watch_cycle
+
+        brain = RuleBrain(executor=self.executor, stderr_tail=self._stderr_tail)
+        return watch_cycle(self.store, self.ledger, self._poll, brain.on_failure)
+
+    def _poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
+        return self.scheduler.status(job_ids, since)
+
+    def _stderr_tail(self, job_id: str) -> list[str]:
+        try:
+            return self.logs(job_id, "stderr", 40).lines
+        except JobsmithError:
+            return []  # no log (never started, or unreadable): diagnose from accounting
+
+    def watch_lock(self, interval_s: float) -> WatchLock:
+        """The user's one-watcher lock, stale after three missed cycles."""
+        from jobsmith.agent.watchlock import WatchLock
+
+        return WatchLock(self.paths.state_dir / "watch.lock", stale_after_s=3 * interval_s + 60)
 
     # --- following jobs ------------------------------------------------------------
 

@@ -319,6 +319,32 @@ for _action in ("cancel", "hold", "release"):
     cli.command(_action)(_control(_action))
 
 
+@cli.command()
+@click.option("--once", is_flag=True, help="One cycle, then exit (for cron or scrontab).")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=float,
+    default=300,
+    show_default=True,
+    help="Seconds between polls (one sacct for all jobs each time).",
+)
+@click.option("--install", is_flag=True, help="Run `watch --once` from your crontab.")
+@json_command
+@click.pass_context
+def watch(ctx: click.Context, once: bool, interval_s: float, install: bool, as_json: bool) -> None:
+    """Follow every session's jobs: record state changes, re-run what the rules can fix."""
+    from jobsmith.agent import watching
+
+    app = _app(ctx)
+    if install:
+        watching.install_cron(app, interval_s, as_json)
+    elif once:
+        watching.run_once(app, interval_s, as_json)
+    else:
+        watching.run_forever(app, interval_s, as_json)
+
+
 # --- approvals and sessions -----------------------------------------------------------
 
 

@@ -1,0 +1,83 @@
+"""The watcher: one batched poll per cycle for every open session's jobs, and what follows.
+
+Each cycle asks Slurm once (one sacct, at most one squeue --me) about every job a session
+submitted that has not ended, however many sessions and jobs there are. State changes
+become job_state events in their sessions; a job that ended in failure wakes its
+session's decision-maker (the rules; later a model). A cycle whose poll fails changes
+nothing: a job is never reported failed because Slurm did not answer. What is watched is
+rebuilt from the session store each cycle, so a restarted watcher picks up where the last
+one stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.slurm.states import JobState
+from jobsmith.agent.jobstate import StateChange, last_states, record_job_states
+from jobsmith.agent.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.store import SessionStore
+from jobsmith.errors import SchedulerUnavailable
+
+
+class WatchCycle(BaseModel):
+    """What one cycle saw and did."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    watched: int = Field(description="jobs polled")
+    scheduler_ok: bool = Field(description="false if Slurm did not answer (nothing changed)")
+    error: str | None = Field(None, description="why the poll failed")
+    changes: list[StateChange] = Field(default_factory=list, description="new job states")
+    decisions: list[dict[str, object]] = Field(
+        default_factory=list, description="what the decision-maker did about failures"
+    )
+
+
+def open_jobs(store: SessionStore, ledger: JobLedger) -> list[SubmissionRecord]:
+    """Jobs submitted by sessions whose last recorded state is not final."""
+    cache: dict[str, dict[str, str]] = {}
+    out = []
+    for record in ledger.all():
+        if record.session_id is None:
+            continue
+        if record.session_id not in cache:
+            cache[record.session_id] = last_states(store.read(record.session_id))
+        state = cache[record.session_id].get(record.job_id)
+        if state is None or not JobState(state).is_terminal:
+            out.append(record)
+    return out
+
+
+def watch_cycle(
+    store: SessionStore,
+    ledger: JobLedger,
+    status: Callable[[list[str], datetime], Mapping[str, JobStatus]],
+    decide: Callable[[StateChange, JobStatus], dict[str, object] | None],
+) -> WatchCycle:
+    """One poll of every open job, then a decision for each new failure."""
+    records = open_jobs(store, ledger)
+    if not records:
+        return WatchCycle(watched=0, scheduler_ok=True)
+    ids = [r.job_id for r in records]
+    since = min(r.submitted_at for r in records) - timedelta(minutes=5)
+    try:
+        statuses = status(ids, since)
+    except SchedulerUnavailable as err:
+        return WatchCycle(watched=len(ids), scheduler_ok=False, error=str(err))
+    changes = record_job_states(store, ledger, statuses)
+    decisions = [
+        d
+        for c in changes
+        if c.state.is_failure and (d := decide(c, statuses[c.job_id])) is not None
+    ]
+    return WatchCycle(watched=len(ids), scheduler_ok=True, changes=changes, decisions=decisions)
+
+
+def next_interval(cycle: WatchCycle, current: float, base: float, ceiling: float) -> float:
+    """Back off (x2, up to ceiling) while Slurm does not answer; back to base when it does."""
+    return min(current * 2, ceiling) if not cycle.scheduler_ok else base

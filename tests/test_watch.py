@@ -1,0 +1,126 @@
+"""The watcher: one poll per cycle for all jobs, a shared-home lock, no false failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from jobsmith.agent.cli import cli
+from jobsmith.agent.watch import WatchCycle, next_interval
+from jobsmith.agent.watchlock import WatcherRunning, WatchLock
+
+LAB_SITE = Path(__file__).resolve().parent.parent / "site_config" / "examples" / "lab.yaml"
+
+
+def test_one_watcher_per_user_and_stale_takeover(tmp_path: Path) -> None:
+    path = tmp_path / "watch.lock"
+    first = WatchLock(path, stale_after_s=60)
+    first.acquire()
+    second = WatchLock(path, stale_after_s=60)
+    with pytest.raises(WatcherRunning, match="already running"):
+        second.acquire()
+    old = time.time() - 120  # the first watcher's login node went away
+    os.utime(path, (old, old))
+    second.acquire()
+    with pytest.raises(WatcherRunning, match="lost"):
+        first.heartbeat()
+    second.heartbeat()
+    first.release()  # not its lock any more: must not remove it
+    assert path.exists()
+    second.release()
+    assert not path.exists()
+
+
+def test_backoff_while_slurm_is_silent() -> None:
+    down = WatchCycle(watched=3, scheduler_ok=False, error="timeout")
+    up = WatchCycle(watched=3, scheduler_ok=True)
+    assert next_interval(down, 60, 60, 600) == 120
+    assert next_interval(down, 480, 60, 600) == 600
+    assert next_interval(up, 600, 60, 600) == 60
+
+
+@pytest.fixture
+def js(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    (jobsmith_home / "config" / "site.yaml").write_text(
+        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
+    )
+    monkeypatch.chdir(workdir)
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["--site", str(LAB_SITE), *args], catch_exceptions=False)
+
+    return run
+
+
+@pytest.mark.usefixtures("lab_cluster")
+def test_watch_once_polls_all_sessions_in_one_sacct_and_records_states(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    ids = [
+        js(
+            "submit", "command", "-p", f"command=sleep {i}", "--log-dir", str(workdir)
+        ).stdout.strip()
+        for i in (1, 2, 3)
+    ]
+    deadline = time.monotonic() + 120
+    seen: dict[str, str] = {}
+    while time.monotonic() < deadline and len(seen) < 3:
+        out = js("watch", "--once", "--json")
+        assert out.exit_code == 0, out.output
+        cycle = json.loads(out.stdout)
+        assert cycle["scheduler_ok"]
+        seen |= {c["job_id"]: c["state"] for c in cycle["changes"] if c["state"] == "COMPLETED"}
+        time.sleep(1)
+    assert seen == dict.fromkeys(ids, "COMPLETED")
+    quiet = json.loads(js("watch", "--once", "--json").stdout)
+    assert quiet == {
+        "watched": 0,
+        "scheduler_ok": True,
+        "error": None,
+        "changes": [],
+        "decisions": [],
+    }
+
+
+@pytest.mark.usefixtures("lab_cluster")
+def test_oom_array_task_is_rerun_alone_with_more_memory_unattended(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    for i in range(4):  # task 2 needs ~300 MB; the array asks for 100M and is killed
+        hog = "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'\n"
+        (workdir / f"t{i}.sh").write_text(hog if i == 2 else "echo fine\n")
+    files = ",".join(f"t{i}.sh" for i in range(4))
+    sub = js(
+        "submit",
+        "file_array",
+        "-p",
+        f"files={files}",
+        "-p",
+        "program=bash",
+        "--mem",
+        "100M",
+        "--log-dir",
+        str(workdir),
+    )
+    assert sub.exit_code == 0, sub.output
+    array_id = sub.stdout.strip()
+    decisions: list[dict[str, object]] = []
+    final: dict[str, str] = {}
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        cycle = json.loads(js("watch", "--once", "--json").stdout)
+        decisions += cycle["decisions"]
+        final |= {c["job_id"]: c["state"] for c in cycle["changes"]}
+        rerun_id = next((str(d["new_job_id"]) for d in decisions if d.get("new_job_id")), None)
+        if rerun_id and final.get(rerun_id) == "COMPLETED":
+            break
+        time.sleep(2)
+    (decision,) = decisions
+    assert decision["job_id"] == array_id and decision["action"] == "rerun"
+    assert decision["verdicts"] == ["out_of_memory"]
+    assert int(decision["mem_mb"]) >= 300  # type: ignore[call-overload]
+    assert final[array_id] == "OUT_OF_MEMORY" or final[array_id] == "FAILED"
+    rerun = json.loads(js("status", str(decision["new_job_id"]), "--json").stdout)["jobs"][0]
+    assert [t["array_task_id"] for t in rerun["tasks"]] == [2]  # the failed task alone
+    assert rerun["state"] == "COMPLETED"
