@@ -841,3 +841,132 @@ def test_squeue_garbled_rows_are_skipped() -> None:
     assert len(queue) == len(lines) - 1
     assert [q.job_id for q in queue][-3:] == ["204_[0-3%1]", "203", "202"]
     assert skipped == [header, lines[0][:20], "a continuation line"]
+
+
+# --- squeue --Format and sacct -P, Slurm 24.11 (lab capture) ----------------------------------
+
+LAB_2411 = FIXTURES / "lab-24.11"  # the same kinds of jobs on Debian 13's Slurm: its README.md
+
+
+def lab_2411_queue(name: str, delimiter: str = DELIMITER) -> dict[str, QueueRecord]:
+    skipped: list[str] = []
+    records = parse_squeue(read(LAB_2411 / name), delimiter, skipped=skipped)
+    assert skipped == []
+    return {q.job_id: q for q in records}
+
+
+@pytest.mark.parametrize("name", ["squeue-format.txt", "squeue-format-running.txt"])
+def test_squeue_format_24_11_exit_code_is_code_colon_signal(name: str) -> None:
+    """24.11's -O exit_code prints sacct's 'CODE:SIGNAL' (3:0, 0:9, 127:0), not 22.05's raw
+    wait status; its 0:0 before a job ends is no exit code."""
+    queue = lab_2411_queue(name)
+    exit3 = queue["42"]
+    assert (exit3.state, exit3.reason, exit3.exit_code, exit3.signal) == (
+        JobState.FAILED,
+        "NonZeroExitCode",
+        3,
+        0,
+    )
+    killed = queue["43"]  # 22.05 says JobLaunchFailure here
+    assert (killed.state, killed.reason) == (JobState.FAILED, "RaisedSignal:9(Killed)")
+    assert (killed.exit_code, killed.signal) == (0, 9)
+    assert (queue["44"].exit_code, queue["44"].signal) == (127, 0)  # command not found
+    for job_id, q in queue.items():
+        if not q.state.is_terminal:
+            assert (q.exit_code, q.signal) == (None, None), job_id
+
+
+def test_squeue_format_24_11_held_running_and_never_satisfied() -> None:
+    held = lab_2411_queue("squeue-format.txt")
+    assert set(held) == {"38", "39", "40_[0-3%1]", "41", "42", "43", "44"}
+    job = held["38"]
+    assert (job.state, job.reason, job.user) == (JobState.PENDING, "JobHeldUser", "alice")
+    assert job.comment == "jobsmith:tag=p1|x y"
+    # without -e, 24.11 prints STDERR as (null) (22.05: the stdout path); stderr goes there
+    assert job.stdout_path == job.stderr_path == "/tmp/psq/psq-held_38.out"
+    assert held["39"].stdout_path == held["39"].stderr_path == "/tmp/psq/slurm-39.out"
+    arr = held["40_[0-3%1]"]
+    assert (arr.array_task_range, arr.stdout_path, arr.stderr_path) == (
+        "0-3%1",
+        "/tmp/psq/%x_%A_%a.out",
+        "/tmp/psq/%x_%A_%a.err",
+    )
+    assert held["41"].dependency == "afterok:38(unfulfilled)"
+    running = lab_2411_queue("squeue-format-running.txt")
+    task = running["40_1"]
+    assert (task.state, task.job_id_raw, task.array_task_id) == (JobState.RUNNING, "46", 1)
+    assert task.stderr_path == "/tmp/psq/psq-arr_40_1.err"
+    done = running["40_0"]
+    assert (done.state, done.exit_code, done.signal) == (JobState.COMPLETED, 0, 0)
+    assert (running["39"].state, running["39"].exit_code) == (JobState.CANCELLED, 0)
+    assert running["40_[2-3%1]"].reason == "JobArrayTaskLimit"
+    never = lab_2411_queue("squeue-format-never.txt")
+    assert (never["48"].state, never["48"].reason) == (JobState.PENDING, "DependencyNeverSatisfied")
+    assert never["48"].dependency == "afterok:47(failed)"
+    assert (never["47"].exit_code, never["47"].signal) == (1, 0)
+    pipe = lab_2411_queue("squeue-format-pipe.txt", "|")["39"]  # '|' in the name: blurred
+    assert (pipe.job_id_raw, pipe.state, pipe.reason) == ("39", JobState.PENDING, "JobHeldUser")
+
+
+def test_squeue_format_24_11_agrees_with_squeue_json() -> None:
+    for text_name, json_name in (
+        ("squeue-format.txt", "squeue-format-held.json"),
+        ("squeue-format-running.txt", "squeue-format-running.json"),
+    ):
+        text = lab_2411_queue(text_name)
+        json = {q.job_id: q for q in parse_squeue_json(read(LAB_2411 / json_name))}
+        assert set(json) == set(text), text_name
+        for job_id, t in text.items():
+            j = json[job_id]
+            differ = {"estimated_start", "reason"}
+            if t.array_task_range is not None:  # 24.11's JSON prints %a as 4294967294 here
+                differ |= {"stdout_path", "stderr_path"}
+            assert j.model_dump(exclude=differ) == t.model_dump(exclude=differ), job_id
+            # the JSON's reason lacks the detail: 'RaisedSignal' for 'RaisedSignal:9(Killed)'
+            assert (t.reason or "").split(":")[0] == (j.reason or ""), job_id
+            assert j.estimated_start == (
+                t.estimated_start and t.estimated_start.replace(tzinfo=UTC)
+            )
+
+
+def test_sacct_fields_24_11_lab_capture() -> None:
+    text = parse_sacct_parsable(read(LAB_2411 / "sacct-fields.txt"), DELIMITER, tz=UTC)
+    jobs = {r.job_id: r for r in text}
+    assert list(jobs) == ["38", "39", "41", "42", "43", "44", "40_0", "40_1", "40_[2-3%1]"]
+    assert (jobs["38"].state, jobs["38"].cancelled_by) == (JobState.CANCELLED, "1000")
+    assert (jobs["42"].state, jobs["42"].exit_code, jobs["42"].signal) == (JobState.FAILED, 3, 0)
+    killed = jobs["43"]
+    assert (killed.state, killed.exit_code, killed.signal) == (JobState.FAILED, 0, 9)
+    assert [(s.step, s.state, s.signal) for s in killed.steps] == [("batch", JobState.CANCELLED, 9)]
+    assert (jobs["44"].exit_code, jobs["44"].signal) == (127, 0)
+    assert jobs["40_0"].max_rss_bytes == 3633152  # --noconvert: bytes, from the batch step
+    assert jobs["40_1"].steps[0].signal == 15
+    rest = jobs["40_[2-3%1]"]
+    assert (rest.job_id_raw, rest.array_task_range, rest.node_list) == ("40", "2-3%1", None)
+    assert (rest.account, rest.user, rest.timelimit_s) == ("lab", "alice", 600)
+    json = {r.job_id: r for r in parse_sacct_json(read(LAB_2411 / "sacct-fields.json"))}
+    for p in text:
+        j = json[p.job_id]
+        assert (j.state, j.exit_code, j.signal, j.max_rss_bytes, j.array_task_range) == (
+            p.state,
+            p.exit_code,
+            p.signal,
+            p.max_rss_bytes,
+            p.array_task_range,
+        ), p.job_id
+        assert (j.partition, j.account, j.user, j.timelimit_s, j.alloc_tres) == (
+            p.partition,
+            p.account,
+            p.user,
+            p.timelimit_s,
+            p.alloc_tres,
+        ), p.job_id
+    running = {
+        r.job_id: r
+        for r in parse_sacct_parsable(read(LAB_2411 / "sacct-fields-running.txt"), DELIMITER)
+    }
+    assert running["40_1"].state is JobState.RUNNING and running["40_1"].end_time is None
+    assert (running["40_[2-3%1]"].state, running["40_[2-3%1]"].reason) == (
+        JobState.PENDING,
+        "JobArrayTaskLimit",
+    )

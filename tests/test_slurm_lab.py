@@ -214,6 +214,23 @@ def test_hold_release_cancel_and_output_paths(workdir: Path) -> None:
     assert final.state is JobState.CANCELLED
 
 
+def test_queue_reports_the_exit_code_of_an_ended_job(workdir: Path) -> None:
+    """squeue -O exit_code: 22.05 prints the raw wait status (768), 24.11 '3:0'; both read
+    (3, 0), and stderr without -e is the stdout file (24.11 prints STDERR as '(null)')."""
+    s = SlurmScheduler(LocalTransport())
+    o = opts("exit3", output=f"{workdir}/e_%j.out")
+    job = s.submit(script(o, "exit 3"), o).job_id
+    deadline = time.monotonic() + 60
+    while True:  # the controller keeps an ended job for MinJobAge (30 s on the lab cluster)
+        (record,) = [q for q in s.queue() if q.job_id == job]
+        if record.state.is_terminal:
+            break
+        assert time.monotonic() < deadline, record
+        time.sleep(0.5)
+    assert (record.state, record.exit_code, record.signal) == (JobState.FAILED, 3, 0)
+    assert record.stdout_path == record.stderr_path == f"{workdir}/e_{job}.out"
+
+
 def test_test_only_estimates_without_submitting() -> None:
     t = RecordingTransport()
     s = SlurmScheduler(t)

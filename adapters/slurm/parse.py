@@ -552,7 +552,7 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "ArrayJobID",  # %F
     "ArrayTaskID",  # %K: 'N/A' outside arrays
     "State",  # long form, %T
-    "exit_code",  # raw wait status (exit << 8 | signal); 0 until the job ends
+    "exit_code",  # 22.05: raw wait status (exit << 8 | signal), 24.11: 'CODE:SIGNAL'
     "Reason",  # %r
     "UserName",  # %u
     "Partition",  # %P
@@ -623,10 +623,12 @@ def _queue_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | Non
     raw = _text(row["JobID"]) or ids["job"]
     array_id = (_text(row["ArrayJobID"]) or ids["base"]) if in_array else None
     name, user = row["Name"], _text(row["UserName"])
-    exit_code, signal = _exit_from_status(_int(row["exit_code"]), state)
+    exit_code, signal = _exit_from_cell(row["exit_code"], state)
 
     def path(pattern: str) -> str | None:
         return _output_path(pattern, raw, array_id, task, name, user)
+
+    stdout_path = path(row["STDOUT"])
 
     return QueueRecord(
         job_id=ids["job"],
@@ -644,8 +646,9 @@ def _queue_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | Non
         partition=_text(row["Partition"]),
         estimated_start=parse_time(row["StartTime"], tz),
         comment=_text(row["Comment"]),
-        stdout_path=path(row["STDOUT"]),
-        stderr_path=path(row["STDERR"]),
+        stdout_path=stdout_path,
+        # without -e, stderr goes to the stdout file (22.05 prints that path, 24.11 '(null)')
+        stderr_path=path(row["STDERR"]) or stdout_path,
     )
 
 
@@ -701,10 +704,18 @@ def _queue_from_json(job: Mapping[str, Any]) -> QueueRecord:
     )
 
 
+def _exit_from_cell(text: str, state: JobState) -> tuple[int | None, int | None]:
+    """(exit status, signal) from squeue -O exit_code: 22.05 prints the raw wait status
+    ('768'), 24.11 decodes it as sacct does ('3:0'). None before the job ends."""
+    if ":" in text:
+        return parse_exit_code(text) if state.is_terminal else (None, None)
+    return _exit_from_status(_int(text), state)
+
+
 def _exit_from_status(status: int | None, state: JobState) -> tuple[int | None, int | None]:
     """(exit status, signal) from the raw wait status the controller keeps for a job.
 
-    squeue -O exit_code and 22.05's squeue --json print it undecoded: 768 for `exit 3`,
+    22.05's squeue -O exit_code and squeue --json print it undecoded: 768 for `exit 3`,
     9 for a job killed by SIGKILL. Decoded as sacct decodes ExitCode (WEXITSTATUS,
     WTERMSIG). Before the job ends the controller holds 0, which is no exit status:
     (None, None) unless the state is terminal.
