@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
     from jobsmith.adapters.slurm.transport import Transport
     from jobsmith.agent.approvals import PendingApproval
+    from jobsmith.agent.diagnosis import Diagnosis
     from jobsmith.agent.events import Event
     from jobsmith.agent.executor import Executor
     from jobsmith.agent.jobs import AssembledJob, JobRequest
@@ -204,6 +205,16 @@ class App:
             return self.logs(job_id, "stderr", 40).lines
         except JobsmithError:
             return []  # no log (never started, or unreadable): diagnose from accounting
+
+    def diagnose(self, job_id: str) -> list[Diagnosis]:
+        """Verdict, evidence, efficiency and remedy for a job or each failed task."""
+        from jobsmith.agent.diagnose_job import diagnose_job
+
+        try:
+            site = self.site.config
+        except ConfigError:
+            site = None  # diagnosis needs no site; only the remedy's caps come from it
+        return diagnose_job(self.scheduler, site, self._stderr_tail, job_id)
 
     def watch_lock(self, interval_s: float) -> WatchLock:
         """The user's one-watcher lock, stale after three missed cycles."""

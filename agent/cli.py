@@ -279,6 +279,30 @@ def wait(
 
 @cli.command()
 @click.argument("job_id")
+@json_command
+@click.pass_context
+def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
+    """Why a job (or each failed array task) ended as it did, and what to do next."""
+    from jobsmith.agent.output import print_json
+
+    found = _app(ctx).diagnose(job_id)
+    if as_json:
+        print_json({"diagnoses": found})
+        return
+    for d in found:
+        eff = d.efficiency
+        click.echo(f"{d.job_id}: {d.verdict.value}")
+        for line in d.evidence:
+            click.echo(f"  evidence: {line}")
+        if eff.cpu_efficiency is not None or eff.mem_efficiency is not None:
+            cpu = f"{eff.cpu_efficiency:.0%}" if eff.cpu_efficiency is not None else "?"
+            mem = f"{eff.mem_efficiency:.0%}" if eff.mem_efficiency is not None else "?"
+            click.echo(f"  efficiency: CPU {cpu}, memory {mem} of what was requested")
+        click.echo(f"  remedy: {d.remedy}")
+
+
+@cli.command()
+@click.argument("job_id")
 @click.option(
     "--tail",
     "tail_lines",

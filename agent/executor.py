@@ -20,6 +20,7 @@ from typing import Any
 from jobsmith.adapters.scheduler import Scheduler
 from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.agent import steps as st
+from jobsmith.agent.diagnose_job import diagnose_job
 from jobsmith.agent.events import EventKind
 from jobsmith.agent.jobs import AssembledJob, assemble
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
@@ -307,12 +308,21 @@ class Executor:
             return status_summary(self.scheduler.status(step.job_ids, since))
         if isinstance(step, st.ReadOutput):
             return self.read_output(step.job_id, step.stream, step.tail)
+        if isinstance(step, st.Diagnose):
+            found = diagnose_job(self.scheduler, self.site, self._stderr_lines, step.job_id)
+            return {"diagnoses": [d.model_dump(mode="json") for d in found]}
         if isinstance(step, st.Cancel | st.Hold | st.Release):
             getattr(self.scheduler, step.action)(step.job_ids)
             return {"action": step.action, "job_ids": step.job_ids}
         if isinstance(step, st.SiteInfo):
             return self.site.model_dump(mode="json", exclude_none=True)
         raise JobsmithError(f"step {step.id}: action {step.action!r} is not supported")
+
+    def _stderr_lines(self, job_id: str) -> list[str]:
+        try:
+            return list(self.read_output(job_id, "stderr", 40).get("lines", []))
+        except JobsmithError:
+            return []
 
     def _finish(
         self,

@@ -114,6 +114,13 @@ class ReadOutput(_Step):
     tail: int = Field(50, ge=1, le=2000, description="lines from the end")
 
 
+class Diagnose(_Step):
+    """Why a job (or each failed task) ended as it did, with evidence and a remedy."""
+
+    action: Literal["diagnose"] = "diagnose"
+    job_id: str = Field(description="Slurm job id")
+
+
 class _Control(_Step):
     job_ids: list[str] = Field(min_length=1, description="Slurm job ids")
 
@@ -156,6 +163,7 @@ Step = Annotated[
     | Rerun
     | Status
     | ReadOutput
+    | Diagnose
     | Cancel
     | Hold
     | Release

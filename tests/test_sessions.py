@@ -57,6 +57,7 @@ def test_step_schema_offers_every_action() -> None:
         "test_only",
         "submit",
         "rerun",
+        "diagnose",
         "status",
         "read_output",
         "cancel",

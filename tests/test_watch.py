@@ -124,3 +124,21 @@ def test_oom_array_task_is_rerun_alone_with_more_memory_unattended(js, workdir: 
     rerun = json.loads(js("status", str(decision["new_job_id"]), "--json").stdout)["jobs"][0]
     assert [t["array_task_id"] for t in rerun["tasks"]] == [2]  # the failed task alone
     assert rerun["state"] == "COMPLETED"
+
+
+@pytest.mark.usefixtures("lab_cluster")
+def test_diagnose_command_on_real_failures(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    missing = js(
+        "submit", "command", "-p", "command=cat /nonexistent/input.mov", "--log-dir", str(workdir)
+    ).stdout.strip()
+    nocmd = js(
+        "submit", "command", "-p", "command=no-such-program --flag", "--log-dir", str(workdir)
+    ).stdout.strip()
+    js("wait", missing, nocmd, "--timeout", "120")
+    first = json.loads(js("diagnose", missing, "--json").stdout)["diagnoses"][0]
+    assert first["verdict"] == "missing_input" and not first["retryable"]
+    assert any("/nonexistent/input.mov" in e for e in first["evidence"])
+    second = json.loads(js("diagnose", nocmd, "--json").stdout)["diagnoses"][0]
+    assert second["verdict"] == "command_not_found"
+    text = js("diagnose", nocmd)
+    assert "remedy:" in text.stdout
