@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from jobsmith.agent.events import Event
     from jobsmith.agent.executor import Executor
     from jobsmith.agent.jobs import AssembledJob, JobRequest
+    from jobsmith.agent.jobstate import StateChange
     from jobsmith.agent.ledger import JobLedger
+    from jobsmith.agent.news import News
     from jobsmith.agent.replay import ReplayedStep
     from jobsmith.agent.results import ControlResult, LogView
     from jobsmith.agent.resume import ResumeReport
@@ -163,8 +165,14 @@ class App:
 
     def one_step(self, title: str, step: Step) -> tuple[str, StepResult]:
         """A CLI action is a one-step session: open it, run the step, return both."""
+        from jobsmith.agent.executor import ApprovalNeeded
+
         session_id = self.store.create({"title": title, "origin": "cli"})
-        return session_id, self.executor.run(session_id, step)
+        try:
+            return session_id, self.executor.run(session_id, step)
+        except ApprovalNeeded as err:
+            self.news.add("approval_asked", step_id=err.step_id)
+            raise
 
     def submit(self, request: JobRequest) -> tuple[str, StepResult]:
         """Submit through the executor (policy, approvals, the session log)."""
@@ -195,7 +203,23 @@ class App:
         from jobsmith.agent.watch import watch_cycle
 
         brain = RuleBrain(executor=self.executor, stderr_tail=self._stderr_tail)
-        return watch_cycle(self.store, self.ledger, self._poll, brain.on_failure)
+        cycle = watch_cycle(self.store, self.ledger, self._poll, brain.on_failure, self.tell)
+        for decision in cycle.decisions:
+            if decision.get("outcome") == "awaiting_approval":
+                self.news.add("approval_asked", step_id=decision.get("step_id"))
+        return cycle
+
+    @cached_property
+    def news(self) -> News:
+        """What happened since the user last looked."""
+        from jobsmith.agent.news import News
+
+        return News(self.paths.state_dir)
+
+    def tell(self, change: StateChange) -> None:
+        """Note a job that ended, for the next interactive command."""
+        if change.state.is_terminal:
+            self.news.add("job_ended", job_id=change.job_id, state=change.state.value)
 
     def _poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
         return self.scheduler.status(job_ids, since)
@@ -238,7 +262,7 @@ class App:
         known = [r.submitted_at for j in job_ids if (r := self.ledger.get(j)) is not None]
         since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
         statuses = self.scheduler.status(job_ids, since_dt)
-        record_job_states(self.store, self.ledger, statuses)
+        record_job_states(self.store, self.ledger, statuses, self.tell)
         return statuses
 
     def wait(self, job_ids: list[str], since: str, timeout_s: float) -> dict[str, JobStatus]:

@@ -40,7 +40,10 @@ def json_command(fn: F) -> F:
         from jobsmith.errors import JobsmithError
 
         try:
-            return fn(*args, as_json=as_json, **kwargs)
+            result = fn(*args, as_json=as_json, **kwargs)
+            if not as_json:
+                _tell_news()
+            return result
         except JobsmithError as err:
             if as_json:
                 from jobsmith.agent.output import print_json
@@ -50,6 +53,17 @@ def json_command(fn: F) -> F:
             sys.exit(err.exit_code)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _tell_news() -> None:
+    """One line on stderr about what ended or waits since the user last looked."""
+    from jobsmith.agent.app import App
+
+    app = click.get_current_context().find_root().obj
+    if isinstance(app, App):
+        line = app.news.take()
+        if line:
+            click.echo(f"jobsmith: {line}", err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

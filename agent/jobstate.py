@@ -7,7 +7,7 @@ in the session that submitted it, and appends a job_state event when it changed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,7 +40,10 @@ def last_states(events: list[Event]) -> dict[str, str]:
 
 
 def record_job_states(
-    store: SessionStore, ledger: JobLedger, statuses: Mapping[str, JobStatus]
+    store: SessionStore,
+    ledger: JobLedger,
+    statuses: Mapping[str, JobStatus],
+    on_change: Callable[[StateChange], None] | None = None,
 ) -> list[StateChange]:
     """Append a job_state event for each job whose state changed; return the changes.
 
@@ -60,14 +63,15 @@ def record_job_states(
             continue
         log.append(EventKind.JOB_STATE, _state_data(job_id, st), None)
         known[record.session_id][job_id] = st.state.value
-        changes.append(
-            StateChange(
-                session_id=record.session_id,
-                job_id=job_id,
-                state=st.state,
-                previous=JobState(previous) if previous else None,
-            )
+        change = StateChange(
+            session_id=record.session_id,
+            job_id=job_id,
+            state=st.state,
+            previous=JobState(previous) if previous else None,
         )
+        changes.append(change)
+        if on_change is not None:
+            on_change(change)
     return changes
 
 

@@ -58,6 +58,7 @@ def watch_cycle(
     ledger: JobLedger,
     status: Callable[[list[str], datetime], Mapping[str, JobStatus]],
     decide: Callable[[StateChange, JobStatus], dict[str, object] | None],
+    on_change: Callable[[StateChange], None] | None = None,
 ) -> WatchCycle:
     """One poll of every open job, then a decision for each new failure."""
     records = open_jobs(store, ledger)
@@ -69,7 +70,7 @@ def watch_cycle(
         statuses = status(ids, since)
     except SchedulerUnavailable as err:
         return WatchCycle(watched=len(ids), scheduler_ok=False, error=str(err))
-    changes = record_job_states(store, ledger, statuses)
+    changes = record_job_states(store, ledger, statuses, on_change)
     decisions = [
         d
         for c in changes

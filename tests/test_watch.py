@@ -142,3 +142,16 @@ def test_diagnose_command_on_real_failures(js, workdir: Path) -> None:  # type: 
     assert second["verdict"] == "command_not_found"
     text = js("diagnose", nocmd)
     assert "remedy:" in text.stdout
+
+
+@pytest.mark.usefixtures("lab_cluster")
+def test_next_command_tells_what_ended_once_and_never_in_json(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    ok = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir)).stdout.strip()
+    bad = js("submit", "command", "-p", "command=exit 2", "--log-dir", str(workdir))
+    bad_id = bad.stdout.strip()
+    js("wait", ok, bad_id, "--json", "--timeout", "120")  # records the ends, tells nothing
+    told = js("templates", "list")
+    assert f"since you last looked: 1 job completed ({ok}); 1 job failed ({bad_id})" in (
+        told.stderr
+    )
+    assert "since you last looked" not in js("templates", "list").stderr  # only once

@@ -1,0 +1,70 @@
+"""What happened since the user last looked: a small append-only news file and a cursor.
+
+Pollers (status, wait, the watcher) and the executor append one JSON line per event worth
+telling (a job ended, a step waits for approval). The next interactive command prints one
+line summarising the lines after the user's cursor and moves the cursor: reading is
+O(new lines), so it never slows a command, and it never appears in --json output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+
+class News:
+    """The news file and its read cursor in the user's state directory."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "news.jsonl"
+        self.cursor = state_dir / "news.seen"
+
+    def add(self, kind: str, **fields: object) -> None:
+        """Append one item (a single write of one line: appends from several processes
+        on one host do not interleave)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"kind": kind, **fields}) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    def take(self) -> str | None:
+        """One line about everything added since the last take (None if nothing)."""
+        try:
+            size = self.path.stat().st_size
+            seen = int(self.cursor.read_text() or 0) if self.cursor.exists() else 0
+        except (OSError, ValueError):
+            return None
+        if size <= seen:
+            return None
+        with self.path.open("rb") as fh:
+            fh.seek(seen)
+            items = [json.loads(line) for line in fh.read().splitlines() if line.strip()]
+        self.cursor.write_text(str(size))
+        return summarise(items)
+
+
+def summarise(items: list[dict[str, object]]) -> str | None:
+    """'since you last looked: 3 jobs completed (12, 13, 14), 1 failed (15); 1 step awaits
+    approval (jobsmith pending)'."""
+    ended: Counter[str] = Counter()
+    ids: dict[str, list[str]] = {}
+    approvals = 0
+    for item in items:
+        if item.get("kind") == "job_ended":
+            state = str(item.get("state", "?")).lower()
+            ended[state] += 1
+            ids.setdefault(state, []).append(str(item.get("job_id")))
+        elif item.get("kind") == "approval_asked":
+            approvals += 1
+    parts = [
+        f"{n} {'job' if n == 1 else 'jobs'} {state} ({', '.join(ids[state][:5])})"
+        for state, n in sorted(ended.items())
+    ]
+    if approvals:
+        parts.append(f"{approvals} step(s) await approval (jobsmith pending)")
+    return "since you last looked: " + "; ".join(parts) if parts else None
