@@ -217,9 +217,25 @@ class App:
         return News(self.paths.state_dir)
 
     def tell(self, change: StateChange) -> None:
-        """Note a job that ended, for the next interactive command."""
-        if change.state.is_terminal:
-            self.news.add("job_ended", job_id=change.job_id, state=change.state.value)
+        """Note a job that ended, for the next interactive command and the site's webhook."""
+        if not change.state.is_terminal:
+            return
+        self.news.add("job_ended", job_id=change.job_id, state=change.state.value)
+        url = self._webhook_url()
+        if url:
+            from jobsmith.agent.output import note
+            from jobsmith.agent.webhook import post
+
+            payload = {"event": "job_ended", **change.model_dump(mode="json")}
+            problem = post(url, payload)
+            if problem:
+                note(f"jobsmith: {problem}")
+
+    def _webhook_url(self) -> str | None:
+        try:
+            return self.site.config.notify.webhook_url
+        except ConfigError:
+            return None
 
     def _poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
         return self.scheduler.status(job_ids, since)

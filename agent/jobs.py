@@ -169,6 +169,8 @@ def _options(
         "output": f"{log_dir}/{stem}.out",
         "error": f"{log_dir}/{stem}.err",
         "chdir": str(cwd if _within(cwd, site) else site.paths.scratch),
+        "mail_user": site.notify.mail_user,
+        "mail_type": site.notify.mail_type if site.notify.mail_user else None,
     }
     try:
         return SbatchOptions.model_validate(fields)

@@ -215,6 +215,22 @@ class Policy(_Section):
     )
 
 
+class Notify(_Section):
+    """How the user hears about jobs that end while no one is looking."""
+
+    webhook_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="POSTed a JSON object when a watched job ends or a rule decides",
+    )
+    mail_user: str | None = Field(
+        None, description="address for Slurm's own mail (--mail-user); needs site mail"
+    )
+    mail_type: str = Field(
+        "END,FAIL", pattern=r"^[A-Z_,0-9]+$", description="Slurm's --mail-type events"
+    )
+
+
 class SiteConfig(_Section):
     """Everything jobsmith knows about one site: the root of site.yaml."""
 
@@ -236,6 +252,7 @@ class SiteConfig(_Section):
     )
     paths: Paths = Field(description="scratch, allowed roots and template search path")
     policy: Policy = Field(default_factory=Policy, description="guardrails and approvals")
+    notify: Notify = Field(default_factory=Notify, description="webhook and Slurm mail")
 
     @field_validator("partitions")
     @classmethod

@@ -155,3 +155,43 @@ def test_next_command_tells_what_ended_once_and_never_in_json(js, workdir: Path)
         told.stderr
     )
     assert "since you last looked" not in js("templates", "list").stderr  # only once
+
+
+@pytest.mark.usefixtures("lab_cluster")
+def test_webhook_hears_of_ended_jobs_and_mail_goes_to_slurm(  # type: ignore[no-untyped-def]
+    js, workdir: Path, jobsmith_home: Path
+) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    received: list[dict[str, object]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(json.loads(body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    (jobsmith_home / "config" / "site.yaml").write_text(
+        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
+        f"notify:\n  webhook_url: http://127.0.0.1:{server.server_port}/hook\n"
+        "  mail_user: alice@example.org\n"
+    )
+    dry = json.loads(js("render", "command", "-p", "command=true", "--json").stdout)
+    assert "#SBATCH --mail-type=END,FAIL" in dry["script"]
+    assert "#SBATCH --mail-user=alice@example.org" in dry["script"]
+    job = js("submit", "command", "-p", "command=exit 4", "--log-dir", str(workdir))
+    job_id = job.stdout.strip()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not received:
+        js("watch", "--once", "--json")
+        time.sleep(1)
+    server.shutdown()
+    assert received and received[0]["event"] == "job_ended"
+    assert received[0]["job_id"] == job_id and received[0]["state"] == "FAILED"

@@ -78,6 +78,8 @@ class SbatchOptions(BaseModel):
     export: SafeToken | None = Field(
         None, description="--export: which of the submitter's variables the job gets"
     )
+    mail_type: SafeToken | None = Field(None, description="--mail-type, e.g. END,FAIL")
+    mail_user: SafeToken | None = Field(None, description="--mail-user address")
 
     @model_validator(mode="after")
     def _throttle_needs_array(self) -> SbatchOptions:
@@ -146,6 +148,8 @@ def render_directives(opts: SbatchOptions) -> list[str]:
         ("chdir", opts.chdir),
         ("comment", opts.comment),
         ("export", opts.export),
+        ("mail-type", opts.mail_type),
+        ("mail-user", opts.mail_user),
     ]
     lines += [f"--{key}={value}" for key, value in tail if value is not None]
     return [f"#SBATCH {line}" for line in lines]
