@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.executor import Executor
     from jobsmith.agent.jobs import AssembledJob, JobRequest
     from jobsmith.agent.jobstate import StateChange
-    from jobsmith.agent.ledger import JobLedger
+    from jobsmith.agent.ledger import JobLedger, SubmissionRecord
     from jobsmith.agent.news import News
     from jobsmith.agent.replay import ReplayedStep
     from jobsmith.agent.results import ControlResult, LogView
@@ -339,6 +339,12 @@ class App:
         refused = {"by": self.environ.get("USER", "?"), "reason": reason}
         SessionLog(self.store, item.session_id).append(EventKind.APPROVAL_REFUSED, refused, step_id)
         return item
+
+    def adopt(self, job_id: str) -> tuple[str, SubmissionRecord]:
+        """Bring a job submitted by hand under a new session."""
+        from jobsmith.agent.adopt import adopt
+
+        return adopt(self.store, self.ledger, self.scheduler, self.site.config.cluster, job_id)
 
     def resume(self, session_id: str, orphan_wait_s: float) -> ResumeReport:
         """Reconcile the session's in-flight steps with Slurm after a crash."""

@@ -295,6 +295,21 @@ def wait(
 @click.argument("job_id")
 @json_command
 @click.pass_context
+def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
+    """Follow a job you submitted by hand: watched, diagnosed and re-runnable like ours."""
+    from jobsmith.agent.output import print_json
+
+    session_id, record = _app(ctx).adopt(job_id)
+    if as_json:
+        print_json({"session_id": session_id, "job_id": record.job_id})
+    else:
+        click.echo(f"adopted job {record.job_id} into session {session_id}")
+
+
+@cli.command()
+@click.argument("job_id")
+@json_command
+@click.pass_context
 def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Why a job (or each failed array task) ended as it did, and what to do next."""
     from jobsmith.agent.output import print_json

@@ -48,11 +48,17 @@ def rerun_options(
 
 
 def with_directives(script: str, options: SbatchOptions) -> str:
-    """script with its leading #SBATCH block replaced by options' directives."""
+    """script with every #SBATCH line of its header replaced by options' directives.
+
+    sbatch reads directives until the first command; a later #SBATCH in the header of an
+    adopted script would override ours, so all of them go, not only jobsmith's block.
+    """
     lines = script.splitlines()
     if not lines or not lines[0].startswith("#!"):
         raise JobsmithError("the recorded script has no shebang line; cannot re-run it")
-    end = 1
-    while end < len(lines) and lines[end].startswith("#SBATCH "):
-        end += 1
-    return "\n".join([lines[0], *render_directives(options), *lines[end:]]) + "\n"
+    header_end = next(
+        (i for i, line in enumerate(lines[1:], 1) if line.strip() and not line.startswith("#")),
+        len(lines),
+    )
+    header = [line for line in lines[1:header_end] if not line.startswith("#SBATCH")]
+    return "\n".join([lines[0], *render_directives(options), *header, *lines[header_end:]]) + "\n"

@@ -195,3 +195,36 @@ def test_webhook_hears_of_ended_jobs_and_mail_goes_to_slurm(  # type: ignore[no-
     server.shutdown()
     assert received and received[0]["event"] == "job_ended"
     assert received[0]["job_id"] == job_id and received[0]["state"] == "FAILED"
+
+
+@pytest.mark.usefixtures("lab_cluster")
+def test_adopted_hand_submitted_job_is_watched_and_rerun_with_more_memory(  # type: ignore[no-untyped-def]
+    js, workdir: Path
+) -> None:
+    import subprocess
+
+    (workdir / "job.sh").write_text(
+        "#!/bin/bash\n#SBATCH --mem=100M\n#SBATCH -p debug\n"
+        "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'\n"
+    )
+    job_id = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "-o", f"{workdir}/hand_%j.out", "job.sh"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    adopted = js("adopt", job_id, "--json")
+    assert adopted.exit_code == 0, adopted.output
+    subprocess.run(["scontrol", "release", job_id], check=True)
+    decisions: list[dict[str, object]] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not decisions:
+        decisions += json.loads(js("watch", "--once", "--json").stdout)["decisions"]
+        time.sleep(2)
+    (decision,) = decisions
+    assert decision["job_id"] == job_id and decision["action"] == "rerun"
+    new_id = str(decision["new_job_id"])
+    waited = json.loads(js("wait", new_id, "--json", "--timeout", "120").stdout)["jobs"][0]
+    assert waited["state"] == "COMPLETED"
+    assert waited["record"]["req_mem_bytes"] >= 300 << 20
