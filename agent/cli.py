@@ -260,10 +260,13 @@ def rerun(
 @json_command
 @click.pass_context
 def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bool) -> None:
-    """State of jobs (default: those jobsmith submitted), one sacct call for all."""
+    """State of jobs (default: every session's jobs), one sacct call for all."""
     from jobsmith.agent import views
 
-    views.show_status(_app(ctx).status(list(job_ids), since), as_json)
+    app = _app(ctx)
+    statuses = app.status(list(job_ids), since)
+    sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
+    views.show_status(statuses, as_json, sessions)
 
 
 @cli.command()

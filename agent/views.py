@@ -23,21 +23,38 @@ if TYPE_CHECKING:
 _MAX_TASK_ROWS = 20
 
 
-def status_json(statuses: Mapping[str, JobStatus]) -> dict[str, Any]:
+def status_json(
+    statuses: Mapping[str, JobStatus], sessions: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The documented JSON of `jobsmith status`."""
     jobs = []
     for st in statuses.values():
         data = st.model_dump(mode="json")
         data["task_counts"] = st.task_counts
+        data["session_id"] = (sessions or {}).get(st.job_id)
         jobs.append(data)
     return {"jobs": jobs}
 
 
-def show_status(statuses: Mapping[str, JobStatus], as_json: bool) -> None:
-    """Print `jobsmith status`."""
+def show_status(
+    statuses: Mapping[str, JobStatus], as_json: bool, sessions: Mapping[str, str] | None = None
+) -> None:
+    """Print `jobsmith status`: jobs grouped under the sessions that submitted them."""
     if as_json:
-        print_json(status_json(statuses))
+        print_json(status_json(statuses, sessions))
         return
+    by_session: dict[str, dict[str, JobStatus]] = {}
+    for job_id, st in statuses.items():
+        by_session.setdefault((sessions or {}).get(job_id, ""), {})[job_id] = st
+    if len(by_session) > 1 or "" not in by_session:
+        for session, group in by_session.items():
+            print(f"session {session or '(none)'}:")
+            _status_table(group)
+        return
+    _status_table(statuses)
+
+
+def _status_table(statuses: Mapping[str, JobStatus]) -> None:
     rows: list[list[object]] = []
     for st in statuses.values():
         if st.tasks:
