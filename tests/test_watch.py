@@ -228,3 +228,29 @@ def test_adopted_hand_submitted_job_is_watched_and_rerun_with_more_memory(  # ty
     waited = json.loads(js("wait", new_id, "--json", "--timeout", "120").stdout)["jobs"][0]
     assert waited["state"] == "COMPLETED"
     assert waited["record"]["req_mem_bytes"] >= 300 << 20
+
+
+@pytest.mark.disruptive
+@pytest.mark.usefixtures("lab_cluster")
+def test_watcher_through_a_slurmctld_restart_reports_no_false_failure(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    job_id = js("submit", "command", "-p", "command=sleep 20", "--log-dir", str(workdir))
+    job_id = job_id.stdout.strip()
+    states: list[str] = []
+    silent_cycles = 0
+    outage = subprocess.Popen(
+        ["sudo", "-n", "/usr/local/sbin/jobsmith-slurm-lab", "restart-ctld", "--pause", "8"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and "COMPLETED" not in states:
+        cycle = json.loads(js("watch", "--once", "--json").stdout)
+        silent_cycles += not cycle["scheduler_ok"]
+        states += [c["state"] for c in cycle["changes"] if c["job_id"] == job_id]
+        time.sleep(1)
+    assert outage.wait(timeout=120) == 0
+    assert silent_cycles > 0  # the watcher did see the controller go away
+    assert states[-1] == "COMPLETED"
+    assert not [s for s in states if s not in ("PENDING", "RUNNING", "COMPLETING", "COMPLETED")]
