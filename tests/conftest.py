@@ -57,3 +57,13 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
     path.mkdir()
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def user_site(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Run from workdir with a user site file allowing it; call with YAML to add more."""
+    from lab_cli import write_user_site
+
+    monkeypatch.chdir(workdir)
+    write_user_site(jobsmith_home / "config", workdir)
+    return lambda extra_yaml="": write_user_site(jobsmith_home / "config", workdir, extra_yaml)

@@ -14,28 +14,20 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from lab_cli import js
 from template_examples import example_params, write_bwa_inputs
 
 from jobsmith.agent.cli import cli
 from jobsmith.job_templates import TemplateLibrary, shipped_library
 
 REPO = Path(__file__).resolve().parent.parent
-LAB_SITE = REPO / "site_config" / "examples" / "lab.yaml"
 SHIPPED = sorted(TemplateLibrary([shipped_library()]).names())
 
 
 @pytest.fixture
-def run(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def run(user_site):  # type: ignore[no-untyped-def]
     """Invoke the CLI in-process from workdir; returns click's Result."""
-    (jobsmith_home / "config" / "site.yaml").write_text(
-        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
-    )
-    monkeypatch.chdir(workdir)
-
-    def invoke(*args: str) -> Result:
-        return CliRunner().invoke(cli, ["--site", str(LAB_SITE), *args], catch_exceptions=False)
-
-    return invoke
+    return js
 
 
 def one_error_line(result: Result) -> str:
@@ -397,12 +389,9 @@ def test_secret_filter_rule() -> None:
 
 @lab
 def test_a_real_job_never_sees_the_agents_secrets(  # type: ignore[no-untyped-def]
-    run, workdir: Path, jobsmith_home: Path, monkeypatch: pytest.MonkeyPatch
+    run, user_site, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (jobsmith_home / "config" / "site.yaml").write_text(
-        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
-        "policy:\n  secret_env: [LAB_SITE_*]\n"
-    )
+    user_site("policy:\n  secret_env: [LAB_SITE_*]\n")
     secrets = {
         "ANTHROPIC_API_KEY": "sk-ant-sekrit1",
         "GITHUB_TOKEN": "ghp_sekrit2",

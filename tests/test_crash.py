@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from lab_cli import LAB_SITE, write_user_site
 
 from jobsmith.agent.cli import cli
 from jobsmith.agent.store import FileSessionStore
 
 HERE = Path(__file__).resolve().parent
-LAB_SITE = HERE.parent / "site_config" / "examples" / "lab.yaml"
 PLAN_STEPS = ["st-plan-a", "st-plan-b", "st-plan-c"]
 # events the driver commits: intent + result per step
 BOUNDARIES = [("after_event", n) for n in range(1, 7)] + [("in_sbatch", n) for n in (1, 2, 3)]
@@ -79,9 +79,7 @@ def test_kill_at_boundary_then_resume_submits_each_job_once(
     slow_sbatch: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    (jobsmith_home / "config" / "site.yaml").write_text(
-        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
-    )
+    write_user_site(jobsmith_home / "config", workdir)
     store = FileSessionStore(jobsmith_home / "state" / "sessions")
     session = store.create({"title": f"crash test {kind} {n}"})
     env = {**os.environ, "PATH": f"{slow_sbatch}:{os.environ['PATH']}"}

@@ -11,30 +11,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from lab_cli import js, write_oom_array
 
-from jobsmith.agent.cli import cli
 from jobsmith.agent.steps import step_schemas
 
 REPO = Path(__file__).resolve().parent.parent
-LAB_SITE = REPO / "site_config" / "examples" / "lab.yaml"
 
 
 @pytest.fixture
-def site(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def site(user_site):  # type: ignore[no-untyped-def]
     """Write the user's site overrides (YAML text under `policy:`), chdir into workdir."""
-    monkeypatch.chdir(workdir)
-
-    def write(policy_yaml: str) -> None:
-        (jobsmith_home / "config" / "site.yaml").write_text(
-            f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\npolicy:\n{policy_yaml}"
-        )
-
-    return write
-
-
-def js(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["--site", str(LAB_SITE), *args], catch_exceptions=False)
+    return lambda policy_yaml: user_site(f"policy:\n{policy_yaml}")
 
 
 def events(session_id: str) -> list[dict[str, object]]:
@@ -222,11 +209,7 @@ def test_replay_runs_steps_dry_under_another_policy(
 @pytestmark_lab
 def test_rerun_only_the_failed_array_task_with_more_memory(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     site("  approval:\n    core_hours: 100\n")
-    for i in range(4):  # task 2 needs ~300 MB; the array asks for 100M and is killed
-        hog = "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'\n"
-        body = hog if i == 2 else "echo fine\n"
-        (workdir / f"t{i}.sh").write_text(body)
-    files = ",".join(f"t{i}.sh" for i in range(4))
+    files = write_oom_array(workdir)  # task 2 needs ~300 MB; the array asks for 100M
     sub = js(
         "submit",
         "file_array",

@@ -8,13 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from lab_cli import js as lab_js
+from lab_cli import write_oom_array, write_user_site
 
-from jobsmith.agent.cli import cli
 from jobsmith.agent.watch import WatchCycle, next_interval
 from jobsmith.agent.watchlock import WatcherRunning, WatchLock
-
-LAB_SITE = Path(__file__).resolve().parent.parent / "site_config" / "examples" / "lab.yaml"
 
 
 def test_one_watcher_per_user_and_stale_takeover(tmp_path: Path) -> None:
@@ -45,16 +43,9 @@ def test_backoff_while_slurm_is_silent() -> None:
 
 
 @pytest.fixture
-def js(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    (jobsmith_home / "config" / "site.yaml").write_text(
-        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
-    )
-    monkeypatch.chdir(workdir)
-
-    def run(*args: str) -> Result:
-        return CliRunner().invoke(cli, ["--site", str(LAB_SITE), *args], catch_exceptions=False)
-
-    return run
+def js(user_site):  # type: ignore[no-untyped-def]
+    """Invoke the CLI in-process from workdir; returns click's Result."""
+    return lab_js
 
 
 @pytest.mark.usefixtures("lab_cluster")
@@ -87,10 +78,7 @@ def test_watch_once_polls_all_sessions_in_one_sacct_and_records_states(js, workd
 
 @pytest.mark.usefixtures("lab_cluster")
 def test_oom_array_task_is_rerun_alone_with_more_memory_unattended(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    for i in range(4):  # task 2 needs ~300 MB; the array asks for 100M and is killed
-        hog = "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'\n"
-        (workdir / f"t{i}.sh").write_text(hog if i == 2 else "echo fine\n")
-    files = ",".join(f"t{i}.sh" for i in range(4))
+    files = write_oom_array(workdir)  # task 2 needs ~300 MB; the array asks for 100M
     sub = js(
         "submit",
         "file_array",
@@ -178,10 +166,11 @@ def test_webhook_hears_of_ended_jobs_and_mail_goes_to_slurm(  # type: ignore[no-
 
     server = HTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    (jobsmith_home / "config" / "site.yaml").write_text(
-        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n"
+    write_user_site(
+        jobsmith_home / "config",
+        workdir,
         f"notify:\n  webhook_url: http://127.0.0.1:{server.server_port}/hook\n"
-        "  mail_user: alice@example.org\n"
+        "  mail_user: alice@example.org\n",
     )
     dry = json.loads(js("render", "command", "-p", "command=true", "--json").stdout)
     assert "#SBATCH --mail-type=END,FAIL" in dry["script"]

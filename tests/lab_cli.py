@@ -1,0 +1,32 @@
+"""Running the jobsmith CLI in-process against the lab cluster, for the CLI-level tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from jobsmith.agent.cli import cli
+
+LAB_SITE = Path(__file__).resolve().parent.parent / "site_config" / "examples" / "lab.yaml"
+
+
+def js(*args: str) -> Result:
+    """`jobsmith --site <lab example> ARGS…`, with the environment the test set up."""
+    return CliRunner().invoke(cli, ["--site", str(LAB_SITE), *args], catch_exceptions=False)
+
+
+def write_user_site(config_dir: Path, workdir: Path, extra_yaml: str = "") -> None:
+    """The user's own site file: the test's directory as an allowed root, plus extra_yaml."""
+    (config_dir / "site.yaml").write_text(
+        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{workdir}']\n{extra_yaml}"
+    )
+
+
+def write_oom_array(workdir: Path) -> str:
+    """Four task scripts; task 2 holds ~300 MB for 6 s (killed under --mem 100M, which the
+    2-second memory sampler sees). Returns the comma-separated file list."""
+    hog = "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'\n"
+    for i in range(4):
+        (workdir / f"t{i}.sh").write_text(hog if i == 2 else "echo fine\n")
+    return ",".join(f"t{i}.sh" for i in range(4))
