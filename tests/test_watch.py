@@ -234,12 +234,17 @@ def test_watcher_through_a_slurmctld_restart_reports_no_false_failure(js, workdi
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 150
+    slowest = 0.0
     while time.monotonic() < deadline and "COMPLETED" not in states:
+        started = time.monotonic()
         cycle = json.loads(js("watch", "--once", "--json").stdout)
+        slowest = max(slowest, time.monotonic() - started)
         silent_cycles += not cycle["scheduler_ok"]
         states += [c["state"] for c in cycle["changes"] if c["job_id"] == job_id]
         time.sleep(1)
     assert outage.wait(timeout=120) == 0
-    assert silent_cycles > 0  # the watcher did see the controller go away
+    # the watcher met the outage: Slurm's clients either failed (a silent cycle) or waited
+    # for the controller to come back (a cycle blocked for seconds)
+    assert silent_cycles > 0 or slowest >= 4, (silent_cycles, slowest)
     assert states[-1] == "COMPLETED"
     assert not [s for s in states if s not in ("PENDING", "RUNNING", "COMPLETING", "COMPLETED")]
