@@ -970,3 +970,9 @@ def test_sacct_fields_24_11_lab_capture() -> None:
         JobState.PENDING,
         "JobArrayTaskLimit",
     )
+
+
+def test_slurm_unset_markers_are_not_memory_sizes() -> None:
+    # seen in ReqMem for a moment after submission on the lab (NO_VAL64 in MiB)
+    assert parse_mem("18446744073709551615M") is None
+    assert parse_mem("16384M") == 16384 << 20

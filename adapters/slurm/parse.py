@@ -43,6 +43,8 @@ _NO_VAL = 0xFFFFFFFE
 #: NO_VAL and INFINITE mark an unset time in the JSON (24.11: 4294967294)
 _UNSET_EPOCH = _NO_VAL
 _MIB = 1024**2
+#: no node has an exbibyte of memory; anything this big is one of Slurm's markers
+_ABSURD_BYTES = 1 << 60
 
 
 def parse_mem(text: str | None) -> int | None:
@@ -56,7 +58,10 @@ def parse_mem(text: str | None) -> int | None:
     if match is None:
         return None
     scale: int = 1024 ** _POWERS[match["unit"].upper()]
-    return round(float(match["num"]) * scale)
+    value = round(float(match["num"]) * scale)
+    # Slurm's "unset"/"infinite" markers (NO_VAL64 and friends, ~2**64 before any unit)
+    # show up in ReqMem for a moment while accounting catches up: not a real size
+    return None if value >= _ABSURD_BYTES else value
 
 
 def parse_duration(text: str | None) -> int | None:
