@@ -6,6 +6,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobsmith.agent.output import note, print_json
@@ -69,25 +71,50 @@ def run_forever(app: App, interval_s: float, as_json: bool) -> None:
 
 
 def install_cron(app: App, interval_s: float, as_json: bool) -> None:
-    """Add `jobsmith watch --once` to the user's crontab (idempotent)."""
-    crontab = shutil.which("crontab")
-    if crontab is None:
-        raise JobsmithError("no crontab command on this host: run `jobsmith watch` in tmux/screen")
+    """Run `jobsmith watch --once` from Slurm's scrontab where the site allows it, else from
+    the user's crontab (idempotent: a previous jobsmith line is replaced)."""
     minutes = max(1, round(interval_s / 60))
     argv = [
-        sys.argv[0],
-        *(["--site", str(app.site_file)] if app.site_file else []),
+        str(Path(sys.argv[0]).resolve()),
+        *(["--site", str(Path(app.site_file).resolve())] if app.site_file else []),
         "watch",
         "--once",
     ]
     line = f"*/{minutes} * * * * {shlex.join(argv)} >/dev/null 2>&1 {_CRON_MARK}"
-    current = subprocess.run([crontab, "-l"], capture_output=True, text=True).stdout
-    kept = [x for x in current.splitlines() if _CRON_MARK not in x]
-    subprocess.run([crontab, "-"], input="\n".join([*kept, line]) + "\n", text=True, check=True)
-    if as_json:
-        print_json({"installed": line})
-    else:
-        print(f"installed in your crontab: {line}")
+    for tool in ("scrontab", "crontab"):
+        current = _current_table(tool)
+        if current is None:
+            continue
+        kept = [x for x in current.splitlines() if _CRON_MARK not in x]
+        _write_table(tool, "\n".join([*kept, line]) + "\n")
+        if as_json:
+            print_json({"installed": line, "with": tool})
+        else:
+            print(f"installed with {tool}: {line}")
+        return
+    raise JobsmithError(
+        "neither scrontab nor crontab is usable on this host: run `jobsmith watch` in tmux"
+    )
+
+
+def _current_table(tool: str) -> str | None:
+    """The user's current table, '' if none yet, None if the tool is missing or disabled."""
+    path = shutil.which(tool)
+    if path is None:
+        return None
+    res = subprocess.run([path, "-l"], capture_output=True, text=True)
+    if res.returncode == 0:
+        return res.stdout
+    return "" if "no crontab" in res.stderr.lower() else None
+
+
+def _write_table(tool: str, text: str) -> None:
+    with tempfile.NamedTemporaryFile("w", suffix=".cron", delete=False) as fh:
+        fh.write(text)
+    try:
+        subprocess.run([tool, fh.name], check=True, capture_output=True, text=True)
+    finally:
+        Path(fh.name).unlink(missing_ok=True)
 
 
 def _show(cycle: WatchCycle, as_json: bool) -> None:

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from lab_cli import LAB_SITE, write_oom_array, write_user_site
 from lab_cli import js as lab_js
-from lab_cli import write_oom_array, write_user_site
 
 from jobsmith.agent.watch import WatchCycle, next_interval
 from jobsmith.agent.watchlock import WatcherRunning, WatchLock
@@ -248,3 +248,26 @@ def test_watcher_through_a_slurmctld_restart_reports_no_false_failure(js, workdi
     assert silent_cycles > 0 or slowest >= 4, (silent_cycles, slowest)
     assert states[-1] == "COMPLETED"
     assert not [s for s in states if s not in ("PENDING", "RUNNING", "COMPLETING", "COMPLETED")]
+
+
+@pytest.mark.disruptive  # edits the lab user's real crontab: not alongside other tests
+@pytest.mark.usefixtures("lab_cluster")
+def test_watch_install_puts_one_line_in_the_crontab(js) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+    import subprocess
+
+    if shutil.which("crontab") is None:
+        pytest.fail("crontab missing: scripts/setup installs Debian's cron")
+    before = subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout
+    try:
+        for _ in range(2):  # idempotent: the second install replaces the first line
+            out = js("watch", "--install", "--interval", "600", "--json")
+            assert out.exit_code == 0, out.output
+        table = subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout
+        lines = [x for x in table.splitlines() if "# jobsmith watch" in x]
+        assert len(lines) == 1
+        assert lines[0].startswith("*/10 * * * * ") and "watch --once" in lines[0]
+        assert str(LAB_SITE) in lines[0]
+    finally:
+        restore = before if before.strip() else ""
+        subprocess.run(["crontab", "-"], input=restore, text=True, check=False)
