@@ -271,3 +271,51 @@ def test_watch_install_puts_one_line_in_the_crontab(js) -> None:  # type: ignore
     finally:
         restore = before if before.strip() else ""
         subprocess.run(["crontab", "-"], input=restore, text=True, check=False)
+
+
+@pytest.mark.disruptive
+@pytest.mark.usefixtures("lab_cluster")
+def test_node_failure_for_real_is_diagnosed(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    job_id = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--no-requeue",
+            "-p",
+            "debug",
+            "--mem=20M",
+            "-o",
+            f"{workdir}/nf_%j.out",
+            "--wrap",
+            "sleep 60",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    deadline = time.monotonic() + 60
+    while (
+        "RUNNING"
+        not in subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True
+        ).stdout
+    ):
+        assert time.monotonic() < deadline, "job did not start"
+        time.sleep(1)
+    subprocess.run(
+        ["sudo", "-n", "/usr/local/sbin/jobsmith-slurm-lab", "fail-node", "3"],
+        check=True,
+        capture_output=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        found = json.loads(js("diagnose", job_id, "--json").stdout)["diagnoses"][0]
+        if found["verdict"] != "unknown" or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert found["verdict"] == "node_failure", found
+    assert any("NODE_FAIL" in e for e in found["evidence"])
+    assert found["retryable"]
