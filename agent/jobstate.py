@@ -51,11 +51,12 @@ def record_job_states(
     """
     changes = []
     known: dict[str, dict[str, str]] = {}
+    logs: dict[str, SessionLog] = {}
     for job_id, st in statuses.items():
         record = ledger.get(job_id)
         if record is None or record.session_id is None or st.state is JobState.NOT_VISIBLE:
             continue
-        log = SessionLog(store, record.session_id)
+        log = logs.setdefault(record.session_id, SessionLog(store, record.session_id))
         if record.session_id not in known:
             known[record.session_id] = last_states(log.events())
         previous = known[record.session_id].get(job_id)

@@ -18,6 +18,9 @@ class SessionLog:
         self.store = store
         self.session_id = session_id
         self._intents: set[str] = set()
+        # the next seq this process expects; a stale guess only costs a SeqConflict and a
+        # re-read, while asking the store each time lists the session's directory
+        self._next: int | None = None
 
     def intent(self, step_id: str, data: Mapping[str, Any]) -> None:
         """Commit a step's intent, once per step, before the step does anything."""
@@ -33,11 +36,15 @@ class SessionLog:
         """
         payload = json.loads(json.dumps(data, default=str))
         for _ in range(50):
-            seq = self.store.last_seq(self.session_id) + 1
+            if self._next is None:
+                self._next = self.store.last_seq(self.session_id) + 1
+            seq = self._next
             try:
                 event = self.store.append(self.session_id, seq, kind, payload, step_id=step_id)
             except SeqConflict:
+                self._next = None
                 continue
+            self._next = seq + 1
             faults.after_event_committed()
             return event
         raise SeqConflict(self.session_id, -1, "gave up after 50 lost races")

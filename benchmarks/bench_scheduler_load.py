@@ -17,6 +17,9 @@ extra `#SBATCH --nice` line, so other sessions sharing the lab node go ahead of 
 tasks; the separate jobs also carry `#SBATCH --hold` and never run (SbatchOptions has no
 field for either, so they are appended after the adapter's rendered directives).
 
+The statistics parsing, the snapshots and the run-as-user transport live in slurm_stats.py
+beside this file (shared with bench_watch_load.py).
+
 Counters are never reset: each measurement is the difference between two snapshots of
 `sdiag` and `sacctmgr show stats` (other sessions may be reading them). Taking a snapshot
 costs a few RPCs itself (REQUEST_STATS_INFO, DBD_GET_STATS, ...); that overhead is measured
@@ -35,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import secrets
 import subprocess
 import sys
@@ -46,157 +48,28 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from slurm_stats import (
+    JOB_INFO_RPCS,
+    RunAsTransport,
+    calibrate,
+    count_delta,
+    log,
+    subtract,
+    take_snapshot,
+    wait_for_accounting,
+)
+
 from jobsmith.adapters.scheduler import JobStatus, task_range_size
 from jobsmith.adapters.slurm import argv
 from jobsmith.adapters.slurm.options import SbatchOptions, render_directives
 from jobsmith.adapters.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct_parsable
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-from jobsmith.adapters.slurm.transport import CommandResult, LocalTransport
-
-# --- parsing sdiag and sacctmgr show stats (pure) -----------------------------------------
-
-BY_TYPE = "Remote Procedure Call statistics by message type"
-BY_USER = "Remote Procedure Call statistics by user"
-_RPC_LINE = re.compile(r"^\s+(?P<name>\S+)\s+\(\s*(?P<id>\d+)\)\s+count:(?P<count>\d+)")
-_AGENT_QUEUE = re.compile(r"^DBD Agent queue size:\s*(?P<size>\d+)", re.MULTILINE)
+from jobsmith.adapters.slurm.transport import LocalTransport
 
 #: Added to the jobs' --nice: other sessions sharing the lab node go ahead of our 1,000 tasks.
 NICE = 1000
 
-#: every slurmctld RPC that reads job records, whichever squeue variant sends it
-JOB_INFO_RPCS = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_USER_INFO")
-
-
-def parse_rpc_section(text: str, heading: str) -> dict[str, int]:
-    """Counts of one RPC table of `sdiag` or `sacctmgr show stats`, by its row name.
-
-    The table starts after the line `heading` and holds tab-indented rows like
-    `REQUEST_JOB_INFO   ( 2003) count:15  ave_time:276  total_time:4146`; it ends at the
-    first line that is not such a row. Both commands print the same row format, for
-    message types and for users alike. A missing table gives {}.
-    """
-    counts: dict[str, int] = {}
-    inside = False
-    for line in text.splitlines():
-        if not inside:
-            inside = line.strip() == heading
-            continue
-        match = _RPC_LINE.match(line)
-        if match is None:
-            break
-        counts[match["name"]] = counts.get(match["name"], 0) + int(match["count"])
-    return counts
-
-
-def parse_by_type(text: str) -> dict[str, int]:
-    """RPC counts by message type from `sdiag` or `sacctmgr show stats` output."""
-    return parse_rpc_section(text, BY_TYPE)
-
-
-def parse_by_user(text: str) -> dict[str, int]:
-    """RPC counts by user name from `sdiag` or `sacctmgr show stats` output."""
-    return parse_rpc_section(text, BY_USER)
-
-
-def parse_dbd_agent_queue(sdiag_text: str) -> int | None:
-    """slurmctld's queue of messages not yet sent to slurmdbd (sdiag); None if absent."""
-    match = _AGENT_QUEUE.search(sdiag_text)
-    return int(match["size"]) if match else None
-
-
-def count_delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
-    """after - before for every name whose count changed (a restart shows as negative)."""
-    names = set(before) | set(after)
-    delta = {n: after.get(n, 0) - before.get(n, 0) for n in names}
-    return {n: d for n, d in sorted(delta.items()) if d}
-
-
-def floor_overhead(deltas: Sequence[Mapping[str, int]]) -> dict[str, int]:
-    """Per-name minimum over windows in which nothing was run: what measuring costs."""
-    if not deltas:
-        return {}
-    names = set().union(*deltas)
-    floor = {n: min(d.get(n, 0) for d in deltas) for n in names}
-    return {n: c for n, c in sorted(floor.items()) if c > 0}
-
-
-def subtract(delta: Mapping[str, int], overhead: Mapping[str, int]) -> dict[str, int]:
-    """delta without the measuring overhead; names that drop to zero are left out."""
-    names = set(delta) | set(overhead)
-    net = {n: delta.get(n, 0) - overhead.get(n, 0) for n in names}
-    return {n: c for n, c in sorted(net.items()) if c}
-
-
 # --- running commands ---------------------------------------------------------------------
-
-
-class RunAsTransport:
-    """A Transport that runs every command as another user (`runuser -u USER --`).
-
-    Wraps LocalTransport, so timeouts and process-group handling are the project's own.
-    It also keeps a tally of the programs it ran and the time spent in them, which is the
-    client-side view of what each variant cost.
-    """
-
-    def __init__(self, user: str, inner: LocalTransport | None = None) -> None:
-        """Run as `user`; `inner` (default LocalTransport()) does the actual running."""
-        self.user = user
-        self._inner = inner or LocalTransport()
-        self.calls: dict[str, int] = {}
-        self.seconds = 0.0
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        """Run argv as the user; the result's argv is the Slurm command without the prefix."""
-        started = time.perf_counter()
-        res = self._inner.run(
-            ["runuser", "-u", self.user, "--", *argv], timeout=timeout, stdin=stdin, env=env
-        )
-        self.seconds += time.perf_counter() - started
-        self.calls[argv[0]] = self.calls.get(argv[0], 0) + 1
-        return CommandResult(tuple(argv), res.returncode, res.stdout, res.stderr)
-
-    def reset_tally(self) -> None:
-        """Forget the programs counted so far."""
-        self.calls = {}
-        self.seconds = 0.0
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Both daemons' RPC counters at one moment."""
-
-    ctld: dict[str, int]
-    dbd: dict[str, int]
-    ctld_users: dict[str, int]
-    dbd_users: dict[str, int]
-    agent_queue: int | None
-
-
-def take_snapshot(root: LocalTransport) -> Snapshot:
-    """Run `sdiag` and `sacctmgr show stats` (as root) and parse their RPC tables."""
-    sdiag = _checked(root, ["sdiag"])
-    stats = _checked(root, ["sacctmgr", "show", "stats"])
-    return Snapshot(
-        ctld=parse_by_type(sdiag),
-        dbd=parse_by_type(stats),
-        ctld_users=parse_by_user(sdiag),
-        dbd_users=parse_by_user(stats),
-        agent_queue=parse_dbd_agent_queue(sdiag),
-    )
-
-
-def _checked(transport: LocalTransport, command: list[str]) -> str:
-    res = transport.run(command, timeout=60)
-    if res.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed: {res.stderr.strip() or res.stdout}")
-    return res.stdout
 
 
 # --- one measured window ------------------------------------------------------------------
@@ -235,15 +108,7 @@ class Meter:
 
     def calibrate(self, rounds: int = 3) -> None:
         """Measure empty windows: the floor of their deltas is what a snapshot costs."""
-        ctld, dbd = [], []
-        before = take_snapshot(self.root)
-        for _ in range(rounds):
-            after = take_snapshot(self.root)
-            ctld.append(count_delta(before.ctld, after.ctld))
-            dbd.append(count_delta(before.dbd, after.dbd))
-            before = after
-        self.ctld_overhead = floor_overhead(ctld)
-        self.dbd_overhead = floor_overhead(dbd)
+        self.ctld_overhead, self.dbd_overhead = calibrate(self.root, rounds)
 
     def measure(self, name: str, jobs: int, action: Callable[[], str | None]) -> Window:
         """Run action between two snapshots; its return value becomes the window's note."""
@@ -271,11 +136,6 @@ class Meter:
 
 
 # --- the benchmark ------------------------------------------------------------------------
-
-
-def log(message: str) -> None:
-    """Progress on stderr, timestamped."""
-    print(f"[{datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
 
 def _brief(w: Window) -> str:
@@ -340,23 +200,6 @@ def wait_for_array(
         if time.monotonic() > deadline:
             raise SystemExit(f"array {array_id} not finished after {timeout_s:.0f} s")
         time.sleep(5 if done < tasks else 2)
-
-
-def wait_for_accounting(
-    sched: SlurmScheduler, root: LocalTransport, ids: Sequence[str], since: datetime
-) -> None:
-    """Until slurmctld has handed every job to slurmdbd and sacct returns all of them."""
-    deadline = time.monotonic() + 300
-    while True:
-        queue = take_snapshot(root).agent_queue
-        found = {r.job_id_raw for r in sched.accounting(ids, since)}
-        missing = len(set(ids) - found)
-        log(f"accounting has {len(ids) - missing}/{len(ids)} jobs, DBD agent queue {queue}")
-        if missing == 0 and not queue:
-            return
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{missing} jobs still missing from accounting after 300 s")
-        time.sleep(2)
 
 
 def naive_sacct(user: RunAsTransport, ids: Sequence[str], since: datetime) -> Callable[[], str]:
