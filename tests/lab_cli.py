@@ -23,10 +23,24 @@ def write_user_site(config_dir: Path, workdir: Path, extra_yaml: str = "") -> No
     )
 
 
-def write_oom_array(workdir: Path) -> str:
-    """Four task scripts; task 2 holds ~300 MB for 6 s (killed under --mem 100M, which the
-    2-second memory sampler sees). Returns the comma-separated file list."""
+def submit_oom_array(workdir: Path) -> str:
+    """A 4-task file_array under --mem 100M whose task 2 holds ~300 MB for 6 s (long enough
+    for the 2-second memory sampler to kill it); returns Slurm's array id."""
     hog = "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'\n"
     for i in range(4):
         (workdir / f"t{i}.sh").write_text(hog if i == 2 else "echo fine\n")
-    return ",".join(f"t{i}.sh" for i in range(4))
+    files = ",".join(f"t{i}.sh" for i in range(4))
+    sub = js(
+        "submit",
+        "file_array",
+        "-p",
+        f"files={files}",
+        "-p",
+        "program=bash",
+        "--mem",
+        "100M",
+        "--log-dir",
+        str(workdir),
+    )
+    assert sub.exit_code == 0, sub.output
+    return sub.stdout.strip()

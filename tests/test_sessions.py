@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from lab_cli import js, write_oom_array
+from lab_cli import js, submit_oom_array
 
 from jobsmith.agent.steps import step_schemas
 
@@ -209,21 +209,7 @@ def test_replay_runs_steps_dry_under_another_policy(
 @pytestmark_lab
 def test_rerun_only_the_failed_array_task_with_more_memory(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     site("  approval:\n    core_hours: 100\n")
-    files = write_oom_array(workdir)  # task 2 needs ~300 MB; the array asks for 100M
-    sub = js(
-        "submit",
-        "file_array",
-        "-p",
-        f"files={files}",
-        "-p",
-        "program=bash",
-        "--mem",
-        "100M",
-        "--log-dir",
-        str(workdir),
-    )
-    assert sub.exit_code == 0, sub.output
-    array_id = sub.stdout.strip()
+    array_id = submit_oom_array(workdir)  # task 2 needs ~300 MB; the array asks for 100M
     js("wait", array_id, "--timeout", "180")
     first = json.loads(js("status", array_id, "--json").stdout)["jobs"][0]
     assert first["task_counts"] == {"COMPLETED": 3, "FAILED": 1}, first

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lab_cli import LAB_SITE, write_oom_array, write_user_site
+from lab_cli import LAB_SITE, submit_oom_array, write_user_site
 from lab_cli import js as lab_js
 
 from jobsmith.agent.watch import WatchCycle, next_interval
@@ -78,21 +78,7 @@ def test_watch_once_polls_all_sessions_in_one_sacct_and_records_states(js, workd
 
 @pytest.mark.usefixtures("lab_cluster")
 def test_oom_array_task_is_rerun_alone_with_more_memory_unattended(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    files = write_oom_array(workdir)  # task 2 needs ~300 MB; the array asks for 100M
-    sub = js(
-        "submit",
-        "file_array",
-        "-p",
-        f"files={files}",
-        "-p",
-        "program=bash",
-        "--mem",
-        "100M",
-        "--log-dir",
-        str(workdir),
-    )
-    assert sub.exit_code == 0, sub.output
-    array_id = sub.stdout.strip()
+    array_id = submit_oom_array(workdir)  # task 2 needs ~300 MB; the array asks for 100M
     decisions: list[dict[str, object]] = []
     final: dict[str, str] = {}
     deadline = time.monotonic() + 240
