@@ -18,6 +18,8 @@ import re
 
 from pydantic_core import PydanticCustomError
 
+from jobsmith.adapters.slurm.options import slurm_duration
+
 DURATION_SYNTAX = "minutes as an int, or 'MM:SS', 'HH:MM:SS', 'D-HH', 'D-HH:MM', 'D-HH:MM:SS'"
 MEMORY_SYNTAX = "MiB as an int, or digits with a K/M/G/T suffix such as '500M' or '4G'"
 
@@ -70,11 +72,7 @@ def _bad_duration(value: object) -> PydanticCustomError:
 
 def format_duration(seconds: int) -> str:
     """Seconds as Slurm's exact '[D-]HH:MM:SS' (parse_duration reads it back unchanged)."""
-    days, rem = divmod(seconds, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}-{clock}" if days else clock
+    return slurm_duration(seconds)
 
 
 def parse_memory(value: object) -> int:

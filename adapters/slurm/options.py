@@ -110,12 +110,18 @@ def array_task_count(spec: str) -> int:
     return total
 
 
+def slurm_duration(seconds: int) -> str:
+    """Seconds as Slurm's exact '[D-]HH:MM:SS'."""
+    days, rem = divmod(seconds, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
 def format_duration(seconds: int) -> str:
-    """Seconds as Slurm's D-HH:MM:SS (minutes rounded up: Slurm's granularity is 1 min)."""
-    minutes = -(-seconds // 60)
-    days, rem = divmod(minutes, 24 * 60)
-    hours, mins = divmod(rem, 60)
-    return f"{days}-{hours:02d}:{mins:02d}:00" if days else f"{hours:02d}:{mins:02d}:00"
+    """A time limit for --time: minutes rounded up, as Slurm's granularity is 1 min."""
+    return slurm_duration(-(-seconds // 60) * 60)
 
 
 def render_directives(opts: SbatchOptions) -> list[str]:
