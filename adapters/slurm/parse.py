@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import Any, TypeVar
 
 from jobsmith.adapters.slurm.argv import DELIMITER
 from jobsmith.adapters.slurm.logpaths import expand_log_pattern
@@ -43,6 +43,7 @@ _NO_VAL = 0xFFFFFFFE
 #: NO_VAL and INFINITE mark an unset time in the JSON (24.11: 4294967294)
 _UNSET_EPOCH = _NO_VAL
 _MIB = 1024**2
+R = TypeVar("R", JobRecord, QueueRecord)
 #: no node has an exbibyte of memory; anything this big is one of Slurm's markers
 _ABSURD_BYTES = 1 << 60
 
@@ -325,10 +326,17 @@ def parse_sacct_json(text: str, *, skipped: list[str] | None = None) -> list[Job
     JSON reports every normal exit as SUCCESS with code 0, so there a non-zero exit code
     reads None (unknown), never a false 0. Times are UTC-aware.
     """
-    records: list[JobRecord] = []
+    return _each_json_job(text, _job_from_json, skipped)
+
+
+def _each_json_job(
+    text: str, build: Callable[[Mapping[str, Any]], R], skipped: list[str] | None
+) -> list[R]:
+    """build() applied to each record of Slurm's JSON; a record it cannot read is skipped."""
+    records: list[R] = []
     for job in _json_jobs(text):
         try:
-            records.append(_job_from_json(job))
+            records.append(build(job))
         except (LookupError, TypeError, ValueError, AttributeError):  # this record only
             _skip(skipped, repr(job)[:300])
     return records
@@ -659,13 +667,7 @@ def _queue_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | Non
 
 def parse_squeue_json(text: str, *, skipped: list[str] | None = None) -> list[QueueRecord]:
     """Records from `squeue --json`, 22.05 or 24.11 shape (22.05 ignores filters: expect all)."""
-    records: list[QueueRecord] = []
-    for job in _json_jobs(text):
-        try:
-            records.append(_queue_from_json(job))
-        except (LookupError, TypeError, ValueError, AttributeError):  # this record only
-            _skip(skipped, repr(job)[:300])
-    return records
+    return _each_json_job(text, _queue_from_json, skipped)
 
 
 def _queue_from_json(job: Mapping[str, Any]) -> QueueRecord:
