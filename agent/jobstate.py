@@ -39,18 +39,30 @@ def last_states(events: list[Event]) -> dict[str, str]:
     return states
 
 
+def decided_jobs(events: list[Event]) -> set[str]:
+    """Job ids a decision-maker already decided about (its model_output names the job)."""
+    return {
+        str(e.data["job_id"])
+        for e in events
+        if e.kind is EventKind.MODEL_OUTPUT and e.data.get("job_id") is not None
+    }
+
+
 def record_job_states(
     store: SessionStore,
     ledger: JobLedger,
     statuses: Mapping[str, JobStatus],
     on_change: Callable[[StateChange], None] | None = None,
+    known: dict[str, dict[str, str]] | None = None,
 ) -> list[StateChange]:
     """Append a job_state event for each job whose state changed; return the changes.
 
+    known: the last recorded states by session, if the caller has just read them (the
+    watcher has), so the sessions' logs are not read a second time; updated in place.
     NOT_VISIBLE is never recorded: a job Slurm does not show yet has not changed.
     """
     changes = []
-    known: dict[str, dict[str, str]] = {}
+    known = {} if known is None else known
     logs: dict[str, SessionLog] = {}
     for job_id, st in statuses.items():
         record = ledger.get(job_id)

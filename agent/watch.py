@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.states import JobState
-from jobsmith.agent.jobstate import StateChange, last_states, record_job_states
+from jobsmith.agent.jobstate import StateChange, decided_jobs, last_states, record_job_states
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.store import SessionStore
 from jobsmith.errors import SchedulerUnavailable
@@ -38,17 +38,35 @@ class WatchCycle(BaseModel):
     )
 
 
-def open_jobs(store: SessionStore, ledger: JobLedger) -> list[SubmissionRecord]:
-    """Jobs submitted by sessions whose last recorded state is not final."""
-    cache: dict[str, dict[str, str]] = {}
+def open_jobs(
+    store: SessionStore,
+    ledger: JobLedger,
+    cache: dict[str, dict[str, str]] | None = None,
+    decided: set[str] | None = None,
+) -> list[SubmissionRecord]:
+    """Jobs still to follow: not ended yet, or failed with no decision taken about them.
+
+    The second kind matters because `jobsmith status` or `wait` may have recorded the
+    failure first: the decision must not depend on which poll saw it. cache is filled
+    with each session's last recorded states, decided with the job ids decided on.
+    """
+    cache = {} if cache is None else cache
+    decided = set() if decided is None else decided
     out = []
     for record in ledger.all():
         if record.session_id is None:
             continue
         if record.session_id not in cache:
-            cache[record.session_id] = last_states(store.read(record.session_id))
-        state = cache[record.session_id].get(record.job_id)
-        if state is None or not JobState(state).is_terminal:
+            events = store.read(record.session_id)
+            cache[record.session_id] = last_states(events)
+            decided |= decided_jobs(events)
+        recorded = cache[record.session_id].get(record.job_id)
+        state = JobState(recorded) if recorded else None
+        if (
+            state is None
+            or not state.is_terminal
+            or (state.is_failure and record.job_id not in decided)
+        ):
             out.append(record)
     return out
 
@@ -60,8 +78,10 @@ def watch_cycle(
     decide: Callable[[StateChange, JobStatus], dict[str, object] | None],
     on_change: Callable[[StateChange], None] | None = None,
 ) -> WatchCycle:
-    """One poll of every open job, then a decision for each new failure."""
-    records = open_jobs(store, ledger)
+    """One poll of every open job, then a decision for each failure not yet decided."""
+    states: dict[str, dict[str, str]] = {}
+    decided: set[str] = set()
+    records = open_jobs(store, ledger, states, decided)
     if not records:
         return WatchCycle(watched=0, scheduler_ok=True)
     ids = [r.job_id for r in records]
@@ -70,13 +90,22 @@ def watch_cycle(
         statuses = status(ids, since)
     except SchedulerUnavailable as err:
         return WatchCycle(watched=len(ids), scheduler_ok=False, error=str(err))
-    changes = record_job_states(store, ledger, statuses, on_change)
+    changes = record_job_states(store, ledger, statuses, on_change, known=states)
     decisions = [
         d
-        for c in changes
-        if c.state.is_failure and (d := decide(c, statuses[c.job_id])) is not None
+        for r in records
+        if r.job_id not in decided
+        and statuses[r.job_id].state.is_failure
+        and (d := decide(_failure(r, statuses[r.job_id]), statuses[r.job_id])) is not None
     ]
     return WatchCycle(watched=len(ids), scheduler_ok=True, changes=changes, decisions=decisions)
+
+
+def _failure(record: SubmissionRecord, status: JobStatus) -> StateChange:
+    assert record.session_id is not None  # open_jobs only returns session jobs
+    return StateChange(
+        session_id=record.session_id, job_id=record.job_id, state=status.state, previous=None
+    )
 
 
 def next_interval(cycle: WatchCycle, current: float, base: float, ceiling: float) -> float:

@@ -305,3 +305,15 @@ def test_node_failure_for_real_is_diagnosed(js, workdir: Path) -> None:  # type:
     assert found["verdict"] == "node_failure", found
     assert any("NODE_FAIL" in e for e in found["evidence"])
     assert found["retryable"]
+
+
+@pytest.mark.usefixtures("lab_cluster")
+def test_a_failure_seen_first_by_wait_still_gets_one_decision(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    job_id = js(
+        "submit", "command", "-p", "command=cat /nonexistent/in.mov", "--log-dir", str(workdir)
+    ).stdout.strip()
+    assert js("wait", job_id, "--timeout", "120").exit_code == 1  # records FAILED itself
+    first = json.loads(js("watch", "--once", "--json").stdout)
+    assert [(d["job_id"], d["action"]) for d in first["decisions"]] == [(job_id, "report")]
+    again = json.loads(js("watch", "--once", "--json").stdout)
+    assert again["decisions"] == [] and again["watched"] == 0  # decided once, then done
