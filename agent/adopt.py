@@ -3,7 +3,9 @@
 The job keeps its Slurm id. What jobsmith needs later is read from Slurm while the
 controller still holds the job: its batch script (`scontrol write batch_script`, for a
 re-run), its output paths, and its resources from accounting. An adopted job is not a
-submission: it counts against no budget.
+submission: it counts against no budget. Slurm's answers arrive decoded with U+FFFD for
+bytes that are not UTF-8 (adapters/slurm/transport.py): fine for a name or a path shown to
+a person, but a script so decoded is no longer the job's script, so it is not kept.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from jobsmith.agent.events import EventKind
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.session_log import SessionLog
 from jobsmith.agent.store import SessionStore
-from jobsmith.errors import JobNotFound, JobsmithError
+from jobsmith.errors import InputError, JobNotFound, JobsmithError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,:/@%+\-\[\]]")
 
@@ -28,15 +30,15 @@ def adopt(
 ) -> tuple[str, SubmissionRecord]:
     """Create a session holding job_id; returns (session id, the record made for it)."""
     if "_" in job_id:
-        raise JobsmithError(f"adopt the whole array ({job_id.split('_')[0]}), not one task")
+        raise InputError(f"adopt the whole array ({job_id.split('_')[0]}), not one task")
     if ledger.get(job_id) is not None:
-        raise JobsmithError(f"job {job_id} is already followed by jobsmith")
+        raise InputError(f"job {job_id} is already followed by jobsmith")
     status = scheduler.status([job_id], datetime.now() - timedelta(days=30))[job_id]
     rec = status.record or (status.tasks[0] if status.tasks else None)
     if rec is None:
         raise JobNotFound(f"job {job_id}: Slurm does not know it")
     options = _options(rec, scheduler, job_id, array=bool(status.tasks))
-    script = _batch_script(scheduler, job_id)
+    script, script_note = _batch_script(scheduler, job_id)
     session = store.create({"title": f"adopt {job_id}", "origin": "adopt"})
     log = SessionLog(store, session)
     step = {"action": "adopt", "job_id": job_id}
@@ -47,6 +49,8 @@ def adopt(
         "script": script,
         "adopted": True,
     }
+    if script_note:
+        intent["script_note"] = script_note
     log.append(EventKind.INTENT, intent, f"adopt-{job_id}")
     log.append(
         EventKind.RESULT,
@@ -100,9 +104,17 @@ def _pattern(path: str | None, job_id: str, array: bool) -> str | None:
     return path.replace(job_id, "%j")
 
 
-def _batch_script(scheduler: SlurmScheduler, job_id: str) -> str | None:
+def _batch_script(scheduler: SlurmScheduler, job_id: str) -> tuple[str | None, str | None]:
+    """(the job's batch script, None), or (None, why it cannot be re-run from it)."""
     try:
         res = scheduler.run_checked(["scontrol", "write", "batch_script", job_id, "-"])
-    except JobsmithError:
-        return None  # the controller forgot it: watchable, but not re-runnable
-    return res.stdout or None
+    except JobsmithError as err:
+        return None, f"the controller gave no batch script: {err}"
+    # U+FFFD stands for bytes that were not UTF-8 (a script that really holds one is
+    # refused too: only a re-run is lost, never the watching)
+    if "\ufffd" in res.stdout:
+        return None, (
+            "its batch script is not UTF-8 text, so jobsmith cannot re-run it byte for "
+            "byte; re-run it by hand"
+        )
+    return res.stdout or None, None

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobsmith.errors import ConfigError, JobsmithError
+from jobsmith.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.approvals import PendingApproval
     from jobsmith.agent.diagnosis import Diagnosis
     from jobsmith.agent.events import Event
-    from jobsmith.agent.executor import Executor
+    from jobsmith.agent.executor import CheckedJob, Executor
     from jobsmith.agent.jobs import AssembledJob, JobRequest
     from jobsmith.agent.jobstate import StateChange
     from jobsmith.agent.ledger import JobLedger, SubmissionRecord
@@ -134,6 +134,10 @@ class App:
         template = self.library.get(request.template)
         return assemble(template, request, self.site.config, cwd=Path.cwd())
 
+    def check(self, request: JobRequest) -> CheckedJob:
+        """Assemble a job and judge it on the very policy path `submit` takes."""
+        return self.executor.check(request)
+
     def test_only(self, job: AssembledJob) -> TestOnlyResult:
         """Slurm's own pre-flight verdict (`sbatch --test-only`)."""
         return self.scheduler.test_only(job.script)
@@ -161,6 +165,7 @@ class App:
             ledger=self.ledger,
             cwd=Path.cwd(),
             read_output=read_output,
+            environ=self.environ,
         )
 
     def one_step(self, title: str, step: Step) -> tuple[str, StepResult]:
@@ -241,10 +246,13 @@ class App:
         return self.scheduler.status(job_ids, since)
 
     def _stderr_tail(self, job_id: str) -> list[str]:
-        try:
-            return self.logs(job_id, "stderr", 40).lines
-        except JobsmithError:
-            return []  # no log (never started, or unreadable): diagnose from accounting
+        """The end of a job's stderr for a diagnosis, bounded in bytes however big it is.
+
+        It raises when the file cannot be read: diagnose_record makes that a note.
+        """
+        from jobsmith.agent.logs import read_log
+
+        return read_log(self, job_id, "stderr", 40, max_bytes=1 << 20).lines
 
     def diagnose(self, job_id: str) -> list[Diagnosis]:
         """Verdict, evidence, efficiency and remedy for a job or each failed task."""
@@ -287,7 +295,7 @@ class App:
         from jobsmith.agent.waiting import wait_for
 
         if not job_ids:
-            raise JobsmithError("wait: name at least one Slurm job id")
+            raise InputError("wait: name at least one Slurm job id")
         final = wait_for(lambda: self.status(job_ids, since), timeout_s=timeout_s, progress=note)
         return dict(final)
 
@@ -315,29 +323,25 @@ class App:
         return pending_approvals(self.store)
 
     def approve(self, step_id: str) -> StepResult:
-        """Approve a held step and run exactly what was shown."""
-        from jobsmith.agent.approvals import find_pending
-        from jobsmith.agent.events import EventKind
-        from jobsmith.agent.session_log import SessionLog
+        """Approve a held step and run exactly what was shown (once, however many approve)."""
+        from jobsmith.agent.approvals import answer, find_pending
         from jobsmith.agent.steps import STEP_ADAPTER
 
         item = find_pending(self.store, step_id)
         given = {"by": self.environ.get("USER", "?"), "script_sha256": item.script_sha256}
-        SessionLog(self.store, item.session_id).append(EventKind.APPROVAL_GIVEN, given, step_id)
+        answer(self.store, item, True, given)
         if item.action == "submit":
             return self.executor.submit_approved(item.session_id, step_id, item.data)
         step = STEP_ADAPTER.validate_python(item.data["step"])
         return self.executor.run_approved_control(item.session_id, step)
 
     def deny(self, step_id: str, reason: str) -> PendingApproval:
-        """Refuse a held step; nothing runs."""
-        from jobsmith.agent.approvals import find_pending
-        from jobsmith.agent.events import EventKind
-        from jobsmith.agent.session_log import SessionLog
+        """Refuse a held step; nothing runs (an error if it was answered meanwhile)."""
+        from jobsmith.agent.approvals import answer, find_pending
 
         item = find_pending(self.store, step_id)
         refused = {"by": self.environ.get("USER", "?"), "reason": reason}
-        SessionLog(self.store, item.session_id).append(EventKind.APPROVAL_REFUSED, refused, step_id)
+        answer(self.store, item, False, refused)
         return item
 
     def adopt(self, job_id: str) -> tuple[str, SubmissionRecord]:
@@ -405,13 +409,17 @@ def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) 
     return App(paths=Paths.for_user(env), environ=env, site_file=site_file)
 
 
-_WINDOW = re.compile(r"^(?P<n>\d+)(?P<unit>[dhm])$")
+_WINDOW = re.compile(r"^(?P<n>[0-9]{1,9})(?P<unit>[dhm])$")
 
 
-def parse_window(text: str) -> timedelta:
-    """'7d', '12h', '90m' as a timedelta; anything else is a clear error."""
+def parse_window(text: str, option: str = "--since") -> timedelta:
+    """'7d', '12h', '90m' as a timedelta; anything else is a clear error naming option."""
     match = _WINDOW.match(text.strip())
     if match is None:
-        raise JobsmithError(f"--since {text!r}: expected a number and d, h or m, e.g. 7d, 12h, 90m")
+        raise InputError(f"{option} {text!r}: expected a number and d, h or m, e.g. 7d, 12h, 90m")
     unit = {"d": "days", "h": "hours", "m": "minutes"}[match.group("unit")]
-    return timedelta(**{unit: int(match.group("n"))})
+    n = int(match.group("n"))
+    # bounded so that now - window stays a date (and sacct's -S a sane one)
+    if n > {"days": 3650, "hours": 87600, "minutes": 5256000}[unit]:
+        raise InputError(f"{option} {text!r}: at most 10 years (3650d)")
+    return timedelta(**{unit: n})

@@ -1,4 +1,11 @@
-"""Steps waiting for a person, found in the session logs (no state of their own)."""
+"""Steps waiting for a person, found in the session logs (no state of their own).
+
+A step is answered once: `answer` appends approval_given or approval_refused only if the
+log has no answer and no result for the step yet, checked and appended as one conditional
+append (agent/claims.py), so two people (or one twice) approving at once run it once. An
+approval also makes its approver the step's holder until the result, with a lease for
+other login nodes, so a `sessions resume` meanwhile waits for it instead of acting.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobsmith.agent.claims import LOOKUP_ALLOWANCE, SBATCH_MAX_LIFE, Check, StepSettled, owner
 from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.store import SessionStore
-from jobsmith.errors import JobsmithError
+from jobsmith.agent.session_log import SessionLog
+from jobsmith.agent.store import SessionStore, utc_now
+from jobsmith.errors import NotFound
 
 #: events that settle an approval request
 _SETTLED = frozenset({EventKind.APPROVAL_GIVEN, EventKind.APPROVAL_REFUSED, EventKind.RESULT})
+
+
+class AlreadyAnswered(StepSettled):
+    """Someone answered the step first (approved or denied it), or it has a result."""
+
+    exit_code = 6  # as find_pending's NotFound: the step no longer waits for anyone
 
 
 class PendingApproval(BaseModel):
@@ -52,7 +67,40 @@ def find_pending(store: SessionStore, step_id: str) -> PendingApproval:
         if item.step_id == step_id:
             return item
     waiting = ", ".join(p.step_id for p in pending) or "none"
-    raise JobsmithError(f"no step {step_id!r} is waiting for approval; pending: {waiting}")
+    raise NotFound(f"no step {step_id!r} is waiting for approval; pending: {waiting}")
+
+
+def answer(store: SessionStore, item: PendingApproval, given: bool, data: dict[str, Any]) -> Event:
+    """Record a person's answer unless the step was answered or settled meanwhile.
+
+    Raises AlreadyAnswered naming who was first. An approval makes this process the
+    step's holder while it runs what was approved.
+    """
+    kind = EventKind.APPROVAL_GIVEN if given else EventKind.APPROVAL_REFUSED
+    if given:
+        data = {**data, "owner": owner(utc_now(), LOOKUP_ALLOWANCE + SBATCH_MAX_LIFE)}
+    log = SessionLog(store, item.session_id)
+    return log.append_if(kind, data, item.step_id, unanswered(item.step_id))
+
+
+def unanswered(step_id: str) -> Check:
+    """Precondition of an answer: the step has no answer and no result yet."""
+
+    def check(events: list[Event]) -> None:
+        first = next((e for e in events if e.step_id == step_id and e.kind in _SETTLED), None)
+        if first is None:
+            return
+        what = {EventKind.APPROVAL_GIVEN: "approved", EventKind.APPROVAL_REFUSED: "denied"}
+        by = first.data.get("by")
+        raise AlreadyAnswered(
+            step_id,
+            f"step {step_id} was already {what.get(first.kind, 'run')} by "
+            f"{f'{by} on {first.writer}' if by else first.writer} at {first.at:%H:%M:%S} UTC;"
+            " nothing more to do",
+            first,
+        )
+
+    return check
 
 
 def _pending(session_id: str, event: Event) -> PendingApproval:

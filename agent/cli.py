@@ -9,8 +9,9 @@ node. Expected errors (JobsmithError) become one line on stderr (or a JSON objec
 from __future__ import annotations
 
 import functools
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,18 +56,88 @@ def json_command(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _ids(values: tuple[str, ...] | list[str], kinds: str = "job_or_task") -> list[str]:
+    """Job ids as typed: parsed into Slurm's forms (BadJobId, exit 2, for anything else).
+
+    Only the canonical text of a parsed id goes on, so no typed string can reach a Slurm
+    command where it might be read as an option (see adapters/slurm/jobid.py).
+    """
+    from jobsmith.adapters.slurm import jobid
+
+    allow = {"any": jobid.ANY_KIND, "job": jobid.JOB_ONLY, "job_or_task": jobid.JOB_OR_TASK}
+    return [str(ref) for ref in jobid.parse_job_ids(values, allow[kinds])]
+
+
+def _one_id(value: str, kinds: str = "job_or_task") -> str:
+    """Exactly one job id (a comma list is refused where a command takes one)."""
+    from jobsmith.adapters.slurm.jobid import BadJobId
+
+    ids = _ids([value], kinds)
+    if len(ids) != 1:
+        raise BadJobId(f"job id {value!r}: give one job id here, not a list")
+    return ids[0]
+
+
 def _tell_news() -> None:
     """One line on stderr about what ended or waits since the user last looked."""
     from jobsmith.agent.app import App
 
     app = click.get_current_context().find_root().obj
     if isinstance(app, App):
-        line = app.news.take()
+        line = app.news.take(lambda asked: {p.step_id for p in app.pending()} & asked)
         if line:
             click.echo(f"jobsmith: {line}", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Cli(click.Group):
+    """The root group: click's own usage errors as one line too, like every other error."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        undecodable = _undecodable(sys.argv[1:] if args is None else args)
+        if undecodable is not None:
+            click.echo(f"jobsmith: error: {undecodable}", err=True)
+            sys.exit(2)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as err:
+            err.show()  # `jobsmith sessions` alone: the help is what was wanted
+            sys.exit(err.exit_code)
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx else "jobsmith"
+            click.echo(f"jobsmith: error: {err.format_message()} (see: {where} --help)", err=True)
+            sys.exit(err.exit_code)
+        except click.ClickException as err:
+            click.echo(f"jobsmith: error: {err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except click.exceptions.Abort:
+            click.echo("jobsmith: aborted", err=True)
+            sys.exit(130)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def _undecodable(args: Sequence[str]) -> str | None:
+    """Why an argument is not text, if one is not: Python hands argv bytes that are not
+    UTF-8 over as lone surrogates, which no script, JSON document or log can carry."""
+    for n, arg in enumerate(args, 1):
+        if any("\ud800" <= c <= "\udfff" for c in arg):
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            return (
+                f"argument {n} ({shown!r}) holds bytes that are not UTF-8 text; "
+                "jobsmith writes every value into a script and a JSON log, so give it as UTF-8"
+            )
+    return None
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--site",
     "site_file",
@@ -77,9 +148,12 @@ def _tell_news() -> None:
 @click.pass_context
 def cli(ctx: click.Context, site_file: Path | None) -> None:
     """jobsmith: assemble, submit and follow Slurm jobs from templates."""
-    from jobsmith.agent.app import build_app
+    from jobsmith.agent.app import App, build_app
 
-    ctx.obj = build_app(site_file=site_file)
+    # An embedding program (or a test) may hand in the object graph it built itself,
+    # e.g. with another transport; otherwise the entry point builds it here.
+    if not isinstance(ctx.obj, App):
+        ctx.obj = build_app(site_file=site_file)
 
 
 # --- templates -----------------------------------------------------------------------
@@ -114,6 +188,28 @@ def templates_show(ctx: click.Context, name: str, as_json: bool) -> None:
 # --- render / submit -----------------------------------------------------------------
 
 
+#: counts Slurm keeps in 32 bits; bounded here so a typo is one clear line, not a traceback
+_MAX_COUNT = 2**31 - 1
+_COUNT = click.IntRange(1, _MAX_COUNT)
+
+
+class _Seconds(click.FloatRange):
+    """A number of seconds in a range; click's FloatRange lets nan through (nan compares
+    false with both bounds), and a wait of nan seconds never ends."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        result = super().convert(value, param, ctx)
+        if not math.isfinite(result):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return result
+
+
+#: seconds: at most a year of waiting
+_SECONDS = _Seconds(0, 366 * 86400)
+
+
 def job_options(fn: F) -> F:
     """The options shared by `render` and `submit`."""
     options = [
@@ -138,10 +234,10 @@ def job_options(fn: F) -> F:
             "--time", "time_limit", help="Wall time, Slurm syntax: 30, 1:00:00, 1-00:00:00."
         ),
         click.option("--mem", help="Memory per node: 500M, 4G."),
-        click.option("--cpus", type=int, help="CPUs per task."),
-        click.option("--gpus", type=int, help="GPUs per node."),
-        click.option("--nodes", type=int, help="Nodes."),
-        click.option("--throttle", type=int, help="Max array tasks running at once."),
+        click.option("--cpus", type=_COUNT, help="CPUs per task."),
+        click.option("--gpus", type=click.IntRange(0, _MAX_COUNT), help="GPUs per node."),
+        click.option("--nodes", type=_COUNT, help="Nodes."),
+        click.option("--throttle", type=_COUNT, help="Max array tasks running at once."),
         click.option(
             "--after-ok",
             multiple=True,
@@ -183,9 +279,8 @@ def _request(kwargs: dict[str, Any]) -> Any:
 @click.pass_context
 def render(ctx: click.Context, /, as_json: bool, **kwargs: Any) -> None:
     """Print the sbatch script a template renders to (submits nothing)."""
-    from jobsmith.agent import views
 
-    views.show_rendered(_app(ctx).assemble(_request(kwargs)), as_json)
+    _show_checked(_app(ctx), _request(kwargs), as_json, test_only=False)
 
 
 @cli.command()
@@ -203,13 +298,33 @@ def submit(
     app = _app(ctx)
     request = _request(kwargs)
     if dry_run or test_only:
-        job = app.assemble(request)
-        if dry_run:
-            views.show_rendered(job, as_json)
-        else:
-            views.show_test_only(job, app.test_only(job), as_json)
+        _show_checked(app, request, as_json, test_only=test_only)
         return
     views.show_submitted(*app.submit(request), as_json)
+
+
+def _show_checked(app: App, request: Any, as_json: bool, *, test_only: bool) -> None:
+    """render, --dry-run and --test-only: the submit path's policy, stopping before sbatch.
+
+    The exit status is what `submit` would give: 3 refused by policy (nothing printed but
+    the refusal), 8 held for a person's approval (the script is still shown), 4 if Slurm
+    itself would refuse (--test-only).
+    """
+    from jobsmith.agent import views
+    from jobsmith.agent.output import note
+
+    checked = app.check(request)
+    checked.raise_if_refused()
+    if test_only:
+        views.show_test_only(checked, app.test_only(checked.job), as_json)
+    else:
+        views.show_rendered(checked, as_json)
+    if checked.decision.verdict == "approve":
+        note(
+            f"jobsmith: submit would wait for a person's approval ({checked.decision.message});"
+            " nothing was submitted or recorded"
+        )
+        sys.exit(8)
 
 
 @cli.command()
@@ -240,7 +355,10 @@ def rerun(
     req = JobRequest.from_cli(template="-", mem=mem, time_limit=time_limit)
     views.show_submitted(
         *_app(ctx).rerun(
-            job_id, failed_only=failed_only, mem_mb=req.mem_mb, time_limit_s=req.time_limit_s
+            _one_id(job_id, "job"),
+            failed_only=failed_only,
+            mem_mb=req.mem_mb,
+            time_limit_s=req.time_limit_s,
         ),
         as_json,
     )
@@ -264,7 +382,7 @@ def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bo
     from jobsmith.agent import views
 
     app = _app(ctx)
-    statuses = app.status(list(job_ids), since)
+    statuses = app.status(_ids(job_ids), since)
     sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
     views.show_status(statuses, as_json, sessions)
 
@@ -275,7 +393,7 @@ def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bo
 @click.option(
     "--timeout",
     "timeout_s",
-    type=float,
+    type=_SECONDS,
     default=3600,
     show_default=True,
     help="Give up after this many seconds (exit 7).",
@@ -288,7 +406,7 @@ def wait(
     """Wait until jobs end, showing progress; exit 1 if any did not complete."""
     from jobsmith.agent import views
 
-    final = _app(ctx).wait(list(job_ids), since, timeout_s)
+    final = _app(ctx).wait(_ids(job_ids), since, timeout_s)
     views.show_status(final, as_json)
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)
@@ -302,7 +420,7 @@ def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Follow a job you submitted by hand: watched, diagnosed and re-runnable like ours."""
     from jobsmith.agent.output import print_json
 
-    session_id, record = _app(ctx).adopt(job_id)
+    session_id, record = _app(ctx).adopt(_one_id(job_id, "job_or_task"))
     if as_json:
         print_json({"session_id": session_id, "job_id": record.job_id})
     else:
@@ -317,7 +435,7 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Why a job (or each failed array task) ended as it did, and what to do next."""
     from jobsmith.agent.output import print_json
 
-    found = _app(ctx).diagnose(job_id)
+    found = _app(ctx).diagnose(_one_id(job_id))
     if as_json:
         print_json({"diagnoses": found})
         return
@@ -326,6 +444,8 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
         click.echo(f"{d.job_id}: {d.verdict.value}")
         for line in d.evidence:
             click.echo(f"  evidence: {line}")
+        for line in d.notes:
+            click.echo(f"  note: {line}")
         if eff.cpu_efficiency is not None or eff.mem_efficiency is not None:
             cpu = f"{eff.cpu_efficiency:.0%}" if eff.cpu_efficiency is not None else "?"
             mem = f"{eff.mem_efficiency:.0%}" if eff.mem_efficiency is not None else "?"
@@ -338,7 +458,7 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
 @click.option(
     "--tail",
     "tail_lines",
-    type=int,
+    type=click.IntRange(0, 1_000_000),
     default=50,
     show_default=True,
     help="Lines from the end (0 for all).",
@@ -351,7 +471,7 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
     """Show the end of a job's (or array task's) stdout or stderr."""
     from jobsmith.agent import views
 
-    views.show_logs(_app(ctx).logs(job_id, which, tail_lines), as_json)
+    views.show_logs(_app(ctx).logs(_one_id(job_id), which, tail_lines), as_json)
 
 
 def _control(action: str) -> Callable[..., None]:
@@ -361,7 +481,7 @@ def _control(action: str) -> Callable[..., None]:
     def command(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
         from jobsmith.agent import views
 
-        views.show_control(_app(ctx).control(action, list(job_ids)), as_json)
+        views.show_control(_app(ctx).control(action, _ids(job_ids, "any")), as_json)
 
     command.__doc__ = {
         "cancel": "Cancel jobs (an array id cancels every task).",
@@ -380,7 +500,7 @@ for _action in ("cancel", "hold", "release"):
 @click.option(
     "--interval",
     "interval_s",
-    type=float,
+    type=_Seconds(1, 366 * 86400),
     default=300,
     show_default=True,
     help="Seconds between polls (one sacct for all jobs each time).",
@@ -494,7 +614,7 @@ def sessions_prune(ctx: click.Context, older_than: str, dry_run: bool, as_json: 
     from jobsmith.agent import views
     from jobsmith.agent.app import parse_window
 
-    report = _app(ctx).store.prune(parse_window(older_than), dry_run=dry_run)
+    report = _app(ctx).store.prune(parse_window(older_than, "--older-than"), dry_run=dry_run)
     views.show_prune(report, as_json)
 
 
@@ -503,7 +623,7 @@ def sessions_prune(ctx: click.Context, older_than: str, dry_run: bool, as_json: 
 @click.option(
     "--wait",
     "orphan_wait_s",
-    type=float,
+    type=_SECONDS,
     default=120,
     show_default=True,
     help="Seconds to wait for an sbatch the dead process left running.",

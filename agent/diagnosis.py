@@ -19,7 +19,8 @@ Rules are tried in a fixed order, first match wins; the order is the design:
   it; exit 127 (the shell's "not found") wins over a "No such file" for the same path;
 - then any non-zero exit, then unknown.
 
-Nothing here runs a command or reads a file: the caller passes the log lines, and the
+Nothing here runs a command or reads a file: the caller passes the log lines, notes on
+what it could not read (a verdict from accounting alone should say so), and the
 partition's limits if it wants suggestions capped by them.
 """
 
@@ -106,6 +107,11 @@ class Diagnosis(_Model):
         "{'time_limit_s': 7200}; empty when the job should be resubmitted unchanged or not "
         "at all",
     )
+    notes: tuple[str, ...] = Field(
+        default=(),
+        description="what could not be read for it (e.g. its stderr file, and why): the "
+        "verdict then rests on accounting alone",
+    )
 
 
 def diagnose(
@@ -115,6 +121,7 @@ def diagnose(
     reason: str | None = None,
     partition_max_mem_mb: int | None = None,
     partition_max_time_s: int | None = None,
+    notes: Sequence[str] = (),
 ) -> Diagnosis:
     """Classify one job or array task from its accounting record and its stderr's tail.
 
@@ -139,6 +146,7 @@ def diagnose(
         remedy=finding.remedy,
         retryable=finding.retryable,
         suggested=dict(finding.suggested),
+        notes=tuple(notes),
     )
 
 

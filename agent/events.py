@@ -6,8 +6,10 @@ it); every later event is appended by the agent, the executor or a person. Seque
 numbers, not timestamps, order a session: two login nodes' clocks can disagree, the log
 cannot.
 
-The events of one step (intent, approval asked/given/refused, result) share a `step_id`,
-so a step's history can be collected from the log without interpreting `data`.
+The events of one step (intent, approval asked/given/refused, claimed, result) share a
+`step_id`, so a step's history can be collected from the log without interpreting `data`.
+A step has at most one result: it is appended only if the step has none yet (see
+agent/claims.py, which also says who may act on a step that is in flight).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class EventKind(StrEnum):
     APPROVAL_ASKED = "approval_asked"  # a step held for a person, with what was shown
     APPROVAL_GIVEN = "approval_given"
     APPROVAL_REFUSED = "approval_refused"
+    CLAIMED = "claimed"  # a process takes over an in-flight step (agent/claims.py)
     RESULT = "result"  # a step's structured outcome, committed after it ran
     JOB_STATE = "job_state"  # a Slurm job changed state
     UNBLOCKED = "unblocked"  # a person lifted a failure-streak stop

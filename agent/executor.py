@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import socket
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,17 +20,26 @@ from typing import Any
 from jobsmith.adapters.scheduler import Scheduler
 from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.agent import steps as st
+from jobsmith.agent.claims import StepSettled, append_result
 from jobsmith.agent.diagnose_job import diagnose_job
 from jobsmith.agent.events import EventKind
-from jobsmith.agent.jobs import AssembledJob, assemble
+from jobsmith.agent.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.limits import check_limits
 from jobsmith.agent.policy import Cost, Decision, evaluate, history_from_events
 from jobsmith.agent.rerun import failed_task_indices, rerun_options, with_directives
+from jobsmith.agent.sbatch_env import fold_sbatch_env
 from jobsmith.agent.session_log import SessionLog
 from jobsmith.agent.store import SessionStore
 from jobsmith.agent.summaries import status_summary
-from jobsmith.errors import JobsmithError, PolicyError, SchedulerUnavailable
+from jobsmith.errors import (
+    InputError,
+    JobsmithError,
+    NotFound,
+    PolicyError,
+    SchedulerUnavailable,
+    TemplateError,
+)
 from jobsmith.job_templates import TemplateLibrary
 from jobsmith.site_config import SiteConfig
 
@@ -48,6 +57,39 @@ class ApprovalNeeded(JobsmithError):
         self.step_id = step_id
 
 
+@dataclass(frozen=True)
+class CheckedJob:
+    """A job assembled and judged by the very policy path a submission takes.
+
+    render, `submit --dry-run`, `--test-only` and the brain's checks all get one of these,
+    so what they report is what `submit` would do, stopping only before sbatch.
+    """
+
+    job: AssembledJob
+    cost: Cost
+    decision: Decision
+
+    def raise_if_refused(self) -> None:
+        """PolicyError naming the rule and the limit, if policy refuses the job."""
+        if self.decision.verdict == "refuse":
+            raise PolicyError(refusal(self.decision))
+
+    def policy(self) -> dict[str, Any]:
+        """The verdict as a document: verdict, rule, message and the cost judged."""
+        d = self.decision
+        return {
+            "verdict": d.verdict,
+            "rule": d.rule or None,
+            "message": d.message or None,
+            "cost": self.cost.model_dump(),
+        }
+
+
+def refusal(decision: Decision) -> str:
+    """The one line a policy refusal shows."""
+    return f"refused by policy ({decision.rule}): {decision.message}"
+
+
 @dataclass
 class Executor:
     """Runs steps for sessions; the CLI and every brain go through it."""
@@ -59,6 +101,8 @@ class Executor:
     ledger: JobLedger
     cwd: Path
     read_output: Callable[[str, str, int], dict[str, Any]]
+    #: the submitter's environment, whose SBATCH_* defaults are folded into requests
+    environ: Mapping[str, str] = field(default_factory=dict)
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def run(self, session_id: str, step: st.Step) -> st.StepResult:
@@ -71,8 +115,8 @@ class Executor:
                 self._check_foreign(log, step)
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
             summary = self._handle(step)
-        except ApprovalNeeded:
-            raise
+        except (ApprovalNeeded, StepSettled):
+            raise  # a settled step must not get a failure result on top of its result
         except JobsmithError as err:
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
             self._finish(log, step, _outcome_of(err), {}, str(err))
@@ -84,11 +128,12 @@ class Executor:
     def _submit_step(self, log: SessionLog, step: st.Submit | st.Rerun) -> st.StepResult:
         if isinstance(step, st.Rerun):
             template, script, options, extra = self._prepare_rerun(step)
+            cost = Cost.of(options)
+            decision = self._decide(cost)
         else:
-            job = self._assemble(step.job)
+            checked = self.check(step.job)
+            job, cost, decision = checked.job, checked.cost, checked.decision
             template, script, options, extra = job.template, job.script, job.options, {}
-        cost = Cost.of(options)
-        decision = self._decide(cost)
         intent = {
             "step": _dump(step),
             "risk": step.risk,
@@ -100,7 +145,7 @@ class Executor:
         }
         log.intent(step.id, intent)
         if decision.verdict == "refuse":
-            raise PolicyError(f"refused by policy ({decision.rule}): {decision.message}")
+            raise PolicyError(refusal(decision))
         if decision.verdict == "approve":
             asked = {**intent, "reason": decision.message}
             log.append(EventKind.APPROVAL_ASKED, asked, step.id)
@@ -111,7 +156,7 @@ class Executor:
         """The original submission's script with new directives (see agent/rerun.py)."""
         record = self.ledger.get(step.job_id)
         if record is None or record.session_id is None:
-            raise JobsmithError(
+            raise NotFound(
                 f"job {step.job_id}: jobsmith has no record of submitting it, so it has no "
                 "script to re-run (submit it again from its template)"
             )
@@ -122,7 +167,7 @@ class Executor:
             status = self.scheduler.status([record.job_id], since)[record.job_id]
             tasks = failed_task_indices(status)
             if not tasks:
-                raise JobsmithError(f"job {record.job_id}: no failed array tasks to re-run")
+                raise InputError(f"job {record.job_id}: no failed array tasks to re-run")
         options = rerun_options(
             record.options, tasks=tasks, mem_mb=step.mem_mb, time_limit_s=step.time_limit_s
         )
@@ -137,7 +182,7 @@ class Executor:
                 script = event.data.get("script")
                 if isinstance(script, str):
                     return script
-        raise JobsmithError(f"session {session_id} has no script recorded for {job_name}")
+        raise NotFound(f"session {session_id} has no script recorded for {job_name}")
 
     def submit_approved(
         self, session_id: str, step_id: str, asked: dict[str, Any]
@@ -162,8 +207,8 @@ class Executor:
         if hard.verdict == "approve":
             raise ApprovalNeeded(step_id, hard.message)
         if hard.verdict == "refuse":
-            message = f"refused by policy ({hard.rule}): {hard.message}"
-            log.append(EventKind.RESULT, {"outcome": "refused", "error": message}, step_id)
+            message = refusal(hard)
+            append_result(log, step_id, {"outcome": "refused", "error": message})
             raise PolicyError(message)
         template = str(asked.get("template", "?"))
         return self._submit(log, step_id, "submit", template, script, options, cost)
@@ -184,7 +229,7 @@ class Executor:
         )
         summary = _submitted(job_id, options, cost, recovered=True, warnings=[])
         data = {"outcome": st.Outcome.DONE, "action": "submit", **summary}
-        SessionLog(self.store, session_id).append(EventKind.RESULT, data, step_id)
+        append_result(SessionLog(self.store, session_id), step_id, data)
         return st.StepResult(
             step_id=step_id, action="submit", outcome=st.Outcome.DONE, summary=summary
         )
@@ -242,10 +287,26 @@ class Executor:
             result.job_id, options, cost, recovered=result.recovered, warnings=result.warnings
         )
         data = {"outcome": st.Outcome.DONE, "action": action, **summary}
-        log.append(EventKind.RESULT, data, step_id)
+        append_result(log, step_id, data)
         return st.StepResult(
             step_id=step_id, action=action, outcome=st.Outcome.DONE, summary=summary
         )
+
+    def check(self, request: JobRequest) -> CheckedJob:
+        """Assemble the job and judge it as a submission would be; submits nothing.
+
+        The user's SBATCH_* defaults are folded in first (agent/sbatch_env.py), so what
+        is judged is what sbatch would run; an error says when a value came from there.
+        """
+        request, origin = fold_sbatch_env(request, self.environ)
+        try:
+            job = self._assemble(request)
+        except (PolicyError, TemplateError, InputError) as err:
+            if origin:
+                raise type(err)(f"{err} ({origin})") from None
+            raise
+        cost = Cost.of(job.options)
+        return CheckedJob(job=job, cost=cost, decision=self._decide(cost))
 
     def _assemble(self, request: Any) -> AssembledJob:
         return assemble(self.library.get(request.template), request, self.site, cwd=self.cwd)
@@ -297,12 +358,15 @@ class Executor:
             t = self.library.get(step.name)
             return {"name": t.name, "spec": t.spec.model_dump(mode="json", exclude_none=True)}
         if isinstance(step, st.Render):
-            job = self._assemble(step.job)
-            facts = _job_facts(job.template, job.script, job.options, Cost.of(job.options))
-            return {**facts, "script": job.script}
+            checked = self.check(step.job)
+            job = checked.job
+            facts = _job_facts(job.template, job.script, job.options, checked.cost)
+            return {**facts, "script": job.script, "policy": checked.policy()}
         if isinstance(step, st.TestOnly):
-            job = self._assemble(step.job)
-            return self.scheduler.test_only(job.script).model_dump(mode="json")
+            checked = self.check(step.job)
+            checked.raise_if_refused()
+            verdict = self.scheduler.test_only(checked.job.script).model_dump(mode="json")
+            return {**verdict, "policy": checked.policy()}
         if isinstance(step, st.Status):
             since = datetime.now() - timedelta(days=7)
             return status_summary(self.scheduler.status(step.job_ids, since))
@@ -316,7 +380,7 @@ class Executor:
             return {"action": step.action, "job_ids": step.job_ids}
         if isinstance(step, st.SiteInfo):
             return self.site.model_dump(mode="json", exclude_none=True)
-        raise JobsmithError(f"step {step.id}: action {step.action!r} is not supported")
+        raise InputError(f"step {step.id}: action {step.action!r} is not supported")
 
     def _stderr_lines(self, job_id: str) -> list[str]:
         try:
@@ -333,7 +397,7 @@ class Executor:
         error: str | None,
     ) -> st.StepResult:
         data = {"outcome": outcome, "action": step.action, "error": error, **summary}
-        log.append(EventKind.RESULT, data, step.id)
+        append_result(log, step.id, data)
         return st.StepResult(
             step_id=step.id, action=step.action, outcome=outcome, summary=summary, error=error
         )

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
+from jobsmith.adapters.slurm.jobid import parse_job_ids
 from jobsmith.adapters.slurm.options import Dependency, SbatchOptions, render_directives
 from jobsmith.agent.limits import check_limits
-from jobsmith.errors import JobsmithError, PolicyError, TemplateError
+from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import RenderedBody, Template, render_body
 from jobsmith.site_config import SiteConfig
 from jobsmith.site_config.units import parse_duration, parse_memory
+from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
 
 
 class JobRequest(BaseModel):
@@ -53,7 +56,7 @@ class JobRequest(BaseModel):
         params: dict[str, object] = _params_file(kw.get("params_file"))
         params.update(_param_pairs(kw.get("params") or ()))
         deps = [
-            Dependency(kind=kind, job_ids=tuple(ids))
+            Dependency(kind=kind, job_ids=tuple(str(r) for r in parse_job_ids(ids)))
             for kind, ids in (
                 ("afterok", kw.get("after_ok")),
                 ("afterany", kw.get("after_any")),
@@ -78,7 +81,7 @@ class JobRequest(BaseModel):
                 log_dir=kw.get("log_dir"),
             )
         except ValidationError as exc:
-            raise JobsmithError(_first_error(exc)) from None
+            raise InputError(_first_error(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -172,10 +175,32 @@ def _options(
         "mail_user": site.notify.mail_user,
         "mail_type": site.notify.mail_type if site.notify.mail_user else None,
     }
+    for what, key in (("log dir", "output"), ("working directory", "chdir")):
+        _directive_safe(what, str(fields[key]))
     try:
         return SbatchOptions.model_validate(fields)
     except ValidationError as exc:
-        raise JobsmithError(f"template {name!r}: {_first_error(exc)}") from None
+        raise TemplateError(f"template {name!r}: {_first_error(exc)}") from None
+
+
+#: what an #SBATCH path value may hold (adapters/slurm/options.py refuses the rest)
+_DIRECTIVE_PATH = re.compile(r"[A-Za-z0-9_.,:/@%+\-\[\]]")
+
+
+def _directive_safe(what: str, path: str) -> None:
+    """A path that must go into an #SBATCH line, refused in a sentence if it cannot.
+
+    sbatch's directive parser is not a shell and its quoting differs between versions, so
+    a path with a space or a quote is refused rather than quoted.
+    """
+    bad = sorted({c for c in path if not _DIRECTIVE_PATH.match(c)})
+    if bad:
+        shown = " ".join(repr(c) for c in bad)
+        raise InputError(
+            f"{what} {path!r} has characters an #SBATCH line cannot carry safely ({shown}); "
+            "use a directory whose path has only letters, digits and . _ - / + @ %"
+            + (" (or --log-dir DIR)" if what == "log dir" else " (cd to one)")
+        )
 
 
 def _fit_partition(
@@ -239,18 +264,14 @@ def _param_pairs(pairs: Sequence[str]) -> dict[str, object]:
     return out
 
 
+#: a --params-file: YAML (or JSON, which YAML 1.2 reads) mapping parameter names to values
+PARAMS_FILE = DocumentKind("params file", "parameter: value", TemplateError)
+
+
 def _params_file(path: Path | None) -> dict[str, object]:
     if path is None:
         return {}
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise TemplateError(f"--params-file {path}: cannot read it: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise TemplateError(f"--params-file {path}: expected a mapping of parameter: value")
-    return {str(k): v for k, v in data.items()}
+    return dict(read_yaml(path, PARAMS_FILE).data)
 
 
 def _unit(parse: Any, option: str, value: str | None) -> int | None:
@@ -259,7 +280,7 @@ def _unit(parse: Any, option: str, value: str | None) -> int | None:
     try:
         result: int = parse(value)
     except (PydanticCustomError, ValueError) as exc:
-        raise JobsmithError(f"{option} {value!r}: {exc}") from None
+        raise InputError(f"{option} {value!r}: {exc}") from None
     return result
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -32,8 +33,12 @@ class News:
         finally:
             os.close(fd)
 
-    def take(self) -> str | None:
-        """One line about everything added since the last take (None if nothing)."""
+    def take(self, still_pending: Callable[[set[str]], set[str]] | None = None) -> str | None:
+        """One line about everything added since the last take (None if nothing).
+
+        still_pending, given the step ids whose approval was asked, returns those still
+        waiting: a step approved or denied since it was asked is not news any more.
+        """
         try:
             size = self.path.stat().st_size
             seen = int(self.cursor.read_text() or 0) if self.cursor.exists() else 0
@@ -45,6 +50,12 @@ class News:
             fh.seek(seen)
             items = [json.loads(line) for line in fh.read().splitlines() if line.strip()]
         self.cursor.write_text(str(size))
+        asked = {str(i.get("step_id")) for i in items if i.get("kind") == "approval_asked"}
+        if asked and still_pending is not None:
+            waiting = still_pending(asked)
+            items = [
+                i for i in items if i.get("kind") != "approval_asked" or i.get("step_id") in waiting
+            ]
         return summarise(items)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.options import TAG_PATTERN, SbatchOptions, render_directives
-from jobsmith.errors import JobsmithError
+from jobsmith.errors import InputError, TemplateError
 
 
 def failed_task_indices(status: JobStatus) -> list[int]:
@@ -42,7 +42,7 @@ def rerun_options(
         update["time_limit_s"] = time_limit_s
     if tasks is not None:
         if original.array is None:
-            raise JobsmithError(f"job {original.job_name} is not an array: no tasks to choose")
+            raise InputError(f"job {original.job_name} is not an array: no tasks to choose")
         update["array"] = ",".join(str(t) for t in tasks)
     return SbatchOptions.model_validate({**original.model_dump(), **update})
 
@@ -55,7 +55,7 @@ def with_directives(script: str, options: SbatchOptions) -> str:
     """
     lines = script.splitlines()
     if not lines or not lines[0].startswith("#!"):
-        raise JobsmithError("the recorded script has no shebang line; cannot re-run it")
+        raise TemplateError("the recorded script has no shebang line; cannot re-run it")
     header_end = next(
         (i for i, line in enumerate(lines[1:], 1) if line.strip() and not line.startswith("#")),
         len(lines),

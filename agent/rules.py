@@ -12,13 +12,12 @@ policy, approvals and budgets as any other step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.records import JobRecord
-from jobsmith.agent.diagnosis import Diagnosis, diagnose
+from jobsmith.agent.diagnose_job import StderrTail, diagnose_record
+from jobsmith.agent.diagnosis import Diagnosis
 from jobsmith.agent.events import Event, EventKind
 from jobsmith.agent.executor import ApprovalNeeded, Executor
 from jobsmith.agent.jobstate import StateChange
@@ -32,7 +31,7 @@ class RuleBrain:
     """Decides the next step after a failure (see the module docstring)."""
 
     executor: Executor
-    stderr_tail: Callable[[str], Sequence[str]]
+    stderr_tail: StderrTail
     max_retries: int = 2
 
     def on_failure(self, change: StateChange, status: JobStatus) -> dict[str, Any]:
@@ -41,22 +40,13 @@ class RuleBrain:
         failed = [t for t in status.tasks if t.state.is_failure] or (
             [status.record] if status.record is not None else []
         )
-        diagnoses = [self._diagnose(rec, status) for rec in failed]
+        site = self.executor.site
+        diagnoses = [diagnose_record(r, site, self.stderr_tail, status.reason) for r in failed]
         decision = self._decide(change.job_id, diagnoses, log.events())
         log.append(EventKind.MODEL_OUTPUT, {"brain": "rules", **decision}, None)
         if decision["action"] == "rerun":
             decision |= self._rerun(change, decision)
         return decision
-
-    def _diagnose(self, rec: JobRecord, status: JobStatus) -> Diagnosis:
-        part = self.executor.site.partitions.get(rec.partition or "")
-        return diagnose(
-            rec,
-            self.stderr_tail(rec.job_id),
-            reason=status.reason,
-            partition_max_mem_mb=part.max_mem_per_node if part else None,
-            partition_max_time_s=part.max_time if part else None,
-        )
 
     def _decide(
         self, job_id: str, diagnoses: list[Diagnosis], events: list[Event]
@@ -67,6 +57,8 @@ class RuleBrain:
             "verdicts": verdicts,
             "remedies": sorted({d.remedy for d in diagnoses}),
             "evidence": [e for d in diagnoses for e in d.evidence][:10],
+            # what could not be read (a task's stderr): the person sees what the verdict lacks
+            "notes": [n for d in diagnoses for n in d.notes][:10],
         }
         depth = retry_depth(events, job_id)
         if not diagnoses or not all(d.retryable for d in diagnoses):

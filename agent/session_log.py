@@ -1,9 +1,15 @@
-"""Appending to one session from one process: next sequence number, retry on a lost race."""
+"""Appending to one session from one process: next sequence number, retry on a lost race.
+
+`append` puts an event after whatever is last. `append_if` is a compare-and-append: its
+precondition is checked against every event before the one it appends, because the
+store only lets a writer claim seq n+1 after seq n exists, and the check reads up to n
+(agent/claims.py builds claims and the one-result rule on it).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobsmith import faults
@@ -43,6 +49,33 @@ class SessionLog:
                 event = self.store.append(self.session_id, seq, kind, payload, step_id=step_id)
             except SeqConflict:
                 self._next = None
+                continue
+            self._next = seq + 1
+            faults.after_event_committed()
+            return event
+        raise SeqConflict(self.session_id, -1, "gave up after 50 lost races")
+
+    def append_if(
+        self,
+        kind: EventKind,
+        data: Mapping[str, Any],
+        step_id: str | None,
+        check: Callable[[list[Event]], None],
+    ) -> Event:
+        """Append only if check, run over every event before this one, does not raise.
+
+        After a lost race the events the winner appended are read and checked too: two
+        writers whose checks exclude each other cannot both append.
+        """
+        payload = json.loads(json.dumps(data, default=str))
+        events = self.events()
+        for _ in range(50):
+            check(events)
+            seq = events[-1].seq + 1
+            try:
+                event = self.store.append(self.session_id, seq, kind, payload, step_id=step_id)
+            except SeqConflict:
+                events += self.store.read(self.session_id, seq)
                 continue
             self._next = seq + 1
             faults.after_event_committed()

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from jobsmith.adapters.slurm.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
 from jobsmith.agent.jobs import JobRequest
 
 
@@ -86,7 +87,9 @@ class Rerun(_Step):
     an array only the tasks that failed (unless failed_only is false)."""
 
     action: Literal["rerun"] = "rerun"
-    job_id: str = Field(description="the Slurm job id to re-run (jobsmith must have submitted it)")
+    job_id: WholeJobIdText = Field(
+        description="the Slurm job id to re-run (jobsmith must have submitted it)"
+    )
     failed_only: bool = Field(True, description="for arrays: re-run only the failed tasks")
     mem_mb: int | None = Field(None, gt=0, description="new memory per node, MiB")
     time_limit_s: int | None = Field(None, gt=0, description="new time limit, seconds")
@@ -102,14 +105,14 @@ class Status(_Step):
     """States of jobs (one sacct call for all)."""
 
     action: Literal["status"] = "status"
-    job_ids: list[str] = Field(description="Slurm job ids; arrays report every task")
+    job_ids: list[JobIdText] = Field(description="Slurm job ids; arrays report every task")
 
 
 class ReadOutput(_Step):
     """The end of a job's stdout or stderr."""
 
     action: Literal["read_output"] = "read_output"
-    job_id: str = Field(description="Slurm job id, or ARRAY_TASK for one task")
+    job_id: JobIdText = Field(description="Slurm job id, or ARRAY_TASK for one task")
     stream: Literal["stdout", "stderr"] = Field("stdout", description="which file")
     tail: int = Field(50, ge=1, le=2000, description="lines from the end")
 
@@ -118,11 +121,13 @@ class Diagnose(_Step):
     """Why a job (or each failed task) ended as it did, with evidence and a remedy."""
 
     action: Literal["diagnose"] = "diagnose"
-    job_id: str = Field(description="Slurm job id")
+    job_id: JobIdText = Field(description="Slurm job id, or ARRAY_TASK for one task")
 
 
 class _Control(_Step):
-    job_ids: list[str] = Field(min_length=1, description="Slurm job ids")
+    job_ids: list[JobIdOrRangeText] = Field(
+        min_length=1, description="Slurm job ids: 1234, an array task 1234_5 or 1234_[1-3]"
+    )
 
     @property
     def risk(self) -> Risk:

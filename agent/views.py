@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.slurm.records import JobRecord
     from jobsmith.agent.approvals import PendingApproval
     from jobsmith.agent.events import Event, SessionInfo
-    from jobsmith.agent.jobs import AssembledJob
+    from jobsmith.agent.executor import CheckedJob
     from jobsmith.agent.results import ControlResult, LogView
     from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
     from jobsmith.agent.steps import StepResult
@@ -201,18 +201,23 @@ def show_template(template: Template, as_json: bool) -> None:
         print("\nresource defaults: " + ", ".join(f"{k}={v}" for k, v in resources.items()))
 
 
-def show_rendered(job: AssembledJob, as_json: bool) -> None:
+def checked_document(checked: CheckedJob) -> dict[str, object]:
+    """The render document (`render --json`, `submit --dry-run --json`) with its verdict."""
+    return {**checked.job.summary(), "policy": checked.policy()}
+
+
+def show_rendered(checked: CheckedJob, as_json: bool) -> None:
     """Print `jobsmith render` / `submit --dry-run`: the exact script."""
     if as_json:
-        print_json(job.summary())
+        print_json(checked_document(checked))
         return
-    print(job.script, end="")
+    print(checked.job.script, end="")
 
 
-def show_test_only(job: AssembledJob, result: TestOnlyResult, as_json: bool) -> None:
-    """Print `jobsmith submit --test-only`."""
+def show_test_only(checked: CheckedJob, result: TestOnlyResult, as_json: bool) -> None:
+    """Print `jobsmith submit --test-only` (exit 4 if Slurm would refuse the job)."""
     if as_json:
-        print_json({"job": job.summary(), "test_only": result.model_dump(mode="json")})
+        print_json({"job": checked_document(checked), "test_only": result.model_dump(mode="json")})
     elif result.ok:
         when = (
             f"{result.estimated_start:%Y-%m-%d %H:%M}"
@@ -223,7 +228,7 @@ def show_test_only(job: AssembledJob, result: TestOnlyResult, as_json: bool) -> 
     else:
         print(f"Slurm would refuse it: {result.message}")
     if not result.ok:
-        raise SystemExit(1)
+        raise SystemExit(4)
 
 
 def show_submitted(session_id: str, result: StepResult, as_json: bool) -> None:

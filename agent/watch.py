@@ -6,7 +6,9 @@ become job_state events in their sessions; a job that ended in failure wakes its
 session's decision-maker (the rules; later a model). A cycle whose poll fails changes
 nothing: a job is never reported failed because Slurm did not answer. What is watched is
 rebuilt from the session store each cycle, so a restarted watcher picks up where the last
-one stopped.
+one stopped. One job's trouble is that job's: a log that cannot be read is a note on its
+decision (see agent/diagnose_job.py), and whatever else goes wrong while deciding about
+one job becomes an "error" decision for it, so the cycle still handles every other job.
 """
 
 from __future__ import annotations
@@ -96,9 +98,30 @@ def watch_cycle(
         for r in records
         if r.job_id not in decided
         and statuses[r.job_id].state.is_failure
-        and (d := decide(_failure(r, statuses[r.job_id]), statuses[r.job_id])) is not None
+        and (d := _decide_one(decide, r, statuses[r.job_id])) is not None
     ]
     return WatchCycle(watched=len(ids), scheduler_ok=True, changes=changes, decisions=decisions)
+
+
+def _decide_one(
+    decide: Callable[[StateChange, JobStatus], dict[str, object] | None],
+    record: SubmissionRecord,
+    status: JobStatus,
+) -> dict[str, object] | None:
+    """decide() for one failed job; an exception becomes its decision, not the cycle's end.
+
+    Any exception, not only JobsmithError: an unattended watcher that stops on one job's
+    surprise (a bug included) leaves every other job undecided, on every cycle after.
+    Unless the decision was recorded before the failure, the next cycle tries again.
+    """
+    try:
+        return decide(_failure(record, status), status)
+    except Exception as err:
+        return {
+            "job_id": record.job_id,
+            "action": "error",
+            "reason": f"deciding about it failed: {type(err).__name__}: {err}",
+        }
 
 
 def _failure(record: SubmissionRecord, status: JobStatus) -> StateChange:

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 from jobsmith.agent.output import note, print_json
 from jobsmith.agent.watch import WatchCycle, next_interval
-from jobsmith.agent.watchlock import WatcherRunning
-from jobsmith.errors import JobsmithError
+from jobsmith.errors import ConfigError
 
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
@@ -23,14 +22,10 @@ MAX_BACKOFF_S = 3600.0
 _CRON_MARK = "# jobsmith watch"
 
 
-def run_once(app: App, interval_s: float, as_json: bool) -> WatchCycle | None:
-    """One cycle under the user's lock; a no-op if another watcher holds it."""
+def run_once(app: App, interval_s: float, as_json: bool) -> WatchCycle:
+    """One cycle under the user's lock; WatcherRunning if another watcher holds it."""
     lock = app.watch_lock(interval_s)
-    try:
-        lock.acquire()
-    except WatcherRunning as err:
-        note(f"jobsmith watch: {err}; nothing to do")
-        return None
+    lock.acquire()  # WatcherRunning (exit 10): cron's next run will try again
     try:
         cycle = app.watch_cycle()
     finally:
@@ -92,7 +87,7 @@ def install_cron(app: App, interval_s: float, as_json: bool) -> None:
         else:
             print(f"installed with {tool}: {line}")
         return
-    raise JobsmithError(
+    raise ConfigError(
         "neither scrontab nor crontab is usable on this host: run `jobsmith watch` in tmux"
     )
 
@@ -126,4 +121,8 @@ def _show(cycle: WatchCycle, as_json: bool) -> None:
     for change in cycle.changes:
         note(f"job {change.job_id}: {change.previous or 'new'} -> {change.state.value}")
     for decision in cycle.decisions:
-        note(f"job {decision.get('job_id')}: {decision.get('action')}: {decision.get('reason')}")
+        job = decision.get("job_id")
+        note(f"job {job}: {decision.get('action')}: {decision.get('reason')}")
+        notes = decision.get("notes")
+        for line in notes if isinstance(notes, list) else []:
+            note(f"job {job}: note: {line}")

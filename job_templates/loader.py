@@ -12,7 +12,6 @@ import builtins
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from jobsmith.errors import TemplateError
@@ -20,9 +19,11 @@ from jobsmith.job_templates.environment import body_variables, make_environment
 from jobsmith.job_templates.params import IDENTIFIER
 from jobsmith.job_templates.spec import Template, TemplateSpec
 from jobsmith.job_templates.values import coerce
+from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
 
 SPEC_SUFFIX = ".yaml"
 BODY_SUFFIX = ".sh.j2"
+TEMPLATE_SPEC = DocumentKind("template", "description:, params:, ...", TemplateError)
 
 
 def shipped_library() -> Path:
@@ -106,12 +107,7 @@ def _read_text(path: Path, what: str) -> str:
 
 
 def _read_spec(path: Path) -> TemplateSpec:
-    try:
-        data = yaml.safe_load(_read_text(path, "the template"))
-    except yaml.YAMLError as exc:
-        raise TemplateError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None
-    if not isinstance(data, dict):
-        raise TemplateError(f"{path}: expected a mapping with 'description', 'params', …")
+    data = read_yaml(path, TEMPLATE_SPEC).data
     try:
         return TemplateSpec.model_validate(data)
     except ValidationError as exc:

@@ -66,8 +66,14 @@ class SchedulerAccess(_Section):
 
     @model_validator(mode="after")
     def _ssh_fields_need_ssh(self) -> SchedulerAccess:
-        if self.kind == "ssh" and not self.host:
-            raise _fault("kind 'ssh' needs a host", ("host",))
+        if self.kind == "ssh":
+            # No SSH transport exists yet: accepting the kind would run every Slurm
+            # command on this host while the file says they run on another.
+            raise _fault(
+                "kind 'ssh' is not supported yet: jobsmith runs Slurm's commands on this "
+                "host only; run it on a login node with kind 'local' (the default)",
+                ("kind",),
+            )
         ssh_only = [f for f in ("host", "user", "key_file") if getattr(self, f) is not None]
         if self.kind == "local" and ssh_only:
             verb = "applies" if len(ssh_only) == 1 else "apply"

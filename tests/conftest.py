@@ -15,8 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Property tests explore at random while developing; under CI the same examples run every
+# time (a red run must be reproducible, and the checkout may not be writable for the
+# example database).
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -44,3 +46,21 @@ def submit_oom_array(workdir: Path) -> str:
     )
     assert sub.exit_code == 0, sub.output
     return sub.stdout.strip()
+
+
+def jobs_named(name: str) -> set[str]:
+    """Ids of the jobs named name that Slurm has (accounting or the queue, last 30 min)."""
+    since = (datetime.now() - timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%S")
+    acct = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-S", since, f"--name={name}", "--format=JobIDRaw"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    queue = subprocess.run(
+        ["squeue", "--me", "-h", "-t", "all", f"--name={name}", "-o", "%A"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return set(acct) | set(queue)

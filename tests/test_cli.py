@@ -45,7 +45,7 @@ def one_error_line(result: Result) -> str:
 def test_help_imports_nothing_heavy() -> None:
     code = (
         "import sys, jobsmith.agent.cli; "
-        "print(sorted(m for m in ('pydantic', 'jinja2', 'yaml', 'rich', 'platformdirs') "
+        "print(sorted(m for m in ('pydantic', 'jinja2', 'ruamel.yaml', 'rich', 'platformdirs') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -217,7 +217,7 @@ def test_hold_release_cancel(run, workdir: Path) -> None:  # type: ignore[no-unt
 @lab
 def test_control_of_unknown_job_is_a_clear_error(run) -> None:  # type: ignore[no-untyped-def]
     result = run("hold", "999999")
-    assert result.exit_code == 4
+    assert result.exit_code == 6  # unknown job (README's exit-status table)
     assert "999999" in one_error_line(result) or "Invalid job id" in result.stderr
 
 

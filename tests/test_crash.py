@@ -16,12 +16,11 @@ import os
 import signal
 import subprocess
 import sys
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from lab_cli import LAB_SITE, write_user_site
+from lab_cli import LAB_SITE, jobs_named, write_user_site
 
 from jobsmith.agent.cli import cli
 from jobsmith.agent.store import FileSessionStore
@@ -51,23 +50,6 @@ def _job_names(store: FileSessionStore, session_id: str) -> list[str]:
         if event.kind.value == "intent" and "job_name" in event.data:
             names.add(str(event.data["job_name"]))
     return sorted(names)
-
-
-def _count_in_slurm(name: str) -> int:
-    since = (datetime.now() - timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%S")
-    acct = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-S", since, f"--name={name}", "--format=JobIDRaw"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    queue = subprocess.run(
-        ["squeue", "--me", "-h", "-t", "all", f"--name={name}", "-o", "%A"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return len(set(acct) | set(queue))
 
 
 @pytest.mark.parametrize("kind,n", BOUNDARIES, ids=[f"{k}-{n}" for k, n in BOUNDARIES])
@@ -119,4 +101,4 @@ def test_kill_at_boundary_then_resume_submits_each_job_once(
     names = _job_names(store, session)
     assert len(names) == 3
     for name in names:
-        assert _count_in_slurm(name) == 1, name
+        assert len(jobs_named(name)) == 1, name

@@ -14,7 +14,12 @@ REPO = Path(__file__).resolve().parent.parent
 def test_wheel_holds_only_the_jobsmith_package_with_its_data(tmp_path: Path) -> None:
     # build from a copy (symlinks kept): the build writes build/ and *.egg-info beside it
     source = tmp_path / "src-copy"
-    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(".venv", ".git"))
+    shutil.copytree(
+        REPO,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".venv", ".git", ".hypothesis", "*.egg-info", "build"),
+    )
     pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
     built = subprocess.run([*pip, "-w", str(tmp_path), str(source)], capture_output=True, text=True)
     assert built.returncode == 0, built.stdout + built.stderr

@@ -92,7 +92,7 @@ def test_approval_is_asked_shown_given_and_bound_to_the_script(site, workdir: Pa
     assert given["data"]["script_sha256"] == item["script_sha256"]  # type: ignore[index]
     assert json.loads(js("pending", "--json").stdout)["pending"] == []
     again = js("approve", item["step_id"])
-    assert again.exit_code == 1 and "no step" in again.stderr
+    assert again.exit_code == 6 and "no step" in again.stderr  # NotFound: nothing waits
 
 
 @pytestmark_lab

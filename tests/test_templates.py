@@ -659,8 +659,8 @@ GOOD_PARAM = "params:\n  x:\n    type: int\n    default: 1\n    min: 1\n    desc
 @pytest.mark.parametrize(
     ("spec", "body", "problem"),
     [
-        ("description: [unclosed\n", "", "invalid YAML"),
-        ("- a list\n", "", "expected a mapping"),
+        ("description: [unclosed\n", "", "t.yaml:2:1: YAML syntax error"),
+        ("- a list\n", "", "t.yaml:1:1: a template must be a mapping"),
         ("descripton: typo\n", "", "field 'description': Field required"),
         ("description: d\nextra: 1\n", "", "field 'extra': Extra inputs are not permitted"),
         (

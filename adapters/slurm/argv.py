@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from jobsmith.adapters.slurm.slurmenv import PINNED
+
 #: Field separator for sacct/squeue parsable output. The ASCII unit separator cannot occur
 #: in job names, comments or paths typed by people, unlike '|'.
 DELIMITER = "\x1f"
@@ -75,9 +77,8 @@ def squeue_mine(fmt: str) -> list[str]:
     return ["squeue", "--me", "--noheader", "-t", "all", f"--Format={fmt}"]
 
 
-#: Set for every Slurm command: a user's own SLURM_TIME_FORMAT=relative would make times
-#: unreadable, and squeue cuts long array ranges at 64 characters unless told not to.
-SLURM_ENV = {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0"}
+#: Set for every Slurm command (see slurmenv.PINNED, which the transport applies as well).
+SLURM_ENV = dict(PINNED)
 
 
 def squeue_by_name(job_name: str) -> list[str]:

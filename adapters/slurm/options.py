@@ -14,12 +14,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from jobsmith.adapters.slurm.jobid import JobIdText
+
 # Characters sbatch reads literally in a directive value; anything else (spaces, quotes,
 # '#', newlines, '=' inside a value) is refused rather than quoted, because sbatch's
 # directive parser is not a shell and its quoting rules differ between versions.
 _SAFE = r"[A-Za-z0-9_.,:/@%+\-\[\]]+"
 SafeToken = Annotated[str, StringConstraints(pattern=rf"^{_SAFE}$", max_length=1024)]
-JobId = Annotated[str, StringConstraints(pattern=r"^[0-9]+(_[0-9]+)?$")]
 
 TAG_PATTERN = re.compile(r"\.js-(?P<tag>[0-9a-f]{12})$")
 
@@ -39,7 +40,7 @@ class Dependency(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: DependencyKind = Field(description="afterok, afterany, afternotok or after")
-    job_ids: tuple[JobId, ...] = Field(min_length=1, description="Slurm job ids to wait for")
+    job_ids: tuple[JobIdText, ...] = Field(min_length=1, description="Slurm job ids to wait for")
 
 
 class SbatchOptions(BaseModel):

@@ -34,6 +34,8 @@ _TRANSIENT = re.compile(
     r"Connection refused|Zero Bytes were transmitted|Resource temporarily unavailable",
     re.IGNORECASE,
 )
+# scancel, scontrol and squeue's words for a job id the controller does not know
+_UNKNOWN_JOB = re.compile(r"Invalid job id specified", re.IGNORECASE)
 _TEST_ONLY = re.compile(
     r"Job (?P<id>\d+) to start at (?P<start>\S+) using (?P<cpus>\d+) processors on nodes "
     r"(?P<nodes>\S+) in partition (?P<partition>\S+)"
@@ -205,7 +207,11 @@ class SlurmScheduler:
         res = self._transport.run(command, timeout=self._timeout, env=argv.SLURM_ENV)
         if res.returncode != 0:
             message = _strip_prefix(res.stderr.strip() or res.stdout.strip())
-            cls = SchedulerUnavailable if _TRANSIENT.search(message) else SchedulerError
+            cls = SchedulerError
+            if _TRANSIENT.search(message):
+                cls = SchedulerUnavailable
+            elif _UNKNOWN_JOB.search(message):
+                cls = JobNotFound
             raise cls(f"{command[0]} failed: {message or f'exit status {res.returncode}'}")
         return res
 

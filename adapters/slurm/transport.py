@@ -3,6 +3,18 @@
 The scheduler code builds argv lists and parses text; it never knows whether a command ran
 locally or over SSH. A transport that cannot get an answer in time raises
 SchedulerUnavailable (retryable) instead of hanging.
+
+Every byte a command prints becomes text here, in `decode()`, and decoding never fails.
+That covers Slurm's answers (sacct and squeue fields such as the name, paths and comment
+of a job submitted by hand hold whatever bytes its owner gave) and the job log files
+jobsmith reads through the transport (`cat`, `tail`; see agent/logs.py). The encoding is
+UTF-8 whatever the locale, so a watcher run by cron (often with no locale) reads the same
+text as the user's shell; bytes that are not UTF-8 become U+FFFD. Not surrogateescape:
+this text goes into JSON output, session events, webhooks and model prompts, where a lone
+surrogate raises UnicodeEncodeError at the far end, moving the crash instead of removing
+it. The cost is that such bytes cannot round-trip: a path read back from Slurm that is not
+UTF-8 names no file, and reading that log fails as a note on its job, like any unreadable
+log. stdin (a batch script) is sent as UTF-8.
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from typing import Protocol
 
 from jobsmith import faults
 from jobsmith.adapters.slurm.jobenv import SecretFilter
+from jobsmith.adapters.slurm.slurmenv import command_environ
 from jobsmith.errors import SchedulerUnavailable
 
 
@@ -52,7 +65,9 @@ class LocalTransport:
     """Runs commands as subprocesses of this process, on this host.
 
     Children get this process's environment minus its secrets (jobenv.SecretFilter):
-    sbatch hands the environment it runs in to the job.
+    sbatch hands the environment it runs in to the job. The Slurm commands' own input
+    variables are removed and the output formats pinned (slurmenv.command_environ), so
+    a user's SBATCH_PARTITION cannot override the checked script.
     """
 
     def __init__(self, secrets: SecretFilter | None = None) -> None:
@@ -77,8 +92,7 @@ class LocalTransport:
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                text=True,
-                env={**self._secrets.apply(os.environ), **(env or {})},
+                env={**command_environ(self._secrets.apply(os.environ)), **(env or {})},
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
@@ -88,17 +102,24 @@ class LocalTransport:
         if argv and argv[0] == "sbatch":
             faults.sbatch_started()
         try:
-            out, err = proc.communicate(input=stdin, timeout=timeout)
+            out, err = proc.communicate(
+                input=None if stdin is None else stdin.encode(), timeout=timeout
+            )
         except subprocess.TimeoutExpired as exc:
             _kill_and_reap(proc)
             raise SchedulerUnavailable(
                 f"{' '.join(argv[:2])} gave no answer within {timeout:g}s; "
                 "slurmctld may be busy or down, try again"
             ) from exc
-        return CommandResult(tuple(argv), proc.returncode, out, err)
+        return CommandResult(tuple(argv), proc.returncode, decode(out), decode(err))
 
 
-def _kill_and_reap(proc: subprocess.Popen[str]) -> None:
+def decode(data: bytes) -> str:
+    """A command's output as text; bytes that are not UTF-8 become U+FFFD (see above)."""
+    return data.decode("utf-8", errors="replace")
+
+
+def _kill_and_reap(proc: subprocess.Popen[bytes]) -> None:
     """Kill the command's whole process group and wait until it is really gone.
 
     Callers rely on this: after a timed-out sbatch has been reaped it can no longer

@@ -19,6 +19,19 @@ class JobsmithError(Exception):
         return {"error": type(self).__name__, "message": str(self)}
 
 
+class InputError(JobsmithError):
+    """A value given on the command line (or in a step) is malformed: a job id, a window,
+    a size. Nothing was read, written or asked of Slurm."""
+
+    exit_code = 2
+
+
+class NotFound(JobsmithError):
+    """The user named something that is not there: a session, a step, a job."""
+
+    exit_code = 6
+
+
 class ConfigError(JobsmithError):
     """The site configuration is missing, unreadable or invalid."""
 
