@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.slurm.options import SbatchOptions, array_task_count
 from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
 from jobsmith.adapters.slurm.states import JobState
+from jobsmith.site_config.facts import ClusterFacts
 
 
 class _Model(BaseModel):
@@ -105,6 +106,10 @@ class Scheduler(Protocol):
 
     def release(self, job_ids: Sequence[str]) -> None:
         """Release held jobs."""
+        ...
+
+    def cluster_facts(self, user: str) -> ClusterFacts:
+        """Partitions and their limits, the nodes behind them, the user's associations."""
         ...
 
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:

@@ -27,8 +27,8 @@ from jobsmith.agent.limits import check_limits
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import RenderedBody, Template, render_body
 from jobsmith.site_config import SiteConfig
-from jobsmith.site_config.units import parse_duration, parse_memory
 from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
+from jobsmith.units import parse_duration, parse_memory
 
 
 class JobRequest(BaseModel):

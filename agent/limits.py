@@ -6,9 +6,10 @@ limit named. (The session runtime adds budgets and approvals on top of these.)
 
 from __future__ import annotations
 
-from jobsmith.adapters.slurm.options import SbatchOptions, format_duration
+from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.errors import PolicyError
 from jobsmith.site_config import SiteConfig
+from jobsmith.units import format_time_limit
 
 
 def check_limits(opts: SbatchOptions, site: SiteConfig) -> None:
@@ -67,4 +68,4 @@ def _ceiling(request: str, value: int | None, limit: int | None, rule: str) -> N
 
 
 def _t(seconds: int | None) -> str:
-    return "unset" if seconds is None else format_duration(seconds)
+    return "unset" if seconds is None else format_time_limit(seconds)

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.slurm.states import JobState
 from jobsmith.agent.events import Event, EventKind
 from jobsmith.site_config.model import Policy
 
@@ -68,11 +69,6 @@ class Decision:
     message: str = ""
 
 
-FAILED_STATES = frozenset(
-    {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
-)
-
-
 def history_from_events(events: Iterable[Event], now: datetime) -> History:
     """Spending and the failure streak, from every session's events in time order."""
     hist = History()
@@ -80,10 +76,10 @@ def history_from_events(events: Iterable[Event], now: datetime) -> History:
         if event.kind is EventKind.RESULT and event.data.get("submitted"):
             _count_submission(hist, event, now)
         elif event.kind is EventKind.JOB_STATE:
-            state = str(event.data.get("state", ""))
-            if state == "COMPLETED":
+            state = _state(event.data.get("state"))
+            if state is JobState.COMPLETED:
                 hist.failures_in_a_row = 0
-            elif state in FAILED_STATES:
+            elif state is not None and state.counts_toward_streak:
                 hist.failures_in_a_row += 1
         elif event.kind is EventKind.UNBLOCKED:
             hist.failures_in_a_row = 0
@@ -97,6 +93,17 @@ def _count_submission(hist: History, event: Event, now: datetime) -> None:
     if event.at >= now - timedelta(days=1) and isinstance(cost, dict):
         hist.node_hours_last_day += _number(cost.get("node_hours"))
         hist.gpu_hours_last_day += _number(cost.get("gpu_hours"))
+
+
+#: the states that count toward the failure-streak stop (defined by the JobState predicate)
+FAILED_STATES = frozenset(s.value for s in JobState if s.counts_toward_streak)
+
+
+def _state(value: object) -> JobState | None:
+    try:
+        return JobState(str(value))
+    except ValueError:
+        return None
 
 
 def _number(value: object) -> float:

@@ -27,6 +27,7 @@ from jobsmith.agent.ledger import JobLedger
 from jobsmith.agent.steps import STEP_ADAPTER
 from jobsmith.agent.store import FileSessionStore
 from jobsmith.errors import JobsmithError
+from jobsmith.site_config.facts import ClusterFacts
 
 
 @dataclass
@@ -76,6 +77,11 @@ class DryRunScheduler:
     def release(self, job_ids: Sequence[str]) -> None:
         """Record only."""
         self.actions.append(f"release {' '.join(job_ids)}")
+
+    def cluster_facts(self, user: str) -> ClusterFacts:
+        """Read-only: asked of the real scheduler."""
+        facts: ClusterFacts = self.real.cluster_facts(user)
+        return facts
 
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """Real paths."""

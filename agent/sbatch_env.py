@@ -15,7 +15,7 @@ from pydantic_core import PydanticCustomError
 from jobsmith.adapters.slurm.slurmenv import FOLDED, sbatch_inputs
 from jobsmith.agent.jobs import JobRequest
 from jobsmith.errors import InputError
-from jobsmith.site_config.units import parse_duration, parse_memory
+from jobsmith.units import parse_duration, parse_memory
 
 
 class EnvironmentRefused(InputError):

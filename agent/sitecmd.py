@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.slurm import argv
 from jobsmith.errors import ConfigError
 from jobsmith.site_config import Mismatch
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-    from jobsmith.site_config import ClusterFacts, LoadedSite
+    from jobsmith.adapters.scheduler import Scheduler
+    from jobsmith.site_config import LoadedSite
 
 
 class SiteCheckReport(BaseModel):
@@ -37,23 +36,11 @@ class SiteInitResult(BaseModel):
     yaml: str = Field(description="the generated config")
 
 
-def cluster_facts(scheduler: SlurmScheduler, user: str) -> ClusterFacts:
-    """Partitions, nodes and the user's associations, read from Slurm (three commands)."""
-    from jobsmith.site_config import build_facts
-
-    return build_facts(
-        scheduler.run_checked(argv.scontrol_show_partitions()).stdout,
-        scheduler.run_checked(argv.scontrol_show_nodes()).stdout,
-        scheduler.run_checked(argv.sacctmgr_assoc(user)).stdout,
-        user=user,
-    )
-
-
-def site_check(site: LoadedSite, scheduler: SlurmScheduler) -> SiteCheckReport:
+def site_check(site: LoadedSite, scheduler: Scheduler) -> SiteCheckReport:
     """Compare the loaded site config with the live cluster."""
     from jobsmith.site_config import check_site
 
-    facts = cluster_facts(scheduler, getpass.getuser())
+    facts = scheduler.cluster_facts(getpass.getuser())
     return SiteCheckReport(
         files=[str(f) for f in site.files],
         cluster=site.config.cluster,
@@ -63,7 +50,7 @@ def site_check(site: LoadedSite, scheduler: SlurmScheduler) -> SiteCheckReport:
 
 
 def site_init(
-    scheduler: SlurmScheduler, output: Path, *, force: bool, to_stdout: bool
+    scheduler: Scheduler, output: Path, *, force: bool, to_stdout: bool
 ) -> SiteInitResult:
     """Discover a starting config; write it to output unless to_stdout."""
     from jobsmith.site_config import dump_site, init_site
@@ -71,7 +58,7 @@ def site_init(
     user = getpass.getuser()
     scratch = Path("/scratch") / user
     config = init_site(
-        cluster_facts(scheduler, user),
+        scheduler.cluster_facts(user),
         user,
         home=Path.home(),
         scratch=scratch if scratch.is_dir() else None,

@@ -5,7 +5,7 @@ Public API (the CLI's entry points):
 - `load_site(explicit, *, environ, system_file, user_file) -> LoadedSite`: find, merge
   and validate the site files (loader.py says which files and in what order);
 - `SiteConfig` and its parts (model.py), `dump_site(config) -> str` (dump.py);
-- `ClusterFacts` and `build_facts(...)` from Slurm's own output (facts.py);
+- `ClusterFacts`: what the live cluster says (facts.py; the scheduler adapter fills it);
 - `check_site(config, facts) -> list[Mismatch]` (check.py) and
   `init_site(facts, user) -> SiteConfig` (generate.py).
 
@@ -15,7 +15,7 @@ naming the file, the line and the field.
 
 from jobsmith.site_config.check import Mismatch, Severity, check_site, has_errors
 from jobsmith.site_config.dump import dump_site
-from jobsmith.site_config.facts import ClusterFacts, build_facts
+from jobsmith.site_config.facts import ClusterFacts
 from jobsmith.site_config.generate import init_site
 from jobsmith.site_config.loader import (
     SITE_ENV_VAR,
@@ -35,7 +35,6 @@ __all__ = [
     "Mismatch",
     "Severity",
     "SiteConfig",
-    "build_facts",
     "check_site",
     "default_user_file",
     "dump_site",

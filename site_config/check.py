@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.site_config.facts import ClusterFacts, PartitionFacts
 from jobsmith.site_config.model import Partition, SiteConfig
-from jobsmith.site_config.units import format_duration, format_memory
+from jobsmith.units import format_duration, format_memory
 
 
 class Severity(StrEnum):

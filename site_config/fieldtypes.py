@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, Va
 from pydantic_core import PydanticCustomError
 
 from jobsmith.site_config.expand import expand_path
-from jobsmith.site_config.units import format_duration, format_memory, parse_duration, parse_memory
+from jobsmith.units import format_duration, format_memory, parse_duration, parse_memory
 
 #: the validation context the loader passes: file values follow Slurm's conventions
 FILE_CONTEXT_KEY = "from_file"

@@ -33,7 +33,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from jobsmith.site_config.fieldtypes import Dir, Duration, Memory, Name, SetupLine
-from jobsmith.site_config.units import format_duration, format_memory
+from jobsmith.units import format_duration, format_memory
 
 
 class _Section(BaseModel):

@@ -9,9 +9,9 @@ from jobsmith.adapters.slurm.options import (
     Dependency,
     SbatchOptions,
     array_task_count,
-    format_duration,
     render_directives,
 )
+from jobsmith.units import format_time_limit
 
 
 def test_directives_in_fixed_order_with_array_throttle_and_dependencies() -> None:
@@ -79,5 +79,5 @@ def test_array_task_count(spec: str, count: int) -> None:
 @pytest.mark.parametrize(
     "seconds,text", [(1, "00:01:00"), (60, "00:01:00"), (3600, "01:00:00"), (90000, "1-01:00:00")]
 )
-def test_format_duration_rounds_up_to_minutes(seconds: int, text: str) -> None:
-    assert format_duration(seconds) == text
+def test_format_time_limit_rounds_up_to_minutes(seconds: int, text: str) -> None:
+    assert format_time_limit(seconds) == text

@@ -42,9 +42,7 @@ from jobsmith.adapters.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FIELDS,
     SQUEUE_FORMAT,
-    parse_duration,
     parse_exit_code,
-    parse_mem,
     parse_sacct_json,
     parse_sacct_parsable,
     parse_squeue,
@@ -54,6 +52,7 @@ from jobsmith.adapters.slurm.parse import (
 )
 from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
 from jobsmith.adapters.slurm.states import JobState
+from jobsmith.units import parse_printed_duration, parse_printed_memory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LAB = FIXTURES / "lab-22.05"
@@ -154,7 +153,7 @@ CAPTURES = [pytest.param(V2205, id="22.05"), pytest.param(V2411, id="24.11")]
     ],
 )
 def test_parse_mem(text: str | None, expected: int | None) -> None:
-    assert parse_mem(text) == expected
+    assert parse_printed_memory(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -181,7 +180,7 @@ def test_parse_mem(text: str | None, expected: int | None) -> None:
     ],
 )
 def test_parse_duration(text: str | None, expected: int | None) -> None:
-    assert parse_duration(text) == expected
+    assert parse_printed_duration(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -974,5 +973,5 @@ def test_sacct_fields_24_11_lab_capture() -> None:
 
 def test_slurm_unset_markers_are_not_memory_sizes() -> None:
     # seen in ReqMem for a moment after submission on the lab (NO_VAL64 in MiB)
-    assert parse_mem("18446744073709551615M") is None
-    assert parse_mem("16384M") == 16384 << 20
+    assert parse_printed_memory("18446744073709551615M") is None
+    assert parse_printed_memory("16384M") == 16384 << 20

@@ -13,6 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from jobsmith.adapters.slurm.facts import (
+    build_facts,
+    parse_assoc,
+    parse_gpu_gres,
+    parse_nodes,
+    parse_partitions,
+)
 from jobsmith.adapters.slurm.options import SbatchOptions, render_directives
 from jobsmith.adapters.slurm.parse import parse_key_values
 from jobsmith.errors import ConfigError, SchedulerError
@@ -20,7 +27,6 @@ from jobsmith.site_config import (
     ClusterFacts,
     Severity,
     SiteConfig,
-    build_facts,
     check_site,
     dump_site,
     has_errors,
@@ -28,14 +34,8 @@ from jobsmith.site_config import (
     load_site,
     load_site_files,
 )
-from jobsmith.site_config.facts import (
-    parse_assoc,
-    parse_gpu_gres,
-    parse_nodes,
-    parse_partitions,
-)
 from jobsmith.site_config.model import ApprovalThresholds, Defaults
-from jobsmith.site_config.units import (
+from jobsmith.units import (
     format_duration,
     format_memory,
     parse_duration,

@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from jobsmith.adapters.slurm.jobid import JobIdText
+from jobsmith.units import format_time_limit
 
 # Characters sbatch reads literally in a directive value; anything else (spaces, quotes,
 # '#', newlines, '=' inside a value) is refused rather than quoted, because sbatch's
@@ -111,20 +112,6 @@ def array_task_count(spec: str) -> int:
     return total
 
 
-def slurm_duration(seconds: int) -> str:
-    """Seconds as Slurm's exact '[D-]HH:MM:SS'."""
-    days, rem = divmod(seconds, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}-{clock}" if days else clock
-
-
-def format_duration(seconds: int) -> str:
-    """A time limit for --time: minutes rounded up, as Slurm's granularity is 1 min."""
-    return slurm_duration(-(-seconds // 60) * 60)
-
-
 def render_directives(opts: SbatchOptions) -> list[str]:
     """The `#SBATCH` lines for opts, in a fixed order (stable output to diff and hash)."""
     lines = [f"--job-name={opts.job_name}"]
@@ -140,7 +127,7 @@ def render_directives(opts: SbatchOptions) -> list[str]:
     if opts.mem_mb is not None:
         lines.append(f"--mem={opts.mem_mb}M")
     if opts.time_limit_s is not None:
-        lines.append(f"--time={format_duration(opts.time_limit_s)}")
+        lines.append(f"--time={format_time_limit(opts.time_limit_s)}")
     if opts.gpus:
         kind = f"gpu:{opts.gpu_type}" if opts.gpu_type else "gpu"
         lines.append(f"--gres={kind}:{opts.gpus}")

@@ -29,12 +29,10 @@ from jobsmith.adapters.slurm.argv import DELIMITER
 from jobsmith.adapters.slurm.logpaths import expand_log_pattern
 from jobsmith.adapters.slurm.records import JobRecord, QueueRecord, StepRecord
 from jobsmith.adapters.slurm.states import JobState, parse_state
+from jobsmith.units import parse_printed_duration, parse_printed_memory, parse_printed_seconds
 
 # --- small values -----------------------------------------------------------------------
 
-_MEM = re.compile(r"(?P<num>\d+(?:\.\d+)?)(?P<unit>[KMGTPE]?)(?P<per>[nc]?)", re.IGNORECASE)
-_POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
-_DURATION = re.compile(r"(?:(?P<days>\d+)-)?(?P<clock>\d+(?::\d+){0,2}(?:\.\d+)?)")
 _EXIT = re.compile(r"(?P<code>\d+):(?P<signal>\d+)")
 #: what Slurm prints for "nothing here", across fields and versions
 _ABSENT = frozenset({"", "None", "Unknown", "N/A", "(null)", "None assigned"})
@@ -44,36 +42,6 @@ _NO_VAL = 0xFFFFFFFE
 _UNSET_EPOCH = _NO_VAL
 _MIB = 1024**2
 R = TypeVar("R", JobRecord, QueueRecord)
-#: no node has an exbibyte of memory; anything this big is one of Slurm's markers
-_ABSURD_BYTES = 1 << 60
-
-
-def parse_mem(text: str | None) -> int | None:
-    """Bytes from sacct's memory notation: '424416K', '500M', '1.50G', '0'; None if absent.
-
-    Units are binary (K = 1024), as Slurm's. A bare number is bytes (MaxRSS under
-    --noconvert). The 'n'/'c' suffixes of pre-21.08 ReqMem (per node / per CPU) are
-    accepted and dropped: the value returned is the per-node or per-CPU amount.
-    """
-    match = _MEM.fullmatch((text or "").strip())
-    if match is None:
-        return None
-    scale: int = 1024 ** _POWERS[match["unit"].upper()]
-    value = round(float(match["num"]) * scale)
-    # Slurm's "unset"/"infinite" markers (NO_VAL64 and friends, ~2**64 before any unit)
-    # show up in ReqMem for a moment while accounting catches up: not a real size
-    return None if value >= _ABSURD_BYTES else value
-
-
-def parse_duration(text: str | None) -> int | None:
-    """Whole seconds from a Slurm duration ('00:01:04', '1-02:03:04', '05:00'); else None.
-
-    Formats are Slurm's own: minutes, minutes:seconds, hours:minutes:seconds,
-    days-hours, days-hours:minutes, days-hours:minutes:seconds. 'UNLIMITED',
-    'Partition_Limit', 'INVALID', 'NOT_SET' and '' mean no value: None.
-    """
-    seconds = _seconds(text)
-    return None if seconds is None else round(seconds)
 
 
 def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
@@ -98,25 +66,6 @@ def parse_time(text: str | None, tz: tzinfo | None = None) -> datetime | None:
     except ValueError:  # None, Unknown, N/A, or a site's SLURM_TIME_FORMAT=relative
         return None
     return parsed.replace(tzinfo=tz) if parsed.tzinfo is None and tz is not None else parsed
-
-
-def _seconds(text: str | None) -> float | None:
-    """Seconds, fractions kept (TotalCPU prints 'MM:SS.mmm')."""
-    match = _DURATION.fullmatch((text or "").strip())
-    if match is None:
-        return None
-    parts = match["clock"].split(":")
-    try:
-        if match["days"] is not None:
-            hours, minutes, secs = [*parts, "0", "0"][:3]
-            return int(match["days"]) * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(secs)
-        if len(parts) == 1:  # a bare number is minutes in Slurm's time syntax
-            return float(parts[0]) * 60
-        if len(parts) == 2:
-            return int(parts[0]) * 60 + float(parts[1])
-        return int(parts[0]) * 3600 + int(parts[1]) * 60 + float(parts[2])
-    except ValueError:  # a fraction somewhere other than on the seconds
-        return None
 
 
 def _text(value: object) -> str | None:
@@ -261,12 +210,12 @@ def _job_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None)
         signal=signal,
         derived_exit_code=derived,
         reason=_text(row.get("Reason")),
-        elapsed_s=parse_duration(row.get("Elapsed")),
-        timelimit_s=parse_duration(row.get("Timelimit")),
-        max_rss_bytes=parse_mem(row.get("MaxRSS")),
+        elapsed_s=parse_printed_duration(row.get("Elapsed")),
+        timelimit_s=parse_printed_duration(row.get("Timelimit")),
+        max_rss_bytes=parse_printed_memory(row.get("MaxRSS")),
         req_mem_bytes=_req_mem(row.get("ReqMem"), alloc_cpus),
         alloc_cpus=alloc_cpus,
-        total_cpu_s=_seconds(row.get("TotalCPU")),
+        total_cpu_s=parse_printed_seconds(row.get("TotalCPU")),
         node_list=_text(row.get("NodeList")),
         partition=_text(row.get("Partition")),
         account=_text(row.get("Account")),
@@ -289,13 +238,13 @@ def _step_from_row(row: Mapping[str, str], step: str) -> StepRecord:
         cancelled_by=cancelled_by,
         exit_code=exit_code,
         signal=signal,
-        max_rss_bytes=parse_mem(row.get("MaxRSS")),
-        elapsed_s=parse_duration(row.get("Elapsed")),
+        max_rss_bytes=parse_printed_memory(row.get("MaxRSS")),
+        elapsed_s=parse_printed_duration(row.get("Elapsed")),
     )
 
 
 def _req_mem(text: str | None, alloc_cpus: int | None) -> int | None:
-    value = parse_mem(text)
+    value = parse_printed_memory(text)
     # before 21.08 sacct printed ReqMem per CPU ('500Mc'): the job asked for CPUs times that
     if value is not None and alloc_cpus and (text or "").strip().lower().endswith("c"):
         return value * alloc_cpus

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from jobsmith.adapters.scheduler import JobStatus, SubmitResult, TestOnlyResult, task_range_size
 from jobsmith.adapters.slurm import argv
+from jobsmith.adapters.slurm.facts import build_facts
 from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.adapters.slurm.parse import (
     SACCT_FIELDS,
@@ -26,6 +27,7 @@ from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
 from jobsmith.adapters.slurm.status import merge_status
 from jobsmith.adapters.slurm.transport import CommandResult, Transport
 from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
+from jobsmith.site_config.facts import ClusterFacts
 
 # sbatch's own words for "try again later", across versions; anything else is a refusal
 # (bad partition, over a limit) that a retry would only repeat.
@@ -198,6 +200,15 @@ class SlurmScheduler:
         # an array prints one line per record; the first is the one asked for
         fields = parse_key_values(res.stdout.splitlines()[0] if res.stdout else "")
         return fields.get("StdOut"), fields.get("StdErr")
+
+    def cluster_facts(self, user: str) -> ClusterFacts:
+        """Partitions, nodes and the user's associations (three read-only commands)."""
+        return build_facts(
+            self._checked(argv.scontrol_show_partitions()).stdout,
+            self._checked(argv.scontrol_show_nodes()).stdout,
+            self._checked(argv.sacctmgr_assoc(user)).stdout,
+            user=user,
+        )
 
     def run_checked(self, command: list[str]) -> CommandResult:
         """Run a read-only Slurm command, raising SchedulerError on failure."""

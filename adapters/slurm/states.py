@@ -42,8 +42,16 @@ class JobState(StrEnum):
 
     @property
     def is_failure(self) -> bool:
-        """True for terminal states other than a successful completion."""
+        """True for terminal states other than a successful completion: the job did not
+        do its work (what `wait` exits 1 for, and what the watcher diagnoses)."""
         return self.is_terminal and self is not JobState.COMPLETED
+
+    @property
+    def counts_toward_streak(self) -> bool:
+        """True for a failure that says something may be wrong with what is submitted,
+        and so counts toward the failure-streak stop: not a cancellation (someone chose
+        it) nor a preemption (the scheduler chose it)."""
+        return self in _STREAK_FAILURES
 
     @property
     def is_active(self) -> bool:
@@ -60,6 +68,17 @@ _TERMINAL = frozenset(
         JobState.OUT_OF_MEMORY,
         JobState.NODE_FAIL,
         JobState.PREEMPTED,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+    }
+)
+
+_STREAK_FAILURES = frozenset(
+    {
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.OUT_OF_MEMORY,
+        JobState.NODE_FAIL,
         JobState.BOOT_FAIL,
         JobState.DEADLINE,
     }
