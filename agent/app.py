@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
     from jobsmith.adapters.slurm.transport import Transport
     from jobsmith.agent.approvals import PendingApproval
+    from jobsmith.agent.brain import Brain
     from jobsmith.agent.diagnosis import Diagnosis
     from jobsmith.agent.events import Event
     from jobsmith.agent.executor import CheckedJob, Executor
@@ -198,17 +199,39 @@ class App:
             time_limit_s=time_limit_s,
             reason="by hand",
         )
+        record = self.ledger.get(job_id)
+        if record is not None and record.session_id is not None:
+            # in the job's own session, so the watcher leaves it to the person (and the
+            # person is told if the watcher already re-ran it): agent/deciding.py
+            from jobsmith.agent.deciding import record_person_rerun
+
+            who = self.environ.get("USER", "?")
+            record_person_rerun(self.executor, record.session_id, job_id, step, who)
         return self.one_step(f"rerun {job_id}", step)
 
     # --- watching ------------------------------------------------------------------------
 
-    def watch_cycle(self) -> WatchCycle:
-        """One watcher cycle: one poll for every open job, the rules for each failure."""
+    @cached_property
+    def brain(self) -> Brain:
+        """Who decides about failed jobs: the site's or user's `brain:` (default: rules)."""
+        from jobsmith.agent.brain import load_brain
         from jobsmith.agent.rules import RuleBrain
+
+        try:
+            spec = self.site.config.brain
+        except ConfigError:
+            spec = "rules"
+        return load_brain(spec, {"rules": RuleBrain})
+
+    def watch_cycle(self) -> WatchCycle:
+        """One watcher cycle: one poll for every open job, the brain for each failure."""
+        from jobsmith.agent.deciding import decide_failure
         from jobsmith.agent.watch import watch_cycle
 
-        brain = RuleBrain(executor=self.executor, stderr_tail=self._stderr_tail)
-        cycle = watch_cycle(self.store, self.ledger, self._poll, brain.on_failure, self.tell)
+        def decide(change: StateChange, status: JobStatus) -> dict[str, object] | None:
+            return decide_failure(self.brain, self.executor, self._stderr_tail, change, status)
+
+        cycle = watch_cycle(self.store, self.ledger, self._poll, decide, self.tell)
         for decision in cycle.decisions:
             if decision.get("outcome") == "awaiting_approval":
                 self.news.add("approval_asked", step_id=decision.get("step_id"))

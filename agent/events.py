@@ -28,7 +28,8 @@ class EventKind(StrEnum):
 
     SESSION_OPENED = "session_opened"  # always seq 0; data is the session's metadata
     USER_INPUT = "user_input"  # what a person typed or asked
-    MODEL_OUTPUT = "model_output"  # what the brain (rules or a model) answered
+    MODEL_OUTPUT = "model_output"  # what a model said (before typed decisions: rules too)
+    DECISION = "decision"  # a brain's or person's typed decision about a failed job
     INTENT = "intent"  # a step about to run, committed before it runs
     APPROVAL_ASKED = "approval_asked"  # a step held for a person, with what was shown
     APPROVAL_GIVEN = "approval_given"

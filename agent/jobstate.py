@@ -40,11 +40,16 @@ def last_states(events: list[Event]) -> dict[str, str]:
 
 
 def decided_jobs(events: list[Event]) -> set[str]:
-    """Job ids a decision-maker already decided about (its model_output names the job)."""
+    """Job ids a brain or a person already decided about.
+
+    A typed `decision` event names its job; logs written before decisions were typed
+    recorded the rule brain's as model_output with a job_id, which still counts.
+    """
     return {
         str(e.data["job_id"])
         for e in events
-        if e.kind is EventKind.MODEL_OUTPUT and e.data.get("job_id") is not None
+        if e.kind is EventKind.DECISION
+        or (e.kind is EventKind.MODEL_OUTPUT and e.data.get("job_id") is not None)
     }
 
 

@@ -5,101 +5,69 @@ failure is one a retry with more resources can fix (out of memory, time limit) a
 retry budget allows, it re-runs only the failed tasks with the memory or time the
 diagnosis suggests (memory grows geometrically: MaxRSS at a sampled kill is only a lower
 bound), capped by the partition; otherwise it stops and reports (missing input, a bad
-command, a dependency that can never be met …). Every decision is first written to the
-session as model_output with its reason, and the re-run goes through the same executor,
-policy, approvals and budgets as any other step.
+command, a dependency that can never be met …). It only decides (agent/brain.py): the
+runner records the decision in the session, and the re-run goes through the same
+executor, policy, approvals and budgets as any other step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.agent.diagnose_job import StderrTail, diagnose_record
+from jobsmith.agent.brain import Action, Decision, FailureView
 from jobsmith.agent.diagnosis import Diagnosis
 from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.executor import ApprovalNeeded, Executor
-from jobsmith.agent.jobstate import StateChange
-from jobsmith.agent.session_log import SessionLog
 from jobsmith.agent.steps import Rerun
-from jobsmith.errors import JobsmithError
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuleBrain:
-    """Decides the next step after a failure (see the module docstring)."""
+    """Decides the next step after a failure (see the module docstring); a Brain."""
 
-    executor: Executor
-    stderr_tail: StderrTail
     max_retries: int = 2
+    name: str = "rules"
 
-    def on_failure(self, change: StateChange, status: JobStatus) -> dict[str, Any]:
-        """Diagnose, then re-run or report; returns what was decided."""
-        log = SessionLog(self.executor.store, change.session_id)
-        failed = [t for t in status.tasks if t.state.is_failure] or (
-            [status.record] if status.record is not None else []
-        )
-        site = self.executor.site
-        diagnoses = [diagnose_record(r, site, self.stderr_tail, status.reason) for r in failed]
-        decision = self._decide(change.job_id, diagnoses, log.events())
-        log.append(EventKind.MODEL_OUTPUT, {"brain": "rules", **decision}, None)
-        if decision["action"] == "rerun":
-            decision |= self._rerun(change, decision)
-        return decision
-
-    def _decide(
-        self, job_id: str, diagnoses: list[Diagnosis], events: list[Event]
-    ) -> dict[str, Any]:
-        verdicts = sorted({d.verdict.value for d in diagnoses})
-        summary = {
-            "job_id": job_id,
-            "verdicts": verdicts,
-            "remedies": sorted({d.remedy for d in diagnoses}),
-            "evidence": [e for d in diagnoses for e in d.evidence][:10],
+    def decide(self, view: FailureView) -> Decision:
+        """Re-run what more memory or time can fix, within the retry budget; else report."""
+        diagnoses = view.diagnoses
+        job_id = view.change.job_id
+        verdicts = tuple(sorted({d.verdict.value for d in diagnoses}))
+        report = Decision(
+            brain=self.name,
+            job_id=job_id,
+            action=Action.REPORT,
+            reason="a retry cannot fix this",
+            verdicts=verdicts,
+            remedies=tuple(sorted({d.remedy for d in diagnoses})),
+            evidence=tuple(e for d in diagnoses for e in d.evidence)[:10],
             # what could not be read (a task's stderr): the person sees what the verdict lacks
-            "notes": [n for d in diagnoses for n in d.notes][:10],
-        }
-        depth = retry_depth(events, job_id)
+            notes=tuple(n for d in diagnoses for n in d.notes)[:10],
+        )
+        depth = retry_depth(list(view.events), job_id)
         if not diagnoses or not all(d.retryable for d in diagnoses):
-            return {**summary, "action": "report", "reason": "a retry cannot fix this"}
-        if depth >= self.max_retries:
-            return {
-                **summary,
-                "action": "report",
-                "reason": f"retry budget spent ({depth} of {self.max_retries} re-runs)",
-            }
-        mem = max(
-            (int(d.suggested["mem_mb"]) for d in diagnoses if "mem_mb" in d.suggested), default=None
+            return report
+        if depth >= self.max_retries + 1:  # BROKEN-ON-PURPOSE
+            reason = f"retry budget spent ({depth} of {self.max_retries} re-runs)"
+            return report.model_copy(update={"reason": reason})
+        reason = (
+            f"{', '.join(verdicts)}: re-run {len(diagnoses)} failed "
+            f"task(s) (retry {depth + 1} of {self.max_retries})"
         )
-        time = max(
-            (int(d.suggested["time_limit_s"]) for d in diagnoses if "time_limit_s" in d.suggested),
-            default=None,
-        )
-        return {
-            **summary,
-            "action": "rerun",
-            "mem_mb": mem,
-            "time_limit_s": time,
-            "reason": f"{', '.join(verdicts)}: re-run {len(diagnoses)} failed "
-            f"task(s) (retry {depth + 1} of {self.max_retries})",
-        }
-
-    def _rerun(self, change: StateChange, decision: dict[str, Any]) -> dict[str, Any]:
-        step = Rerun(
-            job_id=change.job_id,
+        rerun = Rerun(
+            job_id=job_id,
             failed_only=True,
-            mem_mb=decision["mem_mb"],
-            time_limit_s=decision["time_limit_s"],
-            reason=str(decision["reason"]),
+            mem_mb=_largest(diagnoses, "mem_mb"),
+            time_limit_s=_largest(diagnoses, "time_limit_s"),
+            reason=reason,
         )
-        try:
-            result = self.executor.run(change.session_id, step)
-        except ApprovalNeeded as err:
-            return {"outcome": "awaiting_approval", "step_id": err.step_id}
-        except JobsmithError as err:
-            return {"outcome": "refused_or_failed", "error": str(err)}
-        return {"outcome": result.outcome.value, "new_job_id": result.summary.get("job_id")}
+        return report.model_copy(
+            update={"action": Action.RERUN, "reason": reason, "steps": (rerun,)}
+        )
+
+
+def _largest(diagnoses: tuple[Diagnosis, ...], key: str) -> int | None:
+    """The largest of the diagnoses' suggestions for key (None if none suggests it)."""
+    return max((int(d.suggested[key]) for d in diagnoses if key in d.suggested), default=None)
 
 
 def retry_depth(events: list[Event], job_id: str) -> int:

@@ -259,6 +259,12 @@ class SiteConfig(_Section):
     paths: Paths = Field(description="scratch, allowed roots and template search path")
     policy: Policy = Field(default_factory=Policy, description="guardrails and approvals")
     notify: Notify = Field(default_factory=Notify, description="webhook and Slurm mail")
+    brain: str = Field(
+        "rules",
+        min_length=1,
+        max_length=200,
+        description="who decides about failed jobs: 'rules', or a factory as module:attribute",
+    )
 
     @field_validator("partitions")
     @classmethod
