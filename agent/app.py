@@ -71,7 +71,8 @@ class App:
 
     @cached_property
     def transport(self) -> Transport:
-        """How Slurm commands run (local now; the site config will choose SSH later).
+        """How Slurm commands run: the site config's `scheduler.kind` (only `local` exists;
+        the config refuses `ssh` until its transport does).
 
         Commands that need no site config (status, cancel, logs) still work without one;
         then only the default secret filter applies.
@@ -89,10 +90,14 @@ class App:
 
     @cached_property
     def scheduler(self) -> SlurmScheduler:
-        """Slurm, through the transport."""
+        """Slurm, through the transport, with the site's command timeout."""
         from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
-        return SlurmScheduler(self.transport)
+        try:
+            timeout_s = self.site.config.scheduler.command_timeout_s
+        except ConfigError:
+            timeout_s = 30.0  # commands that need no site config still work without one
+        return SlurmScheduler(self.transport, timeout_s=timeout_s)
 
     @cached_property
     def site(self) -> LoadedSite:

@@ -22,6 +22,7 @@ from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.agent import steps as st
 from jobsmith.agent.claims import StepSettled, append_result
 from jobsmith.agent.diagnose_job import diagnose_job
+from jobsmith.agent.diagnosis import Diagnosis
 from jobsmith.agent.events import EventKind
 from jobsmith.agent.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
@@ -31,7 +32,6 @@ from jobsmith.agent.rerun import failed_task_indices, rerun_options, with_direct
 from jobsmith.agent.sbatch_env import fold_sbatch_env
 from jobsmith.agent.session_log import SessionLog
 from jobsmith.agent.store import SessionStore
-from jobsmith.agent.summaries import status_summary
 from jobsmith.errors import (
     InputError,
     JobsmithError,
@@ -74,6 +74,11 @@ class CheckedJob:
         if self.decision.verdict == "refuse":
             raise PolicyError(refusal(self.decision))
 
+    def facts(self) -> dict[str, Any]:
+        """What an approval is bound to: name, tag, hash, resources, cost."""
+        job = self.job
+        return _job_facts(job.template, job.script, job.options, self.cost)
+
     def policy(self) -> dict[str, Any]:
         """The verdict as a document: verdict, rule, message and the cost judged."""
         d = self.decision
@@ -109,9 +114,9 @@ class Executor:
         """Run one step in a session; the result is also the session's last event."""
         log = SessionLog(self.store, session_id)
         try:
-            if isinstance(step, st.Submit | st.Rerun):
+            if isinstance(step, st.Submit | st.Rerun):  # the one submit path
                 return self._submit_step(log, step)
-            if isinstance(step, st.Cancel | st.Hold | st.Release):
+            if step.risk is st.Risk.CONTROL:
                 self._check_foreign(log, step)
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
             summary = self._handle(step)
@@ -329,11 +334,12 @@ class Executor:
 
     # --- everything else -------------------------------------------------------------
 
-    def _check_foreign(self, log: SessionLog, step: st.Cancel | st.Hold | st.Release) -> None:
+    def _check_foreign(self, log: SessionLog, step: st.Step) -> None:
         """Acting on a job no jobsmith session submitted may need a person (site's choice)."""
         if f"{step.action}_foreign" not in self.site.policy.approval.risky_actions:
             return
-        foreign = [j for j in step.job_ids if self.ledger.get(j) is None]
+        job_ids: list[str] = list(getattr(step, "job_ids", []))
+        foreign = [j for j in job_ids if self.ledger.get(j) is None]
         if foreign:
             reason = f"{step.action} of jobs jobsmith did not submit: {', '.join(foreign)}"
             intent = {"step": _dump(step), "risk": step.risk}
@@ -348,39 +354,12 @@ class Executor:
         return self._finish(log, step, st.Outcome.DONE, summary, None)
 
     def _handle(self, step: st.Step) -> dict[str, Any]:
-        if isinstance(step, st.ListTemplates):
-            return {
-                "templates": [
-                    {"name": t.name, "description": t.description} for t in self.library.list()
-                ]
-            }
-        if isinstance(step, st.ShowTemplate):
-            t = self.library.get(step.name)
-            return {"name": t.name, "spec": t.spec.model_dump(mode="json", exclude_none=True)}
-        if isinstance(step, st.Render):
-            checked = self.check(step.job)
-            job = checked.job
-            facts = _job_facts(job.template, job.script, job.options, checked.cost)
-            return {**facts, "script": job.script, "policy": checked.policy()}
-        if isinstance(step, st.TestOnly):
-            checked = self.check(step.job)
-            checked.raise_if_refused()
-            verdict = self.scheduler.test_only(checked.job.script).model_dump(mode="json")
-            return {**verdict, "policy": checked.policy()}
-        if isinstance(step, st.Status):
-            since = datetime.now() - timedelta(days=7)
-            return status_summary(self.scheduler.status(step.job_ids, since))
-        if isinstance(step, st.ReadOutput):
-            return self.read_output(step.job_id, step.stream, step.tail)
-        if isinstance(step, st.Diagnose):
-            found = diagnose_job(self.scheduler, self.site, self._stderr_lines, step.job_id)
-            return {"diagnoses": [d.model_dump(mode="json") for d in found]}
-        if isinstance(step, st.Cancel | st.Hold | st.Release):
-            getattr(self.scheduler, step.action)(step.job_ids)
-            return {"action": step.action, "job_ids": step.job_ids}
-        if isinstance(step, st.SiteInfo):
-            return self.site.model_dump(mode="json", exclude_none=True)
-        raise InputError(f"step {step.id}: action {step.action!r} is not supported")
+        """The step's own handler (agent/steps.py), with this executor as its hands."""
+        return step.handle(self)
+
+    def diagnose(self, job_id: str) -> list[Diagnosis]:
+        """Why a job (or each failed task) ended as it did (a step's hands)."""
+        return diagnose_job(self.scheduler, self.site, self._stderr_lines, job_id)
 
     def _stderr_lines(self, job_id: str) -> list[str]:
         try:
