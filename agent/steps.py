@@ -13,6 +13,7 @@ touches this module and its test.
 
 from __future__ import annotations
 
+import getpass
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -260,6 +261,16 @@ class SiteInfo(_Step):
         return hands.site.model_dump(mode="json", exclude_none=True)
 
 
+class ClusterFacts(_Step):
+    """The live cluster's partitions, their limits and the user's accounts and QoS."""
+
+    action: Literal["cluster_facts"] = "cluster_facts"
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """What Slurm says about itself (three read-only commands)."""
+        return hands.scheduler.cluster_facts(getpass.getuser()).model_dump(mode="json")
+
+
 Step = Annotated[
     ListTemplates
     | ShowTemplate
@@ -273,7 +284,8 @@ Step = Annotated[
     | Cancel
     | Hold
     | Release
-    | SiteInfo,
+    | SiteInfo
+    | ClusterFacts,
     Field(discriminator="action"),
 ]
 STEP_ADAPTER: TypeAdapter[Step] = TypeAdapter(Step)

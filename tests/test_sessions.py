@@ -224,3 +224,19 @@ def test_rerun_only_the_failed_array_task_with_more_memory(site, workdir: Path) 
     assert job["tasks"][0]["state"] == "COMPLETED" and job["tasks"][0]["req_mem_bytes"] == 1 << 30
     intent = next(e for e in events(rerun["session_id"]) if e["kind"] == "intent")
     assert intent["data"]["rerun_of"] == array_id and intent["data"]["tasks"] == [2]  # type: ignore[index]
+
+
+@pytestmark_lab
+def test_a_step_kind_is_one_class_the_executor_runs_cluster_facts(site) -> None:  # type: ignore[no-untyped-def]
+    """Issue 8: a new step kind (cluster_facts) is its model and handler in agent/steps.py
+    alone; the executor runs it with intent and result events like any other."""
+    from jobsmith.agent.app import build_app
+    from jobsmith.agent.steps import STEP_ADAPTER
+
+    site("  approval:\n    core_hours: 100\n")
+    app = build_app(site_file=REPO / "site_config" / "examples" / "lab.yaml")
+    session = app.store.create({"title": "facts"})
+    result = app.executor.run(session, STEP_ADAPTER.validate_python({"action": "cluster_facts"}))
+    assert "debug" in result.summary["partitions"]
+    assert result.summary["partitions"]["debug"]["max_time_s"] == 1800
+    assert [e.kind.value for e in app.store.read(session)] == ["session_opened", "intent", "result"]
