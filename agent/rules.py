@@ -46,7 +46,7 @@ class RuleBrain:
         depth = retry_depth(list(view.events), job_id)
         if not diagnoses or not all(d.retryable for d in diagnoses):
             return report
-        if depth >= self.max_retries + 1:  # BROKEN-ON-PURPOSE
+        if depth >= self.max_retries:
             reason = f"retry budget spent ({depth} of {self.max_retries} re-runs)"
             return report.model_copy(update={"reason": reason})
         reason = (
