@@ -193,22 +193,34 @@ class Executor:
         self, session_id: str, step_id: str, asked: dict[str, Any]
     ) -> st.StepResult:
         """Submit exactly the script a person approved (its hash is checked first)."""
-        return self.submit_recorded(session_id, step_id, asked, approved=True)
+        sha = str(asked["script_sha256"])  # what the person was shown and approved
+        return self.submit_recorded(session_id, step_id, asked, approved_sha256=sha)
 
     def submit_recorded(
-        self, session_id: str, step_id: str, asked: dict[str, Any], *, approved: bool
+        self,
+        session_id: str,
+        step_id: str,
+        asked: dict[str, Any],
+        *,
+        approved_sha256: str | None,
     ) -> st.StepResult:
         """Submit the script an intent (or approval) recorded, with its original tag.
 
-        The budgets and limits are checked again: time has passed since it was recorded.
+        approved_sha256 is the hash a person approved (None if no one had to): the script
+        must still hash to it, and to the hash recorded beside it, or the step is refused
+        for good (a result is recorded, so neither a second approve nor a resume can
+        submit it later). The budgets and limits are checked again: time has passed.
         """
         log = SessionLog(self.store, session_id)
         script = str(asked["script"])
-        if hashlib.sha256(script.encode()).hexdigest() != asked["script_sha256"]:
-            raise PolicyError(f"step {step_id}: the script changed after approval; ask again")
+        actual = hashlib.sha256(script.encode()).hexdigest()
+        if actual != asked["script_sha256"] or approved_sha256 not in (None, actual):
+            message = f"step {step_id}: the script changed after approval; submit it again"
+            append_result(log, step_id, {"outcome": "refused", "error": message})
+            raise PolicyError(message)
         options = SbatchOptions.model_validate(asked["options"])
         cost = Cost.of(options)
-        hard = self._decide(cost, approval_given=approved)
+        hard = self._decide(cost, approval_given=approved_sha256 is not None)
         if hard.verdict == "approve":
             raise ApprovalNeeded(step_id, hard.message)
         if hard.verdict == "refuse":

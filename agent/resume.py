@@ -108,13 +108,18 @@ def resume_session(
     """Reconcile every in-flight step of the session (see the module docstring)."""
     log = SessionLog(executor.store, session_id)
     events = log.events()
-    approved = {e.step_id for e in events if e.kind is EventKind.APPROVAL_GIVEN}
+    # the hash each approval was given for: a resumed submission must still match it
+    approved = {
+        e.step_id: str(e.data["script_sha256"])
+        for e in events
+        if e.kind is EventKind.APPROVAL_GIVEN and e.data.get("script_sha256")
+    }
     report = ResumeReport(session_id=session_id)
     for intent in in_flight(events):
         step_id = intent.step_id or "?"
         try:
             start_by = _claim(log, step_id, host, orphan_wait_s, clock, sleep)
-            step = _Step(intent, approved=step_id in approved, start_by=start_by)
+            step = _Step(intent, approved_sha256=approved.get(step_id), start_by=start_by)
             _reconcile(executor, scheduler, report, step, host, orphan_wait_s, clock, sleep)
         except StepSettled as done:
             _report_settled(report, intent, done.event)
@@ -128,7 +133,7 @@ class _Step:
     """An in-flight step this resume holds."""
 
     intent: Event
-    approved: bool
+    approved_sha256: str | None  # None: nobody had to approve it
     start_by: datetime  # the claim's lease covers an sbatch started before this
 
 
@@ -204,7 +209,7 @@ def _reconcile(
     elif clock() > step.start_by:
         report.undecided[step_id] = "Slurm answered too slowly to submit within this resume's claim"
     else:
-        executor.submit_recorded(session_id, step_id, data, approved=step.approved)
+        executor.submit_recorded(session_id, step_id, data, approved_sha256=step.approved_sha256)
         report.resubmitted.append(step_id)
 
 
