@@ -10,6 +10,7 @@ hash, and waits for `jobsmith approve`; a refusal names the rule and the limit.
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from jobsmith.agent import steps as st
 from jobsmith.agent.claims import StepSettled, append_result
 from jobsmith.agent.diagnose_job import diagnose_job
 from jobsmith.agent.diagnosis import Diagnosis
+from jobsmith.agent.documents import RenderDocument, SubmissionDocument
 from jobsmith.agent.events import EventKind
 from jobsmith.agent.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
@@ -74,10 +76,23 @@ class CheckedJob:
         if self.decision.verdict == "refuse":
             raise PolicyError(refusal(self.decision))
 
-    def facts(self) -> dict[str, Any]:
-        """What an approval is bound to: name, tag, hash, resources, cost."""
+    def document(self) -> RenderDocument:
+        """The render document: the script, what made it, and the policy's verdict."""
         job = self.job
-        return _job_facts(job.template, job.script, job.options, self.cost)
+        opts = job.options
+        return RenderDocument(
+            template=job.template,
+            job_name=opts.job_name,
+            tag=opts.tag(),
+            params=json.loads(json.dumps(job.rendered.params, default=str)),
+            options=opts.model_dump(mode="json", exclude_none=True),
+            array_tasks=opts.array_size() if opts.array else None,
+            inputs=tuple(str(p) for p in job.rendered.input_paths),
+            outputs=tuple(str(p) for p in job.rendered.output_paths),
+            script=job.script,
+            script_sha256=job.script_sha256,
+            policy=self.policy(),
+        )
 
     def policy(self) -> dict[str, Any]:
         """The verdict as a document: verdict, rule, message and the cost judged."""
@@ -406,18 +421,18 @@ def _submitted(
     job_id: str, options: SbatchOptions, cost: Cost, *, recovered: bool, warnings: Sequence[str]
 ) -> dict[str, Any]:
     """The result summary of a submission (the same whether seen or recovered)."""
-    return {
-        "submitted": True,
-        "job_id": job_id,
-        "job_name": options.job_name,
-        "tag": options.tag(),
-        "array_tasks": cost.tasks if options.array else None,
-        "stdout": options.output,
-        "stderr": options.error,
-        "cost": cost.model_dump(),
-        "recovered": recovered,
-        "warnings": list(warnings),
-    }
+    return SubmissionDocument(
+        submitted=True,
+        job_id=job_id,
+        job_name=options.job_name,
+        tag=options.tag(),
+        array_tasks=cost.tasks if options.array else None,
+        stdout=options.output,
+        stderr=options.error,
+        cost=cost.model_dump(),
+        recovered=recovered,
+        warnings=tuple(warnings),
+    ).model_dump(mode="json", exclude={"session_id", "step_id"})
 
 
 def _dump(step: st.Step) -> dict[str, Any]:

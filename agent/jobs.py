@@ -9,7 +9,6 @@ script and the request cannot disagree. Nothing is written or submitted here.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -102,21 +101,6 @@ class AssembledJob:
     def log_dir(self) -> Path | None:
         """Directory Slurm writes the logs to (created just before submission)."""
         return Path(self.options.output).parent if self.options.output else None
-
-    def summary(self) -> dict[str, object]:
-        """JSON-ready description (the shape of `render --json` and `submit --dry-run`)."""
-        return {
-            "template": self.template,
-            "job_name": self.options.job_name,
-            "tag": self.options.tag(),
-            "params": json.loads(json.dumps(self.rendered.params, default=str)),
-            "options": self.options.model_dump(mode="json", exclude_none=True),
-            "array_tasks": self.options.array_size() if self.options.array else None,
-            "inputs": [str(p) for p in self.rendered.input_paths],
-            "outputs": [str(p) for p in self.rendered.output_paths],
-            "script": self.script,
-            "script_sha256": self.script_sha256,
-        }
 
 
 def assemble(

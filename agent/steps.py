@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jobsmith.adapters.slurm.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
+from jobsmith.agent.documents import StatusDocument
 from jobsmith.agent.jobs import JobRequest
-from jobsmith.agent.summaries import status_summary
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
@@ -129,9 +129,8 @@ class Render(_JobStep):
     action: Literal["render"] = "render"
 
     def handle(self, hands: Hands) -> dict[str, Any]:
-        """The script, its facts and the policy's verdict, as submit would judge it."""
-        checked = hands.check(self.job)
-        return {**checked.facts(), "script": checked.job.script, "policy": checked.policy()}
+        """The render document (as `jobsmith render --json`), compact: as submit judges it."""
+        return hands.check(self.job).document().compact()
 
 
 class TestOnly(_JobStep):
@@ -189,7 +188,7 @@ class Status(_Step):
     def handle(self, hands: Hands) -> dict[str, Any]:
         """One batched poll; arrays as counts plus their unfinished or failed tasks."""
         since = datetime.now() - timedelta(days=7)
-        return status_summary(hands.scheduler.status(self.job_ids, since))
+        return StatusDocument.of(hands.scheduler.status(self.job_ids, since)).compact()
 
 
 class ReadOutput(_Step):

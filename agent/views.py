@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jobsmith.agent.output import print_json, print_table
 
@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
     from jobsmith.adapters.slurm.records import JobRecord
     from jobsmith.agent.approvals import PendingApproval
+    from jobsmith.agent.documents import JobStatusDocument
     from jobsmith.agent.events import Event, SessionInfo
     from jobsmith.agent.executor import CheckedJob
     from jobsmith.agent.results import ControlResult, LogView
@@ -23,48 +24,38 @@ if TYPE_CHECKING:
 _MAX_TASK_ROWS = 20
 
 
-def status_json(
-    statuses: Mapping[str, JobStatus], sessions: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """The documented JSON of `jobsmith status`."""
-    jobs = []
-    for st in statuses.values():
-        data = st.model_dump(mode="json")
-        data["task_counts"] = st.task_counts
-        data["session_id"] = (sessions or {}).get(st.job_id)
-        jobs.append(data)
-    return {"jobs": jobs}
-
-
 def show_status(
     statuses: Mapping[str, JobStatus], as_json: bool, sessions: Mapping[str, str] | None = None
 ) -> None:
     """Print `jobsmith status`: jobs grouped under the sessions that submitted them."""
+    from jobsmith.agent.documents import StatusDocument
+
+    document = StatusDocument.of(statuses, sessions)
     if as_json:
-        print_json(status_json(statuses, sessions))
+        print_json(document.full())
         return
-    by_session: dict[str, dict[str, JobStatus]] = {}
-    for job_id, st in statuses.items():
-        by_session.setdefault((sessions or {}).get(job_id, ""), {})[job_id] = st
+    by_session: dict[str, list[JobStatusDocument]] = {}
+    for job in document.jobs:
+        by_session.setdefault(job.session_id or "", []).append(job)
     if len(by_session) > 1 or "" not in by_session:
         for session, group in by_session.items():
             print(f"session {session or '(none)'}:")
             _status_table(group)
         return
-    _status_table(statuses)
+    _status_table(list(document.jobs))
 
 
-def _status_table(statuses: Mapping[str, JobStatus]) -> None:
+def _status_table(jobs: list[JobStatusDocument]) -> None:
     rows: list[list[object]] = []
-    for st in statuses.values():
-        if st.tasks:
-            counts = ", ".join(f"{n} {s}" for s, n in sorted(st.task_counts.items()))
-            rows.append([st.job_id, _name(st.tasks[0]), st.state.value, "", "", "", counts])
-            rows += [_record_row(t, None) for t in _tasks_to_show(st.tasks)]
-        elif st.record is not None:
-            rows.append(_record_row(st.record, st))
+    for job in jobs:
+        if job.tasks:
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(job.task_counts.items()))
+            rows.append([job.job_id, _name(job.tasks[0]), job.state, "", "", "", counts])
+            rows += [_record_row(t, None) for t in _tasks_to_show(job.tasks)]
+        elif job.record is not None:
+            rows.append(_record_row(job.record, job))
         else:
-            rows.append([st.job_id, "", st.state.value, "", "", "", "not in Slurm yet"])
+            rows.append([job.job_id, "", job.state, "", "", "", "not in Slurm yet"])
     if not rows:
         print_table(None, ["no jobs"], [])
         return
@@ -77,7 +68,7 @@ def _tasks_to_show(tasks: tuple[JobRecord, ...]) -> list[JobRecord]:
     return [t for t in tasks if t.state.value != "COMPLETED"][:_MAX_TASK_ROWS]
 
 
-def _record_row(rec: JobRecord, st: JobStatus | None) -> list[object]:
+def _record_row(rec: JobRecord, st: JobStatusDocument | None) -> list[object]:
     exit_text = "" if rec.exit_code is None else f"{rec.exit_code}:{rec.signal or 0}"
     note = rec.reason or ""
     if rec.cancelled_by:
@@ -203,7 +194,7 @@ def show_template(template: Template, as_json: bool) -> None:
 
 def checked_document(checked: CheckedJob) -> dict[str, object]:
     """The render document (`render --json`, `submit --dry-run --json`) with its verdict."""
-    return {**checked.job.summary(), "policy": checked.policy()}
+    return checked.document().full()
 
 
 def show_rendered(checked: CheckedJob, as_json: bool) -> None:
