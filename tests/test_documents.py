@@ -58,4 +58,4 @@ def test_documented_keys_are_the_models_fields(
 ) -> None:
     keys = documented_keys(command, inside)
     assert keys, f"no keys read for {command}"
-    assert keys == set(model.model_fields), (keys ^ set(model.model_fields))
+    assert keys == set(model.model_fields), keys ^ set(model.model_fields)
