@@ -237,6 +237,8 @@ class Executor:
         cost = Cost.of(options)
         hard = self._decide(cost, approval_given=approved_sha256 is not None)
         if hard.verdict == "approve":
+            # its process died before asking (resume): ask now, so `pending` shows it
+            log.append(EventKind.APPROVAL_ASKED, {**asked, "reason": hard.message}, step_id)
             raise ApprovalNeeded(step_id, hard.message)
         if hard.verdict == "refuse":
             message = refusal(hard)

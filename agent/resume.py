@@ -51,7 +51,7 @@ from jobsmith.agent.claims import (
     owner,
 )
 from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.executor import Executor
+from jobsmith.agent.executor import ApprovalNeeded, Executor
 from jobsmith.agent.session_log import SessionLog
 from jobsmith.agent.steps import STEP_ADAPTER
 
@@ -123,6 +123,8 @@ def resume_session(
             _reconcile(executor, scheduler, report, step, host, orphan_wait_s, clock, sleep)
         except StepSettled as done:
             _report_settled(report, intent, done.event)
+        except ApprovalNeeded as held:  # above a threshold now: a person decides
+            report.undecided[step_id] = str(held)
         except StepClaimed as busy:
             report.undecided[step_id] = _still_held(busy.holder, host, orphan_wait_s)
     return report

@@ -1,0 +1,308 @@
+"""A scheduler DOUBLE for the agent-logic tests, and the real parts wired around it.
+
+`SchedulerDouble` implements the Scheduler protocol (adapters/scheduler.py) over a small
+in-memory job table: a submission gets the next job id and PENDING, and the test sets
+every later state itself (`set_state`, `set_tasks`). It records each call, so a test can
+say what the agent asked of Slurm and how often. It is no model of Slurm: nothing runs,
+nothing changes state unless the test says so. The real-cluster tests (test_sessions,
+test_watch, test_crash, test_claims) check the agent against Slurm itself; these tests
+check the agent's own decisions, fast and without the lab.
+
+`AgentHarness` wires the real Executor, FileSessionStore (in a temporary directory),
+JobLedger and shipped templates to the double, under a clock the test moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobsmith.adapters.scheduler import JobStatus, SubmitResult, TestOnlyResult
+from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.slurm.records import JobRecord
+from jobsmith.adapters.slurm.states import JobState
+from jobsmith.agent.executor import Executor
+from jobsmith.agent.ledger import JobLedger
+from jobsmith.agent.store import FileSessionStore
+from jobsmith.errors import SchedulerUnavailable
+from jobsmith.job_templates import TemplateLibrary, shipped_library
+from jobsmith.site_config import SiteConfig
+from jobsmith.site_config.facts import ClusterFacts
+
+MIB = 1024**2
+
+
+class SimulatedCrash(BaseException):
+    """The agent's process dying at this point (no handler may catch it, as with SIGKILL)."""
+
+
+class SchedulerDouble:
+    """A Scheduler test double: an in-memory job table the test drives; records every call.
+
+    Knobs a test may set:
+    - `unavailable`: a message; every call that would reach Slurm raises
+      SchedulerUnavailable with it (a controller that does not answer);
+    - `submit_error`: what submit raises instead of accepting the job (SchedulerError:
+      Slurm said no; SimulatedCrash: the agent died while sbatch ran, before Slurm got it);
+    - `answer_lost`: what submit raises after accepting the job (Slurm has it, the agent
+      never heard: SchedulerUnavailable, or SimulatedCrash for an agent killed then);
+    - `warnings`: what sbatch printed on stderr with an accepted job;
+    - `active`: what active_tasks() returns (default: the table's unfinished tasks);
+    - `backlog`: slurmdbd's agent queue for dbd_backlog() (resume waits while it is > 0);
+    - `on_find`: called on every find_by_name (a test can move its clock there: slow Slurm).
+    """
+
+    def __init__(self, first_id: int = 1000) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.jobs: dict[str, JobStatus] = {}
+        self.names: dict[str, str] = {}  # job name (with its tag) -> job id
+        self.scripts: dict[str, str] = {}  # job id -> the script submitted
+        self.options: dict[str, SbatchOptions] = {}  # job id -> its options
+        self.unavailable: str | None = None
+        self.submit_error: BaseException | None = None
+        self.answer_lost: BaseException | None = None
+        self.warnings: tuple[str, ...] = ()
+        self.active: int | None = None
+        self.backlog = 0
+        self.on_find: Callable[[], object] | None = None
+        self._next_id = first_id
+
+    # --- the Scheduler protocol ----------------------------------------------------
+
+    def version(self) -> str:
+        """A fixed version string."""
+        self._call("version")
+        return "24.11.1"
+
+    def submit(self, script: str, options: SbatchOptions) -> SubmitResult:
+        """Accept the job as PENDING under the next id (unless a knob says otherwise)."""
+        self._call("submit", script, options)
+        self._reachable()
+        if self.submit_error is not None:
+            raise self.submit_error
+        job_id = str(self._next_id)
+        self._next_id += 1
+        self.names[options.job_name] = job_id
+        self.scripts[job_id] = script
+        self.options[job_id] = options
+        self.jobs[job_id] = JobStatus(job_id=job_id, state=JobState.PENDING)
+        if self.answer_lost is not None:
+            raise self.answer_lost
+        return SubmitResult(
+            job_id=job_id, job_name=options.job_name, tag=options.tag(), warnings=self.warnings
+        )
+
+    def test_only(self, script: str) -> TestOnlyResult:
+        """Always: Slurm would accept it, to start on New Year's Day 2030 at noon."""
+        self._call("test_only", script)
+        self._reachable()
+        start = datetime(2030, 1, 1, 12, 0)
+        return TestOnlyResult(ok=True, estimated_start=start, message="the double would accept it")
+
+    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
+        """The table's entry for each id; NOT_VISIBLE for an id the table lacks."""
+        self._call("status", tuple(job_ids), since)
+        self._reachable()
+        return {
+            j: self.jobs.get(j, JobStatus(job_id=j, state=JobState.NOT_VISIBLE)) for j in job_ids
+        }
+
+    def find_by_name(self, job_name: str, since: datetime) -> list[str]:
+        """The id of the job submitted under job_name, if the double accepted one."""
+        self._call("find_by_name", job_name, since)
+        if self.on_find is not None:
+            self.on_find()
+        self._reachable()
+        return [self.names[job_name]] if job_name in self.names else []
+
+    def active_tasks(self) -> int:
+        """`active` if set, else the unfinished jobs and array tasks in the table."""
+        self._call("active_tasks")
+        self._reachable()
+        if self.active is not None:
+            return self.active
+        return sum(
+            sum(1 for t in s.tasks if not t.state.is_terminal) if s.tasks else 1
+            for s in self.jobs.values()
+            if not s.state.is_terminal
+        )
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """Mark the jobs CANCELLED."""
+        self._call("cancel", tuple(job_ids))
+        self._reachable()
+        for j in job_ids:
+            self.jobs[j] = JobStatus(job_id=j, state=JobState.CANCELLED)
+
+    def hold(self, job_ids: Sequence[str]) -> None:
+        """Record the call only."""
+        self._call("hold", tuple(job_ids))
+        self._reachable()
+
+    def release(self, job_ids: Sequence[str]) -> None:
+        """Record the call only."""
+        self._call("release", tuple(job_ids))
+        self._reachable()
+
+    def cluster_facts(self, user: str) -> ClusterFacts:
+        """A cluster with no partitions and no associations (site check is not tested here)."""
+        self._call("cluster_facts", user)
+        self._reachable()
+        return ClusterFacts(user=user, partitions={}, associations=())
+
+    def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
+        """The double keeps no log paths."""
+        self._call("output_paths", job_id)
+        return None, None
+
+    # --- beyond the protocol: SlurmScheduler's, which `sessions resume` uses ---------
+
+    def dbd_backlog(self) -> int:
+        """slurmdbd's agent queue, as the test set it."""
+        self._call("dbd_backlog")
+        return self.backlog
+
+    # --- for the test ------------------------------------------------------------------
+
+    def set_state(self, job_id: str, state: JobState, **record: Any) -> JobStatus:
+        """Give a (plain) job a state and an accounting record with the given fields."""
+        status = JobStatus(job_id=job_id, state=state, record=self.record(job_id, state, **record))
+        self.jobs[job_id] = status
+        return status
+
+    def set_tasks(
+        self, job_id: str, tasks: dict[int, JobState], state: JobState, **record: Any
+    ) -> JobStatus:
+        """Give an array the overall state and one record per task (same fields each)."""
+        recs = tuple(
+            self.record(f"{job_id}_{i}", s, array_job_id=job_id, array_task_id=i, **record)
+            for i, s in sorted(tasks.items())
+        )
+        status = JobStatus(job_id=job_id, state=state, tasks=recs)
+        self.jobs[job_id] = status
+        return status
+
+    def record(self, job_id: str, state: JobState, **fields: Any) -> JobRecord:
+        """An accounting record as the adapter would parse it (partition debug by default)."""
+        base = job_id.partition("_")[0]
+        name = next((n for n, j in self.names.items() if j == base), "job")
+        return JobRecord.model_validate(
+            {
+                "job_id": job_id,
+                "job_id_raw": job_id,
+                "name": name,
+                "state": state,
+                "partition": "debug",
+                **fields,
+            }
+        )
+
+    def count(self, name: str) -> int:
+        """How many times the agent called this method."""
+        return sum(1 for c, _ in self.calls if c == name)
+
+    def _call(self, name: str, *args: Any) -> None:
+        self.calls.append((name, args))
+
+    def _reachable(self) -> None:
+        if self.unavailable is not None:
+            raise SchedulerUnavailable(self.unavailable)
+
+
+@dataclass
+class TestClock:
+    """A clock the test moves (the store's event times and the executor's `now`)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> datetime:
+        """Move forward by timedelta(**delta); returns the new time."""
+        self.now += timedelta(**delta)
+        return self.now
+
+
+#: the site the harness uses unless a test passes its own policy (lab-like, smaller)
+PARTITIONS: dict[str, Any] = {
+    "debug": {
+        "default": True,
+        "max_time": "00:30:00",
+        "max_cpus_per_node": 2,
+        "max_mem_per_node": 4000,
+    },
+    "small": {"max_time": "02:00:00", "max_cpus_per_node": 2, "max_mem_per_node": 3000},
+    "gpu": {"max_time": "04:00:00", "max_mem_per_node": 4000, "max_gpus_per_node": 2},
+}
+
+
+def site_config(root: Path, policy: dict[str, Any] | None = None) -> SiteConfig:
+    """A site whose allowed root is the test's directory; policy replaces the defaults."""
+    return SiteConfig.model_validate(
+        {
+            "cluster": "doublelab",
+            "partitions": PARTITIONS,
+            "accounts": {"allowed": ["lab"], "default": "lab"},
+            "defaults": {"cpus_per_task": 1, "mem_mb": 1000, "time_limit_s": 600},
+            "paths": {"scratch": str(root / "scratch"), "allowed_roots": [str(root)]},
+            "policy": policy or {},
+        }
+    )
+
+
+@dataclass
+class AgentHarness:
+    """The real executor, session store and ledger, with the scheduler double as Slurm."""
+
+    root: Path
+    slurm: SchedulerDouble
+    store: FileSessionStore
+    ledger: JobLedger
+    executor: Executor
+    clock: TestClock
+    #: every read_output(job_id, stream, tail) the executor made
+    outputs: list[tuple[str, str, int]] = field(default_factory=list)
+    #: what read_output answers for a job id: its lines, or an error it raises
+    logs: dict[str, list[str] | Exception] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, root: Path, policy: dict[str, Any] | None = None) -> AgentHarness:
+        """Everything under root (a pytest tmp_path), with policy as the site's."""
+        (root / "scratch").mkdir(parents=True, exist_ok=True)
+        clock = TestClock()
+        slurm = SchedulerDouble()
+        store = FileSessionStore(root / "sessions", clock=clock)
+        ledger = JobLedger(root / "jobs")
+        outputs: list[tuple[str, str, int]] = []
+        logs: dict[str, list[str] | Exception] = {}
+
+        def read_output(job_id: str, stream: str, tail: int) -> dict[str, Any]:
+            outputs.append((job_id, stream, tail))
+            lines = logs.get(job_id, ["from the double"])
+            if isinstance(lines, Exception):
+                raise lines
+            return {"job_id": job_id, "stream": stream, "lines": lines}
+
+        executor = Executor(
+            store=store,
+            scheduler=slurm,
+            library=TemplateLibrary([shipped_library()]),
+            site=site_config(root, policy),
+            ledger=ledger,
+            cwd=root,
+            read_output=read_output,
+            clock=clock,
+        )
+        return cls(root, slurm, store, ledger, executor, clock, outputs, logs)
+
+    def with_policy(self, policy: dict[str, Any]) -> Executor:
+        """Another executor on the same store, ledger and double, under another policy."""
+        from dataclasses import replace
+
+        return replace(self.executor, site=site_config(self.root, policy))
