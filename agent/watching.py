@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -70,7 +71,7 @@ def install_cron(app: App, interval_s: float, as_json: bool) -> None:
     the user's crontab (idempotent: a previous jobsmith line is replaced)."""
     minutes = max(1, round(interval_s / 60))
     argv = [
-        str(Path(sys.argv[0]).resolve()),
+        str(jobsmith_program()),
         *(["--site", str(Path(app.site_file).resolve())] if app.site_file else []),
         "watch",
         "--once",
@@ -89,6 +90,30 @@ def install_cron(app: App, interval_s: float, as_json: bool) -> None:
         return
     raise ConfigError(
         "neither scrontab nor crontab is usable on this host: run `jobsmith watch` in tmux"
+    )
+
+
+def jobsmith_program() -> Path:
+    """The `jobsmith` program of the installation that is running, for cron to start.
+
+    cron runs a line with a bare PATH, so the line names the program absolutely. The
+    program running now is not always sys.argv[0] (`python -m jobsmith`, or a test runner
+    calling the CLI in-process), so: argv[0] when it is a `jobsmith` program, else the
+    console script installed beside this Python, else the first on PATH.
+    """
+    started_as = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    candidates = [
+        started_as if started_as is not None and started_as.name == "jobsmith" else None,
+        Path(sys.executable).parent / "jobsmith" if sys.executable else None,
+        Path(found) if (found := shutil.which("jobsmith")) else None,
+    ]
+    for candidate in candidates:
+        if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate.absolute()
+    raise ConfigError(
+        f"cannot find the jobsmith program for the crontab line: none beside {sys.executable} "
+        "and none on PATH; install jobsmith with pip (it creates the `jobsmith` command) "
+        "or run `jobsmith watch` in tmux"
     )
 
 

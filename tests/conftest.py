@@ -3,7 +3,16 @@
 Tests that touch Slurm run against the real lab cluster that `scripts/slurm-lab up`
 starts, as its unprivileged user (scripts/test runs pytest as that user). They fail,
 rather than skip, when the cluster is missing; JOBSMITH_SKIP_LAB=1 skips them on purpose
-for a quick run of the pure tests.
+for a quick run of the pure tests (`pytest -m "not lab"` deselects them instead).
+
+The `lab` marker is mechanical, so that `-m "not lab"` means "no Slurm": a test that uses
+the `lab_cluster` fixture (directly, through usefixtures or pytestmark, or through
+another fixture) is marked `lab` at collection, and a test marked `lab` by hand that does
+not use the fixture is a collection error.
+
+Under CI (`CI` set, as `.ci/run` does) a green run must have exercised Slurm:
+JOBSMITH_SKIP_LAB is refused, a lab test that skips counts as failed, and a run in which
+no lab test ran fails. Every run with lab tests selected ends with how many ran.
 """
 
 from __future__ import annotations
@@ -11,7 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,9 +32,113 @@ REPO = Path(__file__).resolve().parent.parent
 # time (a red run must be reproducible, and the checkout may not be writable for the
 # example database).
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
-if os.environ.get("CI"):
+UNDER_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+if UNDER_CI:
     settings.load_profile("ci")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+LAB_FIXTURE = "lab_cluster"
+# Tags on a lab test's reports (user_properties travel from xdist's workers with them).
+_LAB_TEST = ("jobsmith lab test", True)
+_SKIPPED_UNDER_CI = ("jobsmith lab test skipped under CI", True)
+#: lab tests of this run, as the reporting process (xdist's controller) saw them end
+_lab_tally = {"passed": 0, "failed": 0, "not run": 0}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _lab_tally.update(dict.fromkeys(_lab_tally, 0))
+    if os.environ.get("JOBSMITH_REGEN_FIXTURES"):
+        raise pytest.UsageError(
+            "JOBSMITH_REGEN_FIXTURES is no longer read: the golden-file tests only compare. "
+            "Run scripts/regen-fixtures to rewrite tests/fixtures/rendered, review the diff, "
+            "then run the tests"
+        )
+    if UNDER_CI and os.environ.get("JOBSMITH_SKIP_LAB"):
+        raise pytest.UsageError(
+            "JOBSMITH_SKIP_LAB is set under CI, where every lab test must run: unset it "
+            "(for a quick run without Slurm outside CI: pytest -m 'not lab')"
+        )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: `-m "not lab"` must see the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unfounded = []
+    for item in items:
+        if LAB_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.lab)
+        elif item.get_closest_marker("lab") is not None:
+            unfounded.append(item.nodeid)
+    if unfounded:
+        raise pytest.UsageError(
+            f"marked lab without using the {LAB_FIXTURE} fixture: {', '.join(unfounded)}; "
+            f'the mark follows from the fixture: use @pytest.mark.usefixtures("{LAB_FIXTURE}") '
+            "if the test needs Slurm, else drop the mark"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item,
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    if item.get_closest_marker("lab") is None:
+        return report
+    report.user_properties.append(_LAB_TEST)
+    # an expected failure (xfail) ran: it is reported as skipped, but Slurm was asked
+    if UNDER_CI and report.skipped and not hasattr(report, "wasxfail"):
+        # Whatever the reason, a skipped lab test is a Slurm property CI did not check.
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"lab test skipped under CI, where every lab test must run: {reason}"
+        report.user_properties.append(_SKIPPED_UNDER_CI)
+    return report
+
+
+def _tagged(report: pytest.TestReport, tag: tuple[str, bool]) -> bool:
+    # by name: a tuple may come back from a worker as a list
+    return any(prop[0] == tag[0] for prop in report.user_properties)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not _tagged(report, _LAB_TEST):
+        return
+    skipped = (report.skipped and not hasattr(report, "wasxfail")) or _tagged(
+        report, _SKIPPED_UNDER_CI
+    )
+    if report.when == "call" and not skipped:
+        _lab_tally[report.outcome] += 1
+    elif skipped or (report.when == "setup" and report.failed):
+        _lab_tally["not run"] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    ran = _lab_tally["passed"] + _lab_tally["failed"]
+    if (
+        UNDER_CI
+        and ran == 0
+        and not hasattr(session.config, "workerinput")  # xdist's workers: the controller decides
+        and not session.config.option.collectonly
+        # exit 5 (nothing collected) stays: non-zero already, and scripts/test tells apart
+        # a selection that left one of its runs empty
+        and session.exitstatus == pytest.ExitCode.OK
+    ):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    ran = _lab_tally["passed"] + _lab_tally["failed"]
+    if terminalreporter.config.option.collectonly or not (UNDER_CI or ran or _lab_tally["not run"]):
+        return
+    terminalreporter.write_sep(
+        "-",
+        f"lab tests (real Slurm): {ran} ran ({_lab_tally['passed']} passed, "
+        f"{_lab_tally['failed']} failed), {_lab_tally['not run']} did not run",
+        bold=True,
+    )
+    if UNDER_CI and ran == 0:
+        terminalreporter.write_line(
+            "CI: no lab test ran, so this run checked nothing against Slurm: it fails", red=True
+        )
 
 
 @pytest.fixture(scope="session")

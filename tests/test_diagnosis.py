@@ -461,6 +461,7 @@ def test_lab_out_of_memory(workdir: Path) -> None:
 
 
 @lab
+@pytest.mark.slow  # 75-90 s: Slurm ends it at its 1-minute limit
 def test_lab_timeout(workdir: Path) -> None:
     # about a minute: Slurm ends it at its 1-minute limit (KillWait=2 on the lab)
     ran = run(workdir, "timeout", "sleep 300", "-t", "1", timeout_s=420)

@@ -1,14 +1,13 @@
 """Tests for job_templates: loading, validation, path policy, quoting, rendering, real runs.
 
-Rendered bodies are compared with tests/fixtures/rendered/<name>.sh; after an intended
-change, regenerate them with `JOBSMITH_REGEN_FIXTURES=1 pytest tests/test_templates.py`
-and review the diff. The real runs execute bodies with bash on tiny generated data
-(ffmpeg, bwa, samtools); they skip where those tools are missing.
+Rendered bodies are compared with tests/fixtures/rendered/<name>.sh (tests/golden.py);
+the tests only compare. After an intended change, rewrite them with
+`scripts/regen-fixtures` and review the diff. The real runs execute bodies with bash on
+tiny generated data (ffmpeg, bwa, samtools); they skip where those tools are missing.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -17,10 +16,12 @@ import shutil
 import stat
 import subprocess
 import unicodedata
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from golden import GOLDEN, golden_names, reference_text, regenerate
 from template_examples import create_input, example_params, write_bwa_inputs, write_table
 
 from jobsmith.adapters.slurm.options import SbatchOptions
@@ -35,6 +36,7 @@ from jobsmith.job_templates import (
 from jobsmith.job_templates.params import ParamSpec, ParamType, PathRole
 from jobsmith.job_templates.quoting import EscapeError, concat_file, q, qlist
 
+REPO = Path(__file__).resolve().parent.parent
 SHIPPED = [
     "blender_render",
     "bwa_align",
@@ -45,8 +47,6 @@ SHIPPED = [
     "nextflow_head",
     "torch_train",
 ]
-FIXTURES = Path(__file__).parent / "fixtures" / "rendered"
-REGENERATE = os.environ.get("JOBSMITH_REGEN_FIXTURES") == "1"
 
 # Programs the bodies call, replaced by no-op stubs when a body runs with hostile values.
 STUBBED = [
@@ -200,23 +200,35 @@ def test_renders_examples_like_the_reference(
     library: TemplateLibrary, root: Path, name: str
 ) -> None:
     template = library.get(name)
-    rendered = render(template, example_params(template, root), root)
-    text = "\n".join(
-        [
-            f"# template: {name}",
-            f"# sbatch: {json.dumps(rendered.sbatch_fields(), sort_keys=True)}",
-            f"# inputs: {' '.join(map(str, rendered.input_paths))}",
-            f"# outputs: {' '.join(map(str, rendered.output_paths))}",
-            rendered.body,
-        ]
-    ).replace(str(root.resolve()), "/ROOT")
-    reference = FIXTURES / f"{name}.sh"
-    if REGENERATE:
-        reference.parent.mkdir(parents=True, exist_ok=True)
-        reference.write_text(text)
-    assert reference.exists(), f"no {reference}; run with JOBSMITH_REGEN_FIXTURES=1"
-    assert text == reference.read_text()
-    bash_syntax_ok(rendered.body)
+    text = reference_text(template, root)
+    reference = GOLDEN / f"{name}.sh"
+    assert reference.exists(), f"no {reference}; write it with scripts/regen-fixtures"
+    assert text == reference.read_text(), f"{reference} differs: see scripts/regen-fixtures"
+    bash_syntax_ok(render(template, example_params(template, root), root).body)
+
+
+def test_each_shipped_template_has_exactly_one_golden_file() -> None:
+    assert sorted(p.stem for p in GOLDEN.glob("*.sh")) == golden_names() == sorted(SHIPPED)
+
+
+def test_regeneration_is_a_command_that_names_what_changed(tmp_path: Path) -> None:
+    assert regenerate(tmp_path) == golden_names()  # all new
+    assert regenerate(tmp_path) == []
+    for name in golden_names():  # the same text the committed files have
+        assert (tmp_path / f"{name}.sh").read_text() == (GOLDEN / f"{name}.sh").read_text()
+    (tmp_path / "command.sh").write_text("# edited by hand\n")
+    assert regenerate(tmp_path) == ["command"]
+
+
+def test_regeneration_is_refused_under_ci() -> None:
+    before = {p.name: p.stat().st_mtime_ns for p in GOLDEN.iterdir()}
+    env = {**os.environ, "CI": "true"}
+    run = subprocess.run(
+        [str(REPO / "scripts" / "regen-fixtures")], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 2
+    assert "refused under CI" in run.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in GOLDEN.iterdir()} == before
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -240,14 +252,76 @@ def test_every_body_starts_with_a_command(library: TemplateLibrary, root: Path, 
 
 
 # --- hostile values --------------------------------------------------------------------
+#
+# Every payload goes into every parameter of every shipped template. Before anything
+# runs, each case is classified from the parameter's spec alone (not by the code under
+# test): either the value is valid for its type, and then it must render, stay data and,
+# where the body runs, let the body run to its end (exit 0) without the payload running;
+# or it is refused, and then for the reason its class calls for. The two kinds are two
+# tests, with the class in each refused case's id, so a run reports real renders apart
+# from refusals (`pytest --co -q -k hostile` lists them; the tally test counts them).
+
+# What check_text refuses in every text value (job_templates/values.py).
+_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+# Where a path payload goes: the pattern check sees the resolved path (any root here is
+# one of plain names, as tmp_path's are).
+_PATH_PREFIX = "/ROOT/hostile/"
 
 
-def _hostile_cases() -> Iterator[object]:
+def _first_control(text: str) -> str | None:
+    return next((c for c in text if unicodedata.category(c) in _CONTROL_CATEGORIES), None)
+
+
+def _expected_refusal(spec: ParamSpec, payload: str) -> tuple[str, str] | None:
+    """(class, regex the refusal must match) for payload in a parameter like spec, or
+    None if the value is valid for its type and must render."""
+    control = _first_control(payload)
+    kind = spec.type
+    if kind is ParamType.INT:
+        return "type", rf"expected an integer, got {re.escape(repr(payload))}"
+    if kind is ParamType.FLOAT:  # no text of these payloads is a number, control or not
+        return "type", rf"expected a number, got {re.escape(repr(payload))}"
+    if kind is ParamType.BOOL:
+        return "type", rf"expected true or false .*, got {re.escape(repr(payload))}"
+    if kind is ParamType.TABLE and ("\n" in payload or "\t" in payload):
+        # in a sheet a newline ends the row and a tab ends the cell: the row breaks apart
+        assert spec.columns is not None
+        return "sheet", rf"line 2: \d+ fields, expected {len(spec.columns)}$"
+    if control is not None:
+        return "control", rf"contains a control character \(U\+{ord(control):04X}\)"
+    if spec.choices is not None:
+        valid = ", ".join(str(choice) for choice in spec.choices)
+        return "choice", rf"is not a valid choice; valid: {re.escape(valid)}$"
+    texts = {
+        ParamType.PATH: [_PATH_PREFIX + payload],
+        ParamType.PATHS: [_PATH_PREFIX + payload],
+        ParamType.ARGS: [payload, "ok"],
+        ParamType.STR: [payload],
+    }.get(kind, [])
+    if spec.pattern is not None and any(not re.fullmatch(spec.pattern, t) for t in texts):
+        return "pattern", rf"does not match the pattern {re.escape(spec.pattern)}"
+    return None
+
+
+def _hostile_cases() -> Iterator[tuple[str, str, int, str, tuple[str, str] | None]]:
     library = TemplateLibrary([shipped_library()])
     for name in SHIPPED:
-        for param in library.get(name).spec.params:
+        for param, spec in library.get(name).spec.params.items():
             for index, payload in enumerate(PAYLOADS):
-                yield pytest.param(name, param, payload, id=f"{name}-{param}-{index}")
+                yield name, param, index, payload, _expected_refusal(spec, payload)
+
+
+HOSTILE = list(_hostile_cases())
+HOSTILE_RENDERS = [
+    pytest.param(name, param, payload, id=f"{name}-{param}-{index}")
+    for name, param, index, payload, refusal in HOSTILE
+    if refusal is None
+]
+HOSTILE_REFUSALS = [
+    pytest.param(name, param, payload, refusal[1], id=f"{refusal[0]}-{name}-{param}-{index}")
+    for name, param, index, payload, refusal in HOSTILE
+    if refusal is not None
+]
 
 
 def _hostile_value(spec: ParamSpec, payload: str, root: Path) -> object:
@@ -263,37 +337,64 @@ def _hostile_value(spec: ParamSpec, payload: str, root: Path) -> object:
     if spec.type is ParamType.ARGS:
         return [payload, "ok"]
     if spec.type is ParamType.TABLE:
-        sheet = root / "hostile.tsv"
-        if has_control(payload):  # no such file can exist; refused before reading
-            return str(sheet)
-        write_table(sheet, spec, first_path=f"hostile/{payload}")
-        return str(sheet)
+        return str(_hostile_sheet(root / "hostile.tsv", spec, payload))
     return payload
 
 
+def _hostile_sheet(sheet: Path, spec: ParamSpec, payload: str) -> Path:
+    """A valid sheet whose first path cell (row 1, line 2) is hostile/<payload>; the file
+    it names exists unless no file can have that name."""
+    if not has_control(payload):
+        write_table(sheet, spec, first_path=f"hostile/{payload}")
+        return sheet
+    write_table(sheet, spec)
+    header, first, *rest = sheet.read_text().split("\n")
+    assert spec.columns is not None
+    cells = first.split("\t")
+    column = next(i for i, kind in enumerate(spec.columns.values()) if kind.value == "path")
+    cells[column] = f"hostile/{payload}"
+    sheet.write_text("\n".join([header, "\t".join(cells), *rest]))
+    return sheet
+
+
 def _stub_bin(directory: Path) -> Path:
+    """No-op programs, except that each writes the file its `-o` names, as the real
+    ones would (samtools sort's output is renamed by the next line of the body)."""
     directory.mkdir(exist_ok=True)
     for program in STUBBED:
         stub = directory / program
-        stub.write_text("#!/bin/sh\nexit 0\n")
+        stub.write_text(
+            "#!/bin/sh\n"
+            'while [ $# -gt 0 ]; do [ "$1" = -o ] && [ $# -gt 1 ] && : > "$2"; shift; done\n'
+            "exit 0\n"
+        )
         stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
     return directory
 
 
-@pytest.mark.parametrize(("name", "param", "payload"), list(_hostile_cases()))
-def test_hostile_value_is_refused_or_inert(
+def _make_runnable(name: str, params: Mapping[str, object], root: Path) -> None:
+    """What a body needs of its inputs beyond what the spec checks, to run to its end:
+    ffmpeg_concat writes its list into chunk_dir (a directory; the spec says only that it
+    is an input), torch_train sources venv/bin/activate."""
+    if name == "ffmpeg_concat":
+        chunks = root / str(params["chunk_dir"])
+        if chunks.is_file():
+            chunks.unlink()
+        chunks.mkdir(parents=True, exist_ok=True)
+    if name == "torch_train" and params.get("venv") is not None:
+        (root / str(params["venv"]) / "bin").mkdir(parents=True, exist_ok=True)
+        (root / str(params["venv"]) / "bin" / "activate").touch()
+
+
+@pytest.mark.parametrize(("name", "param", "payload"), HOSTILE_RENDERS)
+def test_hostile_value_renders_inert(
     library: TemplateLibrary, root: Path, tmp_path: Path, name: str, param: str, payload: str
 ) -> None:
     template = library.get(name)
     spec = template.spec.params[param]
     params = example_params(template, root)
     params[param] = _hostile_value(spec, payload, root)
-    try:
-        rendered = render(template, params, root)
-    except (TemplateError, PolicyError) as exc:
-        assert name in str(exc) and param in str(exc)
-        return
-    assert not has_control(payload), "a value with a control character was accepted"
+    rendered = render(template, params, root)
     bash_syntax_ok(rendered.body)
     assert "PWNED" not in unprotected(rendered.body), rendered.body
     if spec.type is ParamType.COMMAND:
@@ -301,10 +402,45 @@ def test_hostile_value_is_refused_or_inert(
         last = rendered.body.rstrip("\n").split("\n")[-1]
         assert shlex.split(last) == ["exec", "bash", "-c", "--", payload]
         return
+    _make_runnable(name, params, root)
     stubs = _stub_bin(tmp_path / "stubs")
     env = {"PATH": f"{stubs}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": "0"}
-    run_body(rendered.body, root, env)
+    job = run_body(rendered.body, root, env)
+    # exit 0: the body ran to its end, through every line that uses the value
+    assert job.returncode == 0, job.stderr
     assert not list(tmp_path.rglob("PWNED")), "the payload ran as shell code"
+
+
+@pytest.mark.parametrize(("name", "param", "payload", "reason"), HOSTILE_REFUSALS)
+def test_hostile_value_is_refused_for_its_class(
+    library: TemplateLibrary, root: Path, name: str, param: str, payload: str, reason: str
+) -> None:
+    template = library.get(name)
+    params = example_params(template, root)
+    params[param] = _hostile_value(template.spec.params[param], payload, root)
+    with pytest.raises(TemplateError) as refused:
+        render(template, params, root)
+    message = str(refused.value)
+    assert message.startswith(f"template {name!r}: parameter {param!r}"), message
+    assert re.search(reason, message), message
+
+
+def test_hostile_cases_are_mostly_real_renders_of_every_template() -> None:
+    """What the two tests above run, counted: most cases are real renders, and every
+    template has renders whose body runs (not only type refusals)."""
+    tally = Counter(refusal[0] if refusal else "render" for *_, refusal in HOSTILE)
+    print(f"hostile values, {len(HOSTILE)} cases:", dict(tally.most_common()))
+    assert set(tally) == {"render", "control", "sheet", "type", "choice", "pattern"}, tally
+    library = TemplateLibrary([shipped_library()])
+    for name in SHIPPED:
+        runs = [
+            p
+            for n, p, _, _, refusal in HOSTILE
+            if n == name
+            and refusal is None
+            and library.get(n).spec.params[p].type is not ParamType.COMMAND
+        ]
+        assert len(runs) >= len([x for x in PAYLOADS if not has_control(x)]), (name, runs)
 
 
 def test_newline_cannot_inject_a_directive(library: TemplateLibrary, root: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +14,9 @@ from lab_cli import LAB_SITE, submit_oom_array, write_user_site
 from lab_cli import js as lab_js
 
 from jobsmith.agent.watch import WatchCycle, next_interval
+from jobsmith.agent.watching import jobsmith_program
 from jobsmith.agent.watchlock import WatcherRunning, WatchLock
+from jobsmith.errors import ConfigError
 
 
 def test_one_watcher_per_user_and_stale_takeover(tmp_path: Path) -> None:
@@ -32,6 +36,88 @@ def test_one_watcher_per_user_and_stale_takeover(tmp_path: Path) -> None:
     assert path.exists()
     second.release()
     assert not path.exists()
+
+
+RACER = Path(__file__).with_name("lock_racer.py")
+
+
+def _dead_watchers_lock(path: Path, holder: str) -> None:
+    """The lock of a watcher that died: a new file whose heartbeat is two minutes old."""
+    tmp = path.with_name(".dead")
+    tmp.write_text(json.dumps({"holder": holder, "at": time.time() - 120}))
+    old = time.time() - 120
+    os.utime(tmp, (old, old))
+    os.replace(tmp, path)
+
+
+def test_a_stale_lock_is_taken_over_by_exactly_one_of_many_racing_processes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "watch.lock"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, str(RACER), str(path), "60"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    try:
+        for racer in racers:
+            assert racer.stdout is not None and racer.stdout.readline() == "ready\n"
+        for round_ in range(40):
+            _dead_watchers_lock(path, f"deadnode:{round_}:0000")
+            for racer in racers:  # one burst: all try the same stale lock at once
+                assert racer.stdin is not None
+                racer.stdin.write("go\n")
+                racer.stdin.flush()
+            answers = [racer.stdout.readline().split() for racer in racers if racer.stdout]
+            winners = [answer[1] for answer in answers if answer[0] == "won"]
+            assert len(winners) == 1, f"round {round_}: {answers}"
+            assert json.loads(path.read_text())["holder"] == winners[0]
+    finally:
+        for racer in racers:
+            if racer.stdin is not None:
+                racer.stdin.close()
+        for racer in racers:
+            assert racer.wait(timeout=30) == 0
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".watch.lock.")]
+    assert [name for name in left if ".takeover." not in name] == []  # claims wait for a sweep
+
+
+def test_a_takeover_in_progress_blocks_others_and_an_abandoned_one_does_not(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "watch.lock"
+    _dead_watchers_lock(path, "deadnode:1:0000")
+    claim = tmp_path / ".watch.lock.takeover.deadnode_1_0000.0"
+    claim.write_text(json.dumps({"holder": "othernode:2:1111"}))
+    with pytest.raises(WatcherRunning, match=r"othernode:2:1111\) is taking over"):
+        WatchLock(path, stale_after_s=60).acquire()
+    old = time.time() - 120  # that watcher died between its claim and its lock
+    os.utime(claim, (old, old))
+    taker = WatchLock(path, stale_after_s=60)
+    taker.acquire()
+    assert json.loads(path.read_text())["holder"] == taker.me
+    assert (tmp_path / ".watch.lock.takeover.deadnode_1_0000.1").exists()
+    assert not claim.exists()  # swept once older than stale_after
+
+
+def test_the_crontab_line_names_the_jobsmith_program_not_the_test_runner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # in-process, as under pytest: argv[0] is pytest, the console script is beside Python
+    assert jobsmith_program() == Path(sys.executable).parent.absolute() / "jobsmith"
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setattr(sys, "executable", str(bare / "python3"))
+    monkeypatch.setenv("PATH", str(bare))
+    with pytest.raises(ConfigError, match=r"cannot find the jobsmith program.*none on PATH"):
+        jobsmith_program()
+    (bare / "jobsmith").write_text("#!/bin/sh\n")
+    (bare / "jobsmith").chmod(0o755)
+    assert jobsmith_program() == bare / "jobsmith"
 
 
 def test_backoff_while_slurm_is_silent() -> None:
@@ -176,8 +262,6 @@ def test_webhook_hears_of_ended_jobs_and_mail_goes_to_slurm(  # type: ignore[no-
 def test_adopted_hand_submitted_job_is_watched_and_rerun_with_more_memory(  # type: ignore[no-untyped-def]
     js, workdir: Path
 ) -> None:
-    import subprocess
-
     (workdir / "job.sh").write_text(
         "#!/bin/bash\n#SBATCH --mem=100M\n#SBATCH -p debug\n"
         "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'\n"
@@ -208,8 +292,6 @@ def test_adopted_hand_submitted_job_is_watched_and_rerun_with_more_memory(  # ty
 @pytest.mark.disruptive
 @pytest.mark.usefixtures("lab_cluster")
 def test_watcher_through_a_slurmctld_restart_reports_no_false_failure(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    import subprocess
-
     job_id = js("submit", "command", "-p", "command=sleep 20", "--log-dir", str(workdir))
     job_id = job_id.stdout.strip()
     states: list[str] = []
@@ -238,9 +320,11 @@ def test_watcher_through_a_slurmctld_restart_reports_no_false_failure(js, workdi
 
 @pytest.mark.disruptive  # edits the lab user's real crontab: not alongside other tests
 @pytest.mark.usefixtures("lab_cluster")
-def test_watch_install_puts_one_line_in_the_crontab(js) -> None:  # type: ignore[no-untyped-def]
+def test_watch_install_puts_one_line_in_the_crontab_that_runs_a_watcher_cycle(  # type: ignore[no-untyped-def]
+    js, workdir: Path
+) -> None:
+    import shlex
     import shutil
-    import subprocess
 
     if shutil.which("crontab") is None:
         pytest.fail("crontab missing: scripts/setup installs Debian's cron")
@@ -250,20 +334,45 @@ def test_watch_install_puts_one_line_in_the_crontab(js) -> None:  # type: ignore
             out = js("watch", "--install", "--interval", "600", "--json")
             assert out.exit_code == 0, out.output
         table = subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout
-        lines = [x for x in table.splitlines() if "# jobsmith watch" in x]
-        assert len(lines) == 1
-        assert lines[0].startswith("*/10 * * * * ") and "watch --once" in lines[0]
-        assert str(LAB_SITE) in lines[0]
     finally:
         restore = before if before.strip() else ""
         subprocess.run(["crontab", "-"], input=restore, text=True, check=False)
+    lines = [x for x in table.splitlines() if "# jobsmith watch" in x]
+    assert len(lines) == 1
+    assert lines[0].startswith("*/10 * * * * ")
+    words = shlex.split(lines[0].split(" ", 5)[5])
+    command = words[: words.index(">/dev/null")]
+    assert command[1:] == ["--site", str(LAB_SITE), "watch", "--once"]
+    assert Path(command[0]).name == "jobsmith" and Path(command[0]).is_absolute()
+    # What cron would run, as cron runs it (as this user, a bare PATH), with --json added:
+    # a watcher cycle that follows a job this test submitted.
+    job_id = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir)).stdout.strip()
+    cron_env = {
+        "HOME": os.environ["HOME"],
+        "USER": os.environ["USER"],
+        "LOGNAME": os.environ.get("LOGNAME", os.environ["USER"]),
+        "SHELL": "/bin/sh",
+        "PATH": "/usr/bin:/bin",
+        # this test's private jobsmith home, where the job's session is
+        **{k: v for k, v in os.environ.items() if k.startswith("JOBSMITH_")},
+    }
+    states: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "COMPLETED" not in states:
+        ran = subprocess.run(
+            [*command, "--json"], env=cron_env, capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == 0, ran.stderr
+        cycle = json.loads(ran.stdout)
+        assert cycle["scheduler_ok"], cycle
+        states += [c["state"] for c in cycle["changes"] if c["job_id"] == job_id]
+        time.sleep(1)
+    assert states and states[-1] == "COMPLETED", states
 
 
 @pytest.mark.disruptive
 @pytest.mark.usefixtures("lab_cluster")
 def test_node_failure_for_real_is_diagnosed(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    import subprocess
-
     job_id = subprocess.run(
         [
             "sbatch",
