@@ -125,6 +125,9 @@ def dump_yaml(data: dict[str, Any]) -> str:
     yaml = YAML(typ="safe", pure=True)
     yaml.Representer = _Representer
     yaml.default_flow_style = False
+    # never fold a long scalar over lines: ruamel's folding of a quoted string can add a
+    # space where it breaks (found by the round-trip property test)
+    yaml.width = 1 << 30
     yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
     out = io.StringIO()
     yaml.dump(data, out)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lab_cli import js
 
@@ -374,6 +374,8 @@ PLAIN = st.recursive(
 
 @PROPERTY
 @given(data=st.dictionaries(st.text(), PLAIN, max_size=5))
+# found under CI: ruamel folded this long quoted string over two lines and added a space
+@example(data={"": {"0" * 25 + "\x1f" * 4: "0" * 18 + "\x1f" * 4 + "0 0"}})
 def test_what_dump_writes_reads_back_equal(data: dict[str, Any]) -> None:
     again = parse_yaml(dump_yaml(data), Path("d.yaml")).data
     assert again == data
