@@ -12,7 +12,6 @@ the undecided ones that a healthy lab never reaches.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import subprocess
@@ -353,9 +352,15 @@ def test_a_step_that_died_before_asking_for_approval_is_asked_on_resume(
     later = st.Cancel(job_ids=["77"])  # another step cut short in the same session
     SessionLog(h.store, session).intent(later.id, {"step": later.model_dump(mode="json")})
     report = resume(h, session)
-    assert step.id in report.undecided and report.rerun == [later.id]
-    assert step.id in [p.step_id for p in pending_approvals(h.store) if p.session_id == session]
+    assert report.rerun == [later.id] and list(report.undecided) == [step.id]
+    assert report.undecided[step.id].startswith(f"step {step.id} needs a person's approval")
+    (asked,) = [p for p in pending_approvals(h.store) if p.session_id == session]
+    assert asked.step_id == step.id and asked.script == intent["script"]
     assert h.slurm.count("submit") == 0
+    # approved now, the same resume path submits it
+    answer(h.store, asked, True, {"by": "carol", "script_sha256": asked.script_sha256})
+    assert resume(h, session).resubmitted == [step.id]
+    assert h.slurm.count("submit") == 1
 
 
 def test_resume_never_submits_a_step_above_a_threshold_that_was_not_approved(
@@ -368,8 +373,9 @@ def test_resume_never_submits_a_step_above_a_threshold_that_was_not_approved(
         h.executor.run(first, step)
     session = h.store.create()  # killed right after the intent: no approval asked yet
     SessionLog(h.store, session).intent(step.id, intent_of(h, first))
-    with contextlib.suppress(ApprovalNeeded):  # what resume does today (see the xfail test)
-        resume(h, session)
+    assert list(resume(h, session).undecided) == [step.id]
+    # asked now: the next resume leaves it to the person
+    assert resume(h, session) == ResumeReport(session_id=session)
     assert h.slurm.count("submit") == 0
 
 
