@@ -356,6 +356,7 @@ def test_a_step_that_died_before_asking_for_approval_is_asked_on_resume(
     assert report.undecided[step.id].startswith(f"step {step.id} needs a person's approval")
     (asked,) = [p for p in pending_approvals(h.store) if p.session_id == session]
     assert asked.step_id == step.id and asked.script == intent["script"]
+    assert asked.reason == "0.5 core-hours is above the approval threshold of 0.1"
     assert h.slurm.count("submit") == 0
     # approved now, the same resume path submits it
     answer(h.store, asked, True, {"by": "carol", "script_sha256": asked.script_sha256})
