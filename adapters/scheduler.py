@@ -112,6 +112,11 @@ class Scheduler(Protocol):
         """Partitions and their limits, the nodes behind them, the user's associations."""
         ...
 
+    def dbd_backlog(self) -> int:
+        """How far accounting is behind the controller (messages not yet sent to it); while
+        above zero, a job the controller already forgot may not be in accounting yet."""
+        ...
+
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """(stdout, stderr) paths of a job while the controller still holds it."""
         ...

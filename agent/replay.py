@@ -83,6 +83,11 @@ class DryRunScheduler:
         facts: ClusterFacts = self.real.cluster_facts(user)
         return facts
 
+    def dbd_backlog(self) -> int:
+        """Read-only: asked of the real scheduler."""
+        backlog: int = self.real.dbd_backlog()
+        return backlog
+
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """Real paths."""
         result: tuple[str | None, str | None] = self.real.output_paths(job_id)

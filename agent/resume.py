@@ -39,7 +39,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.slurm.scheduler import SUBMIT_TAG_ENV, SlurmScheduler
+from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.adapters.slurm.scheduler import SUBMIT_TAG_ENV
 from jobsmith.agent.claims import (
     CLOCK_SKEW,
     LOOKUP_ALLOWANCE,
@@ -97,7 +98,7 @@ def in_flight(events: list[Event]) -> list[Event]:
 
 def resume_session(
     executor: Executor,
-    scheduler: SlurmScheduler,
+    scheduler: Scheduler,
     session_id: str,
     *,
     host: str,
@@ -185,7 +186,7 @@ def _still_held(holder: Holder, host: str, waited_s: float) -> str:
 
 def _reconcile(
     executor: Executor,
-    scheduler: SlurmScheduler,
+    scheduler: Scheduler,
     report: ResumeReport,
     step: _Step,
     host: str,
@@ -228,7 +229,7 @@ def _report_settled(report: ResumeReport, intent: Event, result: Event) -> None:
 
 
 def _wait_until_sure(
-    scheduler: SlurmScheduler,
+    scheduler: Scheduler,
     data: dict[str, Any],
     at: datetime,
     host: str,

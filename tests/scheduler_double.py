@@ -158,7 +158,7 @@ class SchedulerDouble:
         self._call("output_paths", job_id)
         return None, None
 
-    # --- beyond the protocol: SlurmScheduler's, which `sessions resume` uses ---------
+    # --- accounting's lag, which `sessions resume` asks about --------------------------
 
     def dbd_backlog(self) -> int:
         """slurmdbd's agent queue, as the test set it."""

@@ -18,12 +18,12 @@ import subprocess
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from scheduler_double import AgentHarness, SimulatedCrash
 
-from jobsmith.adapters.slurm.scheduler import SUBMIT_TAG_ENV, SlurmScheduler
+from jobsmith.adapters.slurm.scheduler import SUBMIT_TAG_ENV
 from jobsmith.agent import steps as st
 from jobsmith.agent.approvals import answer, find_pending, pending_approvals
 from jobsmith.agent.claims import SBATCH_MAX_LIFE, owner, process_start
@@ -49,9 +49,7 @@ def h(tmp_path: Path) -> AgentHarness:
 
 
 def resume(h: AgentHarness, session: str, **kw: Any) -> ResumeReport:
-    # resume_session is typed for SlurmScheduler: it also asks dbd_backlog(), which is not
-    # in the Scheduler protocol; the double implements that too
-    scheduler = cast(SlurmScheduler, h.slurm)
+    scheduler = h.slurm  # the Scheduler protocol, dbd_backlog included
     kw.setdefault("host", HOST)
     kw.setdefault("orphan_wait_s", 0)
     kw.setdefault("clock", h.clock)
