@@ -16,6 +16,7 @@ from typing import Any
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.agent.brain import Action, Brain, Decision, FailureView
+from jobsmith.agent.claims import Check
 from jobsmith.agent.diagnose_job import StderrTail, diagnose_record
 from jobsmith.agent.events import Event, EventKind
 from jobsmith.agent.executor import ApprovalNeeded, Executor
@@ -87,25 +88,18 @@ def record_person_rerun(
         steps=(step,),
     )
     log = SessionLog(executor.store, session_id)
-    log.append_if(EventKind.DECISION, decision.model_dump(mode="json"), None, _not_rerun(job_id))
+    # a person may re-run a job a brain only reported on, never one already re-run
+    rerun_free = _undecided(job_id, frozenset({Action.RERUN}))
+    log.append_if(EventKind.DECISION, decision.model_dump(mode="json"), None, rerun_free)
 
 
-def _undecided(job_id: str) -> Any:
+def _undecided(job_id: str, actions: frozenset[Action] = frozenset(Action)) -> Check:
+    """Precondition of a decision: job_id has none of these actions decided yet."""
+
     def check(events: list[Event]) -> None:
-        earlier = decisions_about(events, job_id)
+        earlier = [d for d in decisions_about(events, job_id) if d.action in actions]
         if earlier:
             raise AlreadyDecided(job_id, earlier[0])
-
-    return check
-
-
-def _not_rerun(job_id: str) -> Any:
-    """A person may re-run a job a brain only reported on, never one already re-run."""
-
-    def check(events: list[Event]) -> None:
-        reruns = [d for d in decisions_about(events, job_id) if d.action is Action.RERUN]
-        if reruns:
-            raise AlreadyDecided(job_id, reruns[0])
 
     return check
 

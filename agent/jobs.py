@@ -70,8 +70,8 @@ class JobRequest(BaseModel):
                 partition=kw.get("partition"),
                 account=kw.get("account"),
                 qos=kw.get("qos"),
-                time_limit_s=_unit(parse_duration, "--time", kw.get("time_limit")),
-                mem_mb=_unit(parse_memory, "--mem", kw.get("mem")),
+                time_limit_s=parse_unit(parse_duration, "--time", kw.get("time_limit")),
+                mem_mb=parse_unit(parse_memory, "--mem", kw.get("mem")),
                 cpus_per_task=kw.get("cpus"),
                 gpus=kw.get("gpus"),
                 nodes=kw.get("nodes"),
@@ -258,7 +258,8 @@ def _params_file(path: Path | None) -> dict[str, object]:
     return dict(read_yaml(path, PARAMS_FILE).data)
 
 
-def _unit(parse: Any, option: str, value: str | None) -> int | None:
+def parse_unit(parse: Any, option: str, value: str | None) -> int | None:
+    """value read by a strict jobsmith.units parser; InputError naming option if it fails."""
     if value is None:
         return None
     try:

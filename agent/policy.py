@@ -95,10 +95,6 @@ def _count_submission(hist: History, event: Event, now: datetime) -> None:
         hist.gpu_hours_last_day += _number(cost.get("gpu_hours"))
 
 
-#: the states that count toward the failure-streak stop (defined by the JobState predicate)
-FAILED_STATES = frozenset(s.value for s in JobState if s.counts_toward_streak)
-
-
 def _state(value: object) -> JobState | None:
     try:
         return JobState(str(value))

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic_core import PydanticCustomError
-
 from jobsmith.adapters.slurm.slurmenv import FOLDED, sbatch_inputs
-from jobsmith.agent.jobs import JobRequest
+from jobsmith.agent.jobs import JobRequest, parse_unit
 from jobsmith.errors import InputError
 from jobsmith.units import parse_duration, parse_memory
 
@@ -56,11 +54,9 @@ def fold_sbatch_env(request: JobRequest, environ: Mapping[str, str]) -> tuple[Jo
 def _convert(name: str, value: str) -> tuple[str, object]:
     """(JobRequest field, typed value) for one folded variable; InputError naming it."""
     kind = FOLDED[name]
-    try:
-        if kind == "time_limit":
-            return "time_limit_s", parse_duration(value)
-        if kind == "mem":
-            return "mem_mb", parse_memory(value)
-    except (PydanticCustomError, ValueError) as exc:
-        raise InputError(f"{name}={value!r} in your environment: {exc}") from None
+    where = f"{name} in your environment:"
+    if kind == "time_limit":
+        return "time_limit_s", parse_unit(parse_duration, where, value)
+    if kind == "mem":
+        return "mem_mb", parse_unit(parse_memory, where, value)
     return kind, value

@@ -71,15 +71,15 @@ class ClusterFacts(_Facts):
 
     def clusters(self) -> list[str]:
         """Clusters the user has associations on (accounting may span several)."""
-        return _unique(a.cluster for a in self.associations)
+        return unique(a.cluster for a in self.associations)
 
     def accounts(self, cluster: str | None = None) -> list[str]:
         """Accounts the user may charge (on cluster, if given)."""
-        return _unique(a.account for a in self._on(cluster))
+        return unique(a.account for a in self._on(cluster))
 
     def qos(self, cluster: str | None = None) -> list[str]:
         """QoS the user may use under any of their associations (on cluster, if given)."""
-        return _unique(q for a in self._on(cluster) for q in a.qos)
+        return unique(q for a in self._on(cluster) for q in a.qos)
 
     def default_partition(self) -> str | None:
         """The partition Slurm uses when a job names none."""
@@ -89,7 +89,8 @@ class ClusterFacts(_Facts):
         return [a for a in self.associations if cluster is None or a.cluster == cluster]
 
 
-def _unique(items: Iterable[str]) -> list[str]:
+def unique(items: Iterable[str]) -> list[str]:
+    """items without repeats, in their first order."""
     return list(dict.fromkeys(items))
 
 

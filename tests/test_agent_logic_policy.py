@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.slurm.states import JobState
 from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.policy import FAILED_STATES, Cost, Decision, History, evaluate
+from jobsmith.agent.policy import Cost, Decision, History, evaluate
 from jobsmith.agent.policy import history_from_events as history
 from jobsmith.site_config.model import Policy
 
@@ -137,7 +138,8 @@ def test_a_damaged_cost_spends_nothing_but_the_submission_still_counts() -> None
 
 
 def test_failure_streak_counts_failed_jobs_and_a_completed_job_or_unblock_ends_it() -> None:
-    assert history([job(s) for s in sorted(FAILED_STATES)], NOW).failures_in_a_row == 6
+    streak = sorted(s.value for s in JobState if s.counts_toward_streak)
+    assert history([job(s) for s in streak], NOW).failures_in_a_row == 6
     assert history([job("FAILED"), job("COMPLETED", timedelta(0))], NOW).failures_in_a_row == 0
     unblocked = ev(EventKind.UNBLOCKED, timedelta(seconds=30))
     streak = [job("TIMEOUT", timedelta(minutes=2)), unblocked, job("OUT_OF_MEMORY", timedelta(0))]

@@ -16,22 +16,23 @@ Output that cannot be read raises SchedulerError naming the command and the line
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.slurm.parse import parse_key_values
 from jobsmith.errors import SchedulerError
-from jobsmith.site_config.facts import Association, ClusterFacts, NodeFacts, PartitionFacts
+from jobsmith.site_config.facts import (
+    Association,
+    ClusterFacts,
+    NodeFacts,
+    PartitionFacts,
+    unique,
+)
 from jobsmith.units import parse_duration
 
 _UNSET = {"UNLIMITED", "INFINITE", "NONE", "N/A", "(null)", ""}
 # Commas inside parentheses belong to a GRES socket list, e.g. gpu:a100:2(S:0,1).
 _GRES_SPLIT = re.compile(r",(?![^(]*\))")
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))
 
 
 def build_facts(
@@ -117,7 +118,7 @@ def parse_gpu_gres(gres: str) -> tuple[int, tuple[str, ...]]:
         count += int(fields[-1])
         if len(fields) == 3:
             types.append(fields[1])
-    return count, tuple(_unique(types))
+    return count, tuple(unique(types))
 
 
 def _with_nodes(part: PartitionFacts, nodes: list[NodeFacts]) -> PartitionFacts:
@@ -130,7 +131,7 @@ def _with_nodes(part: PartitionFacts, nodes: list[NodeFacts]) -> PartitionFacts:
             "node_cpus": max(n.cpus for n in members),
             "node_mem_mb": max(n.mem_mb for n in members),
             "gpus_per_node": max(n.gpus for n in members),
-            "gpu_types": tuple(_unique(t for n in members for t in n.gpu_types)),
+            "gpu_types": tuple(unique(t for n in members for t in n.gpu_types)),
         }
     )
 
