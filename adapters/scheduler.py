@@ -7,15 +7,15 @@ adapters/slurm/scheduler.py (a pyslurm one could follow where a site's Slurm mat
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.slurm.options import SbatchOptions, array_task_count
-from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.options import JobOptions, array_task_count
+from jobsmith.adapters.records import JobRecord, QueueRecord
+from jobsmith.adapters.states import JobState
 from jobsmith.site_config.facts import ClusterFacts
 
 
@@ -69,6 +69,27 @@ class JobStatus(_Model):
         return dict(counts)
 
 
+class EnvironmentDefault(_Model):
+    """One of the user's environment variables that sets a default on every submission."""
+
+    variable: str = Field(description="the variable, e.g. SBATCH_PARTITION")
+    field: str = Field(
+        description="what it sets: partition, account, qos, time_limit (a duration) or mem"
+    )
+    value: str = Field(description="its value, as set")
+
+
+class EnvironmentInputs(_Model):
+    """What the user's environment would do to a submission behind the script's back."""
+
+    defaults: tuple[EnvironmentDefault, ...] = Field(
+        (), description="defaults jobsmith folds into the request (an explicit value wins)"
+    )
+    refused: tuple[str, ...] = Field(
+        (), description="variables jobsmith cannot check: a submission is refused while set"
+    )
+
+
 class Scheduler(Protocol):
     """A batch scheduler reached through a transport."""
 
@@ -76,7 +97,7 @@ class Scheduler(Protocol):
         """The scheduler's version string, e.g. '22.05.8'."""
         ...
 
-    def submit(self, script: str, options: SbatchOptions) -> SubmitResult:
+    def submit(self, script: str, options: JobOptions) -> SubmitResult:
         """Submit a rendered script whose directives match options; never twice."""
         ...
 
@@ -119,6 +140,32 @@ class Scheduler(Protocol):
 
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """(stdout, stderr) paths of a job while the controller still holds it."""
+        ...
+
+    def log_path(self, options: JobOptions, job_id: str, stream: str, since: datetime) -> str:
+        """The file a job (or one array task) jobsmith submitted with options writes its
+        stream ('stdout' or 'stderr') to, from the patterns it was submitted with."""
+        ...
+
+    def script_header(self, options: JobOptions) -> list[str]:
+        """The script lines, after the shebang, that carry options (pure: no I/O)."""
+        ...
+
+    def is_header_line(self, line: str) -> bool:
+        """True for a script line script_header makes (an adopted script's own ones too)."""
+        ...
+
+    def batch_script(self, job_id: str) -> str:
+        """The batch script of a job the controller still holds."""
+        ...
+
+    def submission_environment(self, environ: Mapping[str, str]) -> EnvironmentInputs:
+        """What environ would add to a submission outside the script (pure)."""
+        ...
+
+    def submission_in_flight(self, job_name: str) -> bool:
+        """True while a submission of job_name started on this machine may still reach
+        the scheduler (its submit command still running after its caller died)."""
         ...
 
 

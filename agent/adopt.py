@@ -1,10 +1,10 @@
 """Adopting a job the user submitted by hand: bring it under a session, to watch and re-run.
 
 The job keeps its Slurm id. What jobsmith needs later is read from Slurm while the
-controller still holds the job: its batch script (`scontrol write batch_script`, for a
-re-run), its output paths, and its resources from accounting. An adopted job is not a
-submission: it counts against no budget. Slurm's answers arrive decoded with U+FFFD for
-bytes that are not UTF-8 (adapters/slurm/transport.py): fine for a name or a path shown to
+controller still holds the job: its batch script (for a re-run), its output paths, and
+its resources from accounting. An adopted job is not a submission: it counts against no
+budget. Slurm's answers arrive decoded with U+FFFD for bytes that are not UTF-8
+(adapters/transport.py): fine for a name or a path shown to
 a person, but a script so decoded is no longer the job's script, so it is not kept.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from jobsmith.adapters.slurm.options import SbatchOptions
-from jobsmith.adapters.slurm.records import JobRecord
-from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.records import JobRecord
+from jobsmith.adapters.scheduler import Scheduler
 from jobsmith.agent.events import EventKind
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.session_log import SessionLog
@@ -26,7 +26,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.,:/@%+\-\[\]]")
 
 
 def adopt(
-    store: SessionStore, ledger: JobLedger, scheduler: SlurmScheduler, cluster: str, job_id: str
+    store: SessionStore, ledger: JobLedger, scheduler: Scheduler, cluster: str, job_id: str
 ) -> tuple[str, SubmissionRecord]:
     """Create a session holding job_id; returns (session id, the record made for it)."""
     if "_" in job_id:
@@ -71,12 +71,12 @@ def adopt(
     return session, record
 
 
-def _options(rec: JobRecord, scheduler: SlurmScheduler, job_id: str, array: bool) -> SbatchOptions:
+def _options(rec: JobRecord, scheduler: Scheduler, job_id: str, array: bool) -> JobOptions:
     try:
         out, err = scheduler.output_paths(job_id)
     except JobNotFound:
         out = err = None
-    return SbatchOptions(
+    return JobOptions(
         job_name=_UNSAFE.sub("_", rec.name) or "adopted",
         partition=rec.partition,
         account=rec.account,
@@ -89,7 +89,7 @@ def _options(rec: JobRecord, scheduler: SlurmScheduler, job_id: str, array: bool
     )
 
 
-def _array_spec(scheduler: SlurmScheduler, job_id: str) -> str | None:
+def _array_spec(scheduler: Scheduler, job_id: str) -> str | None:
     status = scheduler.status([job_id], datetime.now() - timedelta(days=30))[job_id]
     ids = sorted(t.array_task_id for t in status.tasks if t.array_task_id is not None)
     return ",".join(map(str, ids)) or None
@@ -104,17 +104,17 @@ def _pattern(path: str | None, job_id: str, array: bool) -> str | None:
     return path.replace(job_id, "%j")
 
 
-def _batch_script(scheduler: SlurmScheduler, job_id: str) -> tuple[str | None, str | None]:
+def _batch_script(scheduler: Scheduler, job_id: str) -> tuple[str | None, str | None]:
     """(the job's batch script, None), or (None, why it cannot be re-run from it)."""
     try:
-        res = scheduler.run_checked(["scontrol", "write", "batch_script", job_id, "-"])
+        script = scheduler.batch_script(job_id)
     except JobsmithError as err:
         return None, f"the controller gave no batch script: {err}"
     # U+FFFD stands for bytes that were not UTF-8 (a script that really holds one is
     # refused too: only a re-run is lost, never the watching)
-    if "\ufffd" in res.stdout:
+    if "\ufffd" in script:
         return None, (
             "its batch script is not UTF-8 text, so jobsmith cannot re-run it byte for "
             "byte; re-run it by hand"
         )
-    return res.stdout or None, None
+    return script or None, None

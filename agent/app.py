@@ -20,7 +20,7 @@ from jobsmith.errors import ConfigError, InputError
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-    from jobsmith.adapters.slurm.transport import Transport
+    from jobsmith.adapters.transport import Transport
     from jobsmith.agent.approvals import PendingApproval
     from jobsmith.agent.brain import Brain
     from jobsmith.agent.diagnosis import Diagnosis
@@ -138,7 +138,8 @@ class App:
         from jobsmith.agent.jobs import assemble
 
         template = self.library.get(request.template)
-        return assemble(template, request, self.site.config, cwd=Path.cwd())
+        header = self.scheduler.script_header
+        return assemble(template, request, self.site.config, cwd=Path.cwd(), header=header)
 
     def check(self, request: JobRequest) -> CheckedJob:
         """Assemble a job and judge it on the very policy path `submit` takes."""

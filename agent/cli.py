@@ -60,9 +60,9 @@ def _ids(values: tuple[str, ...] | list[str], kinds: str = "job_or_task") -> lis
     """Job ids as typed: parsed into Slurm's forms (BadJobId, exit 2, for anything else).
 
     Only the canonical text of a parsed id goes on, so no typed string can reach a Slurm
-    command where it might be read as an option (see adapters/slurm/jobid.py).
+    command where it might be read as an option (see adapters/jobid.py).
     """
-    from jobsmith.adapters.slurm import jobid
+    from jobsmith.adapters import jobid
 
     allow = {"any": jobid.ANY_KIND, "job": jobid.JOB_ONLY, "job_or_task": jobid.JOB_OR_TASK}
     return [str(ref) for ref in jobid.parse_job_ids(values, allow[kinds])]
@@ -70,7 +70,7 @@ def _ids(values: tuple[str, ...] | list[str], kinds: str = "job_or_task") -> lis
 
 def _one_id(value: str, kinds: str = "job_or_task") -> str:
     """Exactly one job id (a comma list is refused where a command takes one)."""
-    from jobsmith.adapters.slurm.jobid import BadJobId
+    from jobsmith.adapters.jobid import BadJobId
 
     ids = _ids([value], kinds)
     if len(ids) != 1:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import Scheduler
-from jobsmith.adapters.slurm.records import JobRecord
 from jobsmith.agent.diagnosis import Diagnosis, diagnose
 from jobsmith.errors import JobNotFound, JobsmithError
 from jobsmith.site_config import SiteConfig

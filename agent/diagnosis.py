@@ -34,8 +34,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.slurm.records import JobRecord, StepRecord
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.records import JobRecord, StepRecord
+from jobsmith.adapters.states import JobState
 
 _MIB = 1024**2
 #: suggested memory is a whole multiple of this, so retries ask for round numbers

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.records import JobRecord
 
 #: a compact document lists at most this many of an array's not-completed tasks
 MAX_COMPACT_TASKS = 20

@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler
-from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.agent import steps as st
 from jobsmith.agent.claims import StepSettled, append_result
 from jobsmith.agent.diagnose_job import diagnose_job
@@ -172,7 +172,7 @@ class Executor:
             raise ApprovalNeeded(step.id, decision.message)
         return self._submit(log, step.id, step.action, template, script, options, cost)
 
-    def _prepare_rerun(self, step: st.Rerun) -> tuple[str, str, SbatchOptions, dict[str, Any]]:
+    def _prepare_rerun(self, step: st.Rerun) -> tuple[str, str, JobOptions, dict[str, Any]]:
         """The original submission's script with new directives (see agent/rerun.py)."""
         record = self.ledger.get(step.job_id)
         if record is None or record.session_id is None:
@@ -192,7 +192,7 @@ class Executor:
             record.options, tasks=tasks, mem_mb=step.mem_mb, time_limit_s=step.time_limit_s
         )
         check_limits(options, self.site)
-        script = with_directives(original, options)
+        script = with_directives(original, options, self.scheduler)
         extra = {"rerun_of": record.job_id, "reason": step.reason, "tasks": tasks}
         return record.template, script, options, extra
 
@@ -233,7 +233,7 @@ class Executor:
             message = f"step {step_id}: the script changed after approval; submit it again"
             append_result(log, step_id, {"outcome": "refused", "error": message})
             raise PolicyError(message)
-        options = SbatchOptions.model_validate(asked["options"])
+        options = JobOptions.model_validate(asked["options"])
         cost = Cost.of(options)
         hard = self._decide(cost, approval_given=approved_sha256 is not None)
         if hard.verdict == "approve":
@@ -251,7 +251,7 @@ class Executor:
         self, session_id: str, step_id: str, intent: dict[str, Any], job_id: str
     ) -> st.StepResult:
         """Record a submission that Slurm had although its result was never written."""
-        options = SbatchOptions.model_validate(intent["options"])
+        options = JobOptions.model_validate(intent["options"])
         cost = Cost.of(options)
         self._record(
             session_id,
@@ -273,7 +273,7 @@ class Executor:
         session_id: str,
         job_id: str,
         template: str,
-        options: SbatchOptions,
+        options: JobOptions,
         sha: str,
         *,
         recovered: bool,
@@ -301,7 +301,7 @@ class Executor:
         action: str,
         template: str,
         script: str,
-        options: SbatchOptions,
+        options: JobOptions,
         cost: Cost,
     ) -> st.StepResult:
         if options.output:
@@ -332,7 +332,9 @@ class Executor:
         The user's SBATCH_* defaults are folded in first (agent/sbatch_env.py), so what
         is judged is what sbatch would run; an error says when a value came from there.
         """
-        request, origin = fold_sbatch_env(request, self.environ)
+        request, origin = fold_sbatch_env(
+            request, self.scheduler.submission_environment(self.environ)
+        )
         try:
             job = self._assemble(request)
         except (PolicyError, TemplateError, InputError) as err:
@@ -343,7 +345,9 @@ class Executor:
         return CheckedJob(job=job, cost=cost, decision=self._decide(cost))
 
     def _assemble(self, request: Any) -> AssembledJob:
-        return assemble(self.library.get(request.template), request, self.site, cwd=self.cwd)
+        template = self.library.get(request.template)
+        header = self.scheduler.script_header
+        return assemble(template, request, self.site, cwd=self.cwd, header=header)
 
     def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
         # budgets look back a day; a failure streak is only read from sessions active in
@@ -420,7 +424,7 @@ def _outcome_of(err: JobsmithError) -> st.Outcome:
 
 
 def _submitted(
-    job_id: str, options: SbatchOptions, cost: Cost, *, recovered: bool, warnings: Sequence[str]
+    job_id: str, options: JobOptions, cost: Cost, *, recovered: bool, warnings: Sequence[str]
 ) -> dict[str, Any]:
     """The result summary of a submission (the same whether seen or recovered)."""
     return SubmissionDocument(
@@ -441,7 +445,7 @@ def _dump(step: st.Step) -> dict[str, Any]:
     return step.model_dump(mode="json")
 
 
-def _job_facts(template: str, script: str, options: SbatchOptions, cost: Cost) -> dict[str, Any]:
+def _job_facts(template: str, script: str, options: JobOptions, cost: Cost) -> dict[str, Any]:
     """What an approval is bound to and what resume needs: name, tag, hash, resources."""
     return {
         "template": template,

@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-from jobsmith.adapters.slurm.jobid import parse_job_ids
-from jobsmith.adapters.slurm.options import Dependency, SbatchOptions, render_directives
+from jobsmith.adapters.jobid import parse_job_ids
+from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.agent.limits import check_limits
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import RenderedBody, Template, render_body
@@ -89,7 +89,7 @@ class AssembledJob:
 
     template: str
     rendered: RenderedBody
-    options: SbatchOptions
+    options: JobOptions
     script: str
 
     @property
@@ -103,8 +103,12 @@ class AssembledJob:
         return Path(self.options.output).parent if self.options.output else None
 
 
+#: How a scheduler writes options into a script (Scheduler.script_header): pure.
+Header = Callable[[JobOptions], list[str]]
+
+
 def assemble(
-    template: Template, request: JobRequest, site: SiteConfig, *, cwd: Path
+    template: Template, request: JobRequest, site: SiteConfig, *, cwd: Path, header: Header
 ) -> AssembledJob:
     """Validate, render and check a job against the site's limits (pure but for stat calls)."""
     roots = list(site.paths.allowed_roots)
@@ -112,13 +116,13 @@ def assemble(
     _refuse_param_resources(template, request)
     options = _options(template.name, rendered, request, site, cwd)
     check_limits(options, site)
-    script = compose_script(options, site.env_setup, rendered.body)
+    script = compose_script(header(options), site.env_setup, rendered.body)
     return AssembledJob(template=template.name, rendered=rendered, options=options, script=script)
 
 
-def compose_script(opts: SbatchOptions, env_setup: Sequence[str], body: str) -> str:
-    """The sbatch script: shebang, directives, the site's environment lines, the body."""
-    parts = ["#!/bin/bash", *render_directives(opts), ""]
+def compose_script(header: Sequence[str], env_setup: Sequence[str], body: str) -> str:
+    """The batch script: shebang, the options' header, the site's environment lines, the body."""
+    parts = ["#!/bin/bash", *header, ""]
     if env_setup:
         parts += ["# site environment (site config: env_setup)", *env_setup, ""]
     return "\n".join(parts) + body.rstrip("\n") + "\n"
@@ -126,7 +130,7 @@ def compose_script(opts: SbatchOptions, env_setup: Sequence[str], body: str) -> 
 
 def _options(
     name: str, rendered: RenderedBody, req: JobRequest, site: SiteConfig, cwd: Path
-) -> SbatchOptions:
+) -> JobOptions:
     overrides = {
         k: v
         for k, v in {
@@ -162,12 +166,12 @@ def _options(
     for what, key in (("log dir", "output"), ("working directory", "chdir")):
         _directive_safe(what, str(fields[key]))
     try:
-        return SbatchOptions.model_validate(fields)
+        return JobOptions.model_validate(fields)
     except ValidationError as exc:
         raise TemplateError(f"template {name!r}: {_first_error(exc)}") from None
 
 
-#: what an #SBATCH path value may hold (adapters/slurm/options.py refuses the rest)
+#: what an #SBATCH path value may hold (adapters/options.py refuses the rest)
 _DIRECTIVE_PATH = re.compile(r"[A-Za-z0-9_.,:/@%+\-\[\]]")
 
 

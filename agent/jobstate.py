@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.events import Event, EventKind
 from jobsmith.agent.ledger import JobLedger
 from jobsmith.agent.session_log import SessionLog

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.options import JobOptions
 
 
 class SubmissionRecord(BaseModel):
@@ -27,7 +27,7 @@ class SubmissionRecord(BaseModel):
     cluster: str = Field(description="site cluster name")
     template: str = Field(description="template name")
     params: dict[str, object] = Field(description="validated template parameters")
-    options: SbatchOptions = Field(description="the sbatch options submitted")
+    options: JobOptions = Field(description="the sbatch options submitted")
     script_sha256: str = Field(description="hash of the exact script submitted")
     submitted_at: datetime = Field(description="when Slurm accepted it")
     recovered: bool = Field(False, description="found by its tag after an unclear answer")

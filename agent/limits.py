@@ -6,13 +6,13 @@ limit named. (The session runtime adds budgets and approvals on top of these.)
 
 from __future__ import annotations
 
-from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.options import JobOptions
 from jobsmith.errors import PolicyError
 from jobsmith.site_config import SiteConfig
 from jobsmith.units import format_time_limit
 
 
-def check_limits(opts: SbatchOptions, site: SiteConfig) -> None:
+def check_limits(opts: JobOptions, site: SiteConfig) -> None:
     """Raise PolicyError for the first limit opts breaks."""
     _check_choice("account", opts.account, site.accounts.allowed)
     _check_choice("qos", opts.qos, site.qos.allowed)

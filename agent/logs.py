@@ -13,18 +13,16 @@ it; callers that must go on (diagnosis, the watcher) turn that into a note on th
 
 from __future__ import annotations
 
-import getpass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from jobsmith.adapters.slurm.logpaths import expand_log_pattern
 from jobsmith.agent.results import LogView
 from jobsmith.errors import JobNotFound, SchedulerError
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-    from jobsmith.adapters.slurm.transport import Transport
-    from jobsmith.agent.ledger import JobLedger, SubmissionRecord
+    from jobsmith.adapters.scheduler import Scheduler
+    from jobsmith.adapters.transport import Transport
+    from jobsmith.agent.ledger import JobLedger
 
 
 class LogSources(Protocol):
@@ -36,7 +34,7 @@ class LogSources(Protocol):
         ...
 
     @property
-    def scheduler(self) -> SlurmScheduler:
+    def scheduler(self) -> Scheduler:
         """Slurm, for jobs jobsmith did not record."""
         ...
 
@@ -91,30 +89,5 @@ def _log_path(app: LogSources, job_id: str, stream: str) -> str:
         if not path:
             raise JobNotFound(f"job {job_id}: Slurm reports no {stream} path for it")
         return path
-    pattern = record.options.output if stream == "stdout" else record.options.error
-    pattern = pattern or record.options.output
-    if pattern is None:
-        pattern = "slurm-%A_%a.out" if record.options.array else "slurm-%j.out"
-    return _expand(app, job_id, record, pattern)
-
-
-def _expand(app: LogSources, job_id: str, record: SubmissionRecord, pattern: str) -> str:
-    """Expand the pattern; %j of an array task needs the task's own id from accounting."""
-    array_id, _, task = job_id.partition("_")
-    raw = job_id
-    if task and "%j" in pattern:
-        since = record.submitted_at - timedelta(minutes=5)
-        recs = app.scheduler.accounting([job_id], since)
-        raw = next((r.job_id_raw for r in recs if r.job_id == job_id), job_id)
-    path = expand_log_pattern(
-        pattern,
-        job_id_raw=raw,
-        array_job_id=array_id if task else None,
-        array_task_id=int(task) if task.isdigit() else None,
-        job_name=record.options.job_name,
-        user=getpass.getuser(),
-    )
-    chdir = record.options.chdir
-    if not path.startswith("/") and chdir:
-        path = f"{chdir.rstrip('/')}/{path}"
-    return path
+    since = record.submitted_at - timedelta(minutes=5)
+    return app.scheduler.log_path(record.options, job_id, stream, since)

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.slurm.options import SbatchOptions
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.events import Event, EventKind
 from jobsmith.site_config.model import Policy
 
@@ -34,7 +34,7 @@ class Cost(BaseModel):
     node_hours: float = Field(description="nodes x time limit, over all tasks")
 
     @classmethod
-    def of(cls, opts: SbatchOptions) -> Cost:
+    def of(cls, opts: JobOptions) -> Cost:
         """The cost of a submission with these options."""
         tasks = opts.array_size()
         nodes = opts.nodes or 1

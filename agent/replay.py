@@ -11,16 +11,21 @@ another policy (`jobsmith --site other.yaml sessions replay ID`) would have allo
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.scheduler import JobStatus, SubmitResult, TestOnlyResult
-from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.scheduler import (
+    EnvironmentInputs,
+    JobStatus,
+    Scheduler,
+    SubmitResult,
+    TestOnlyResult,
+)
 from jobsmith.agent.events import Event, EventKind
 from jobsmith.agent.executor import ApprovalNeeded, Executor
 from jobsmith.agent.ledger import JobLedger
@@ -34,14 +39,14 @@ from jobsmith.site_config.facts import ClusterFacts
 class DryRunScheduler:
     """Reads go to the real scheduler; anything that would change Slurm is only recorded."""
 
-    real: Any
+    real: Scheduler
     actions: list[str] = field(default_factory=list)
 
     def version(self) -> str:
         """The real scheduler's version."""
-        return str(self.real.version())
+        return self.real.version()
 
-    def submit(self, script: str, options: SbatchOptions) -> SubmitResult:
+    def submit(self, script: str, options: JobOptions) -> SubmitResult:
         """Record the submission; answer with a placeholder id."""
         self.actions.append(f"submit {options.job_name}")
         return SubmitResult(
@@ -50,21 +55,19 @@ class DryRunScheduler:
 
     def test_only(self, script: str) -> TestOnlyResult:
         """Slurm's real pre-flight verdict (submits nothing)."""
-        result: TestOnlyResult = self.real.test_only(script)
-        return result
+        return self.real.test_only(script)
 
     def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
         """Real states."""
-        result: dict[str, JobStatus] = self.real.status(job_ids, since)
-        return result
+        return self.real.status(job_ids, since)
 
     def find_by_name(self, job_name: str, since: datetime) -> list[str]:
         """Real lookup."""
-        return list(self.real.find_by_name(job_name, since))
+        return self.real.find_by_name(job_name, since)
 
     def active_tasks(self) -> int:
         """The user's real queue, for the concurrency rule."""
-        return int(self.real.active_tasks())
+        return self.real.active_tasks()
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Record only."""
@@ -80,18 +83,39 @@ class DryRunScheduler:
 
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Read-only: asked of the real scheduler."""
-        facts: ClusterFacts = self.real.cluster_facts(user)
-        return facts
+        return self.real.cluster_facts(user)
 
     def dbd_backlog(self) -> int:
         """Read-only: asked of the real scheduler."""
-        backlog: int = self.real.dbd_backlog()
-        return backlog
+        return self.real.dbd_backlog()
 
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """Real paths."""
-        result: tuple[str | None, str | None] = self.real.output_paths(job_id)
-        return result
+        return self.real.output_paths(job_id)
+
+    def log_path(self, options: JobOptions, job_id: str, stream: str, since: datetime) -> str:
+        """Real paths."""
+        return self.real.log_path(options, job_id, stream, since)
+
+    def script_header(self, options: JobOptions) -> list[str]:
+        """The real rendering (pure)."""
+        return self.real.script_header(options)
+
+    def is_header_line(self, line: str) -> bool:
+        """The real rendering's lines."""
+        return self.real.is_header_line(line)
+
+    def batch_script(self, job_id: str) -> str:
+        """Read-only: asked of the real scheduler."""
+        return self.real.batch_script(job_id)
+
+    def submission_environment(self, environ: Mapping[str, str]) -> EnvironmentInputs:
+        """The real reading of the environment (pure)."""
+        return self.real.submission_environment(environ)
+
+    def submission_in_flight(self, job_name: str) -> bool:
+        """Read-only: asked of the real scheduler."""
+        return self.real.submission_in_flight(job_name)
 
 
 class ReplayedStep(BaseModel):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
-from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.options import TAG_PATTERN, SbatchOptions, render_directives
+from jobsmith.adapters.options import TAG_PATTERN, JobOptions
+from jobsmith.adapters.scheduler import JobStatus, Scheduler
 from jobsmith.errors import InputError, TemplateError
 
 
@@ -24,12 +24,12 @@ def failed_task_indices(status: JobStatus) -> list[int]:
 
 
 def rerun_options(
-    original: SbatchOptions,
+    original: JobOptions,
     *,
     tasks: Sequence[int] | None,
     mem_mb: int | None,
     time_limit_s: int | None,
-) -> SbatchOptions:
+) -> JobOptions:
     """The original options with a new tag, new resources and (for arrays) only `tasks`."""
     base = TAG_PATTERN.sub("", original.job_name)
     update: dict[str, object] = {
@@ -44,11 +44,11 @@ def rerun_options(
         if original.array is None:
             raise InputError(f"job {original.job_name} is not an array: no tasks to choose")
         update["array"] = ",".join(str(t) for t in tasks)
-    return SbatchOptions.model_validate({**original.model_dump(), **update})
+    return JobOptions.model_validate({**original.model_dump(), **update})
 
 
-def with_directives(script: str, options: SbatchOptions) -> str:
-    """script with every #SBATCH line of its header replaced by options' directives.
+def with_directives(script: str, options: JobOptions, scheduler: Scheduler) -> str:
+    """script with every directive line of its header replaced by options' directives.
 
     sbatch reads directives until the first command; a later #SBATCH in the header of an
     adopted script would override ours, so all of them go, not only jobsmith's block.
@@ -60,5 +60,6 @@ def with_directives(script: str, options: SbatchOptions) -> str:
         (i for i, line in enumerate(lines[1:], 1) if line.strip() and not line.startswith("#")),
         len(lines),
     )
-    header = [line for line in lines[1:header_end] if not line.startswith("#SBATCH")]
-    return "\n".join([lines[0], *render_directives(options), *header, *lines[header_end:]]) + "\n"
+    header = [line for line in lines[1:header_end] if not scheduler.is_header_line(line)]
+    directives = scheduler.script_header(options)
+    return "\n".join([lines[0], *directives, *header, *lines[header_end:]]) + "\n"

@@ -29,18 +29,15 @@ the step is undecided until that intent's lease ends, as it always was.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import Scheduler
-from jobsmith.adapters.slurm.scheduler import SUBMIT_TAG_ENV
 from jobsmith.agent.claims import (
     CLOCK_SKEW,
     LOOKUP_ALLOWANCE,
@@ -244,26 +241,11 @@ def _wait_until_sure(
         if clock() < until:
             return f"its sbatch ran on {data.get('host')}; resume there, or after {until:%H:%M} UTC"
     deadline = time.monotonic() + wait_s
-    while orphan_sbatch_alive(name) or scheduler.dbd_backlog() > 0:
+    while scheduler.submission_in_flight(name) or scheduler.dbd_backlog() > 0:
         if time.monotonic() > deadline:
             return f"an sbatch for {name} is still running, or slurmdbd is still catching up"
         sleep(0.5)
     return None
-
-
-def orphan_sbatch_alive(job_name: str, proc: Path = Path("/proc")) -> bool:
-    """True if a process of this user carries the submission's tag (an sbatch still running)."""
-    needle = f"{SUBMIT_TAG_ENV}={job_name}".encode()
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue  # gone, or another user's: not ours
-        if needle in environ.split(b"\0"):
-            return True
-    return False
 
 
 def _local_since(at: datetime, clock: Callable[[], datetime]) -> datetime:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from jobsmith.adapters.slurm.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
+from jobsmith.adapters.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
 from jobsmith.agent.documents import StatusDocument
 from jobsmith.agent.jobs import JobRequest
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from jobsmith.agent.output import print_json, print_table
 
 if TYPE_CHECKING:
+    from jobsmith.adapters.records import JobRecord
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
-    from jobsmith.adapters.slurm.records import JobRecord
     from jobsmith.agent.approvals import PendingApproval
     from jobsmith.agent.documents import JobStatusDocument
     from jobsmith.agent.events import Event, SessionInfo

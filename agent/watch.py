@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.jobstate import StateChange, decided_jobs, last_states, record_job_states
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.store import SessionStore

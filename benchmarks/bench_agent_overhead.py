@@ -18,7 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from jobsmith.adapters.slurm.transport import CommandResult, LocalTransport
+from jobsmith.adapters.slurm.transport import LocalTransport
+from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.app import App, Paths
 from jobsmith.agent.jobs import JobRequest
 from jobsmith.agent.steps import Render, Submit

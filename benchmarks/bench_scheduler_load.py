@@ -14,7 +14,7 @@ do; only the two statistics commands run as root (`sacctmgr show stats` is admin
 
 The jobs are tiny (`true`, 50 MB, partition debug, output to /dev/null) and carry an
 extra `#SBATCH --nice` line, so other sessions sharing the lab node go ahead of the 1,000
-tasks; the separate jobs also carry `#SBATCH --hold` and never run (SbatchOptions has no
+tasks; the separate jobs also carry `#SBATCH --hold` and never run (JobOptions has no
 field for either, so they are appended after the adapter's rendered directives).
 
 The statistics parsing, the snapshots and the run-as-user transport live in slurm_stats.py
@@ -59,9 +59,10 @@ from slurm_stats import (
     wait_for_accounting,
 )
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus, task_range_size
 from jobsmith.adapters.slurm import argv
-from jobsmith.adapters.slurm.options import SbatchOptions, render_directives
+from jobsmith.adapters.slurm.options import render_directives
 from jobsmith.adapters.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct_parsable
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
@@ -146,15 +147,15 @@ def _brief(w: Window) -> str:
     )
 
 
-def make_script(opts: SbatchOptions, body: str, extra: Iterable[str] = ()) -> str:
+def make_script(opts: JobOptions, body: str, extra: Iterable[str] = ()) -> str:
     """A batch script: the adapter's #SBATCH lines, extra directives, then the body."""
     lines = ["#!/bin/bash", *render_directives(opts), *(f"#SBATCH {x}" for x in extra), body]
     return "\n".join(lines) + "\n"
 
 
-def job_options(name: str, workdir: str, **kwargs: Any) -> SbatchOptions:
+def job_options(name: str, workdir: str, **kwargs: Any) -> JobOptions:
     """Small, short, output-free jobs in partition debug, tagged as jobsmith tags them."""
-    return SbatchOptions(
+    return JobOptions(
         job_name=f"{name}.js-{secrets.token_hex(6)}",
         partition="debug",
         mem_mb=50,

@@ -83,9 +83,9 @@ from slurm_stats import (
     wait_for_accounting,
 )
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm import argv
-from jobsmith.adapters.slurm.options import SbatchOptions
 from jobsmith.adapters.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct_parsable
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
@@ -360,7 +360,7 @@ def make_state(base: Path, label: str, jobs: Sequence[HeldJob], cluster: str) ->
                 cluster=cluster,
                 template="command",
                 params={"command": "true"},
-                options=SbatchOptions(job_name=f"bench.js-{secrets.token_hex(6)}"),
+                options=JobOptions(job_name=f"bench.js-{secrets.token_hex(6)}"),
                 script_sha256=sha,
                 submitted_at=job.submitted_at,
                 session_id=session_id,

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-from jobsmith.adapters.slurm.transport import CommandResult, LocalTransport
+from jobsmith.adapters.slurm.transport import LocalTransport
+from jobsmith.adapters.transport import CommandResult
 
 BY_TYPE = "Remote Procedure Call statistics by message type"
 BY_USER = "Remote Procedure Call statistics by user"

@@ -22,7 +22,7 @@ _EPSILON = 1e-6
 
 @dataclass(frozen=True)
 class ArrayPlan:
-    """The array a rendered template needs: `spec` goes to SbatchOptions.array."""
+    """The array a rendered template needs: `spec` goes to JobOptions.array."""
 
     count: int
     spec: str

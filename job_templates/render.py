@@ -40,7 +40,7 @@ class RenderedBody:
     output_paths: tuple[Path, ...]
 
     def sbatch_fields(self) -> dict[str, int | str]:
-        """Resource defaults plus `array`, keyed by SbatchOptions field name."""
+        """Resource defaults plus `array`, keyed by JobOptions field name."""
         fields: dict[str, int | str] = dict(self.resources.sbatch_fields())
         if self.array is not None:
             fields["array"] = self.array.spec

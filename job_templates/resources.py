@@ -1,6 +1,6 @@
 """A template's resource defaults, and their resolution against parameter values.
 
-Field names match SbatchOptions (adapters/slurm/options.py) so the resolved values can be
+Field names match JobOptions (adapters/slurm/options.py) so the resolved values can be
 passed straight into it. A default is either a number or `{param: <name>}`, which takes
 it from an int parameter: torch_train's `gpus` parameter sets both `--gres` and
 torchrun's `--nproc_per_node`, so the two cannot disagree.
@@ -36,7 +36,7 @@ class Resources(BaseModel):
     ntasks: PositiveInt | None = Field(None, description="-n number of tasks")
 
     def sbatch_fields(self) -> dict[str, int]:
-        """The set fields, keyed by their SbatchOptions name."""
+        """The set fields, keyed by their JobOptions name."""
         return {key: value for key, value in self.model_dump().items() if value is not None}
 
 

@@ -1,6 +1,6 @@
 """The site configuration as a typed model: one cluster, its partitions, accounts and policy.
 
-Field names follow two sources on purpose. `defaults` uses SbatchOptions' own names
+Field names follow two sources on purpose. `defaults` uses JobOptions' own names
 (`cpus_per_task`, `mem_mb`, `time_limit_s`) so the defaults can be handed to a submission
 unchanged; partition limits use the names of the Slurm partition keys they mirror
 (`max_time` is MaxTime, `max_mem_per_node` is MaxMemPerNode), which is what an admin
@@ -126,7 +126,7 @@ class Choice(_Section):
 
 
 class Defaults(_Section):
-    """Resources of a request that does not say (SbatchOptions' field names and units)."""
+    """Resources of a request that does not say (JobOptions' field names and units)."""
 
     cpus_per_task: int = Field(1, gt=0, description="CPUs per task (sbatch -c)")
     mem_mb: Memory = Field(2048, description="memory per node, MiB (sbatch --mem)")

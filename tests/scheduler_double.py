@@ -14,20 +14,29 @@ JobLedger and shipped templates to the double, under a clock the test moves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobsmith.adapters.scheduler import JobStatus, SubmitResult, TestOnlyResult
-from jobsmith.adapters.slurm.options import SbatchOptions
-from jobsmith.adapters.slurm.records import JobRecord
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.records import JobRecord
+from jobsmith.adapters.scheduler import (
+    EnvironmentInputs,
+    JobStatus,
+    SubmitResult,
+    TestOnlyResult,
+)
+from jobsmith.adapters.slurm.inflight import orphan_sbatch_alive
+from jobsmith.adapters.slurm.logpaths import expand_log_pattern
+from jobsmith.adapters.slurm.options import render_directives
+from jobsmith.adapters.slurm.slurmenv import environment_inputs
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.executor import Executor
 from jobsmith.agent.ledger import JobLedger
 from jobsmith.agent.store import FileSessionStore
-from jobsmith.errors import SchedulerUnavailable
+from jobsmith.errors import JobNotFound, SchedulerUnavailable
 from jobsmith.job_templates import TemplateLibrary, shipped_library
 from jobsmith.site_config import SiteConfig
 from jobsmith.site_config.facts import ClusterFacts
@@ -60,7 +69,7 @@ class SchedulerDouble:
         self.jobs: dict[str, JobStatus] = {}
         self.names: dict[str, str] = {}  # job name (with its tag) -> job id
         self.scripts: dict[str, str] = {}  # job id -> the script submitted
-        self.options: dict[str, SbatchOptions] = {}  # job id -> its options
+        self.options: dict[str, JobOptions] = {}  # job id -> its options
         self.unavailable: str | None = None
         self.submit_error: BaseException | None = None
         self.answer_lost: BaseException | None = None
@@ -77,7 +86,7 @@ class SchedulerDouble:
         self._call("version")
         return "24.11.1"
 
-    def submit(self, script: str, options: SbatchOptions) -> SubmitResult:
+    def submit(self, script: str, options: JobOptions) -> SubmitResult:
         """Accept the job as PENDING under the next id (unless a knob says otherwise)."""
         self._call("submit", script, options)
         self._reachable()
@@ -157,6 +166,47 @@ class SchedulerDouble:
         """The double keeps no log paths."""
         self._call("output_paths", job_id)
         return None, None
+
+    def log_path(self, options: JobOptions, job_id: str, stream: str, since: datetime) -> str:
+        """The -o/-e pattern expanded by the real expander (no accounting: %j is the id)."""
+        self._call("log_path", options, job_id, stream)
+        pattern = (options.error if stream == "stderr" else None) or options.output
+        array_id, _, task = job_id.partition("_")
+        return expand_log_pattern(
+            pattern or "slurm-%j.out",
+            job_id_raw=job_id,
+            array_job_id=array_id if task else None,
+            array_task_id=int(task) if task.isdigit() else None,
+            job_name=options.job_name,
+            user="alice",
+        )
+
+    # --- the pure parts are Slurm's own: the double renders as the real adapter does ---
+
+    def script_header(self, options: JobOptions) -> list[str]:
+        """The real adapter's #SBATCH rendering."""
+        return render_directives(options)
+
+    def is_header_line(self, line: str) -> bool:
+        """As the real adapter: an #SBATCH line."""
+        return line.startswith("#SBATCH")
+
+    def submission_environment(self, environ: Mapping[str, str]) -> EnvironmentInputs:
+        """The real adapter's reading of SBATCH_* variables."""
+        return environment_inputs(environ)
+
+    def submission_in_flight(self, job_name: str) -> bool:
+        """The real check of this host's processes (a test can start a real 'orphan')."""
+        self._call("submission_in_flight", job_name)
+        return orphan_sbatch_alive(job_name)
+
+    def batch_script(self, job_id: str) -> str:
+        """The script the double accepted under job_id."""
+        self._call("batch_script", job_id)
+        self._reachable()
+        if job_id not in self.scripts:
+            raise JobNotFound(f"scontrol failed: Invalid job id specified ({job_id})")
+        return self.scripts[job_id]
 
     # --- accounting's lag, which `sessions resume` asks about --------------------------
 

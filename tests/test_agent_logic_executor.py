@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from scheduler_double import AgentHarness
 
-from jobsmith.adapters.slurm.options import SbatchOptions
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.states import JobState
 from jobsmith.agent import steps as st
 from jobsmith.agent.app import App, Paths
 from jobsmith.agent.approvals import AlreadyAnswered, answer, find_pending, pending_approvals
@@ -697,7 +697,7 @@ def test_a_found_job_s_result_is_a_done_submit_on_its_step(h: AgentHarness) -> N
     other = h.store.create()
     SessionLog(h.store, other).intent(step.id, intent)
     found = h.executor.record_found(other, step.id, intent, "4321")
-    options = SbatchOptions.model_validate(intent["options"])
+    options = JobOptions.model_validate(intent["options"])
     summary = {
         "submitted": True,
         "job_id": "4321",
@@ -746,7 +746,7 @@ def test_rerun_of_a_job_whose_script_is_not_in_its_session_says_so(h: AgentHarne
             cluster="doublelab",
             template="command",
             params={},
-            options=SbatchOptions(job_name="command.js-0123456789ab"),
+            options=JobOptions(job_name="command.js-0123456789ab"),
             script_sha256="0" * 64,
             submitted_at=datetime.now(),
             session_id=session,

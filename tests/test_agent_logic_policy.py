@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from jobsmith.adapters.slurm.options import SbatchOptions
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.events import Event, EventKind
 from jobsmith.agent.policy import Cost, Decision, History, evaluate
 from jobsmith.agent.policy import history_from_events as history
@@ -23,8 +23,8 @@ from jobsmith.site_config.model import Policy
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
-def opts(**kw: Any) -> SbatchOptions:
-    return SbatchOptions(job_name="t.js-0123456789ab", **kw)
+def opts(**kw: Any) -> JobOptions:
+    return JobOptions(job_name="t.js-0123456789ab", **kw)
 
 
 def cost(**kw: Any) -> Cost:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from scheduler_double import AgentHarness, SimulatedCrash
 
-from jobsmith.adapters.slurm.scheduler import SUBMIT_TAG_ENV
+from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
 from jobsmith.agent import steps as st
 from jobsmith.agent.approvals import answer, find_pending, pending_approvals
 from jobsmith.agent.claims import SBATCH_MAX_LIFE, owner, process_start
@@ -34,7 +34,6 @@ from jobsmith.agent.resume import (
     ResumeReport,
     _local_since,
     in_flight,
-    orphan_sbatch_alive,
     resume_session,
 )
 from jobsmith.agent.session_log import SessionLog

@@ -17,7 +17,7 @@ import pytest
 from scheduler_double import MIB, AgentHarness
 
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.states import JobState
 from jobsmith.agent import steps as st
 from jobsmith.agent.brain import Action, Decision
 from jobsmith.agent.deciding import (

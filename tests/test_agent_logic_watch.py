@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from scheduler_double import MIB, AgentHarness
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.options import SbatchOptions
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.states import JobState
 from jobsmith.agent import steps as st
 from jobsmith.agent.deciding import decide_failure
 from jobsmith.agent.events import EventKind
@@ -223,7 +223,7 @@ def test_jobs_without_a_session_are_not_watched(h: AgentHarness) -> None:
             cluster="doublelab",
             template="command",
             params={},
-            options=SbatchOptions(job_name="x.js-0123456789ab"),
+            options=JobOptions(job_name="x.js-0123456789ab"),
             script_sha256="0" * 64,
             submitted_at=datetime.now(),
         )

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lab_cli import LAB_SITE
 
-from jobsmith.adapters.slurm.jobid import BadJobId, parse_job_ids
-from jobsmith.adapters.slurm.transport import CommandResult
+from jobsmith.adapters.jobid import BadJobId, parse_job_ids
+from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.app import App, parse_window
 from jobsmith.agent.cli import cli
 from jobsmith.errors import InputError

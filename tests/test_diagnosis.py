@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.parse import (
     parse_key_values,
@@ -36,10 +37,9 @@ from jobsmith.adapters.slurm.parse import (
     parse_sacct_parsable,
     parse_squeue_json,
 )
-from jobsmith.adapters.slurm.records import JobRecord
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-from jobsmith.adapters.slurm.states import JobState
 from jobsmith.adapters.slurm.transport import LocalTransport
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.diagnosis import Diagnosis, Verdict, diagnose
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

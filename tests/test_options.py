@@ -5,17 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from jobsmith.adapters.slurm.options import (
-    Dependency,
-    SbatchOptions,
-    array_task_count,
-    render_directives,
-)
+from jobsmith.adapters.options import Dependency, JobOptions, array_task_count
+from jobsmith.adapters.slurm.options import render_directives
 from jobsmith.units import format_time_limit
 
 
 def test_directives_in_fixed_order_with_array_throttle_and_dependencies() -> None:
-    opts = SbatchOptions(
+    opts = JobOptions(
         job_name="ffmpeg_chunks.js-0123456789ab",
         partition="debug",
         account="lab",
@@ -60,13 +56,13 @@ def test_directives_in_fixed_order_with_array_throttle_and_dependencies() -> Non
 def test_unsafe_values_are_refused(field: str, value: str) -> None:
     kwargs = {"job_name": "ok"} | {field: value}
     with pytest.raises(ValidationError) as info:
-        SbatchOptions(**kwargs)  # type: ignore[arg-type]
+        JobOptions(**kwargs)  # type: ignore[arg-type]
     assert field in str(info.value)
 
 
 def test_throttle_without_array_is_refused() -> None:
     with pytest.raises(ValidationError, match="throttle needs an array"):
-        SbatchOptions(job_name="x", array_throttle=2)
+        JobOptions(job_name="x", array_throttle=2)
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 
+from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.slurm.argv import DELIMITER
 from jobsmith.adapters.slurm.parse import (
     SACCT_FIELDS,
@@ -50,8 +51,7 @@ from jobsmith.adapters.slurm.parse import (
     parse_time,
     squeue_format,
 )
-from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.states import JobState
 from jobsmith.units import parse_printed_duration, parse_printed_memory
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 from lab_cli import LAB_SITE, jobs_named, js
 
-from jobsmith.adapters.slurm.options import SbatchOptions, render_directives
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.slurm.options import render_directives
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.errors import SchedulerUnavailable
@@ -433,7 +434,7 @@ def test_sbatch_killed_at_its_timeout_submits_nothing_afterwards(
         f'echo $$ >> {started}\nsh -c \'sleep 3; exec "$0" "$@"\' {real} "$@"\n',
     )
     name = f"promise-timeout.js-{os.urandom(6).hex()}"
-    options = SbatchOptions.model_validate(
+    options = JobOptions.model_validate(
         {
             "job_name": name,
             "partition": "debug",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.slurm.facts import (
     build_facts,
     parse_assoc,
@@ -20,7 +21,7 @@ from jobsmith.adapters.slurm.facts import (
     parse_nodes,
     parse_partitions,
 )
-from jobsmith.adapters.slurm.options import SbatchOptions, render_directives
+from jobsmith.adapters.slurm.options import render_directives
 from jobsmith.adapters.slurm.parse import parse_key_values
 from jobsmith.errors import ConfigError, SchedulerError
 from jobsmith.site_config import (
@@ -194,7 +195,7 @@ def test_user_falls_back_to_logname() -> None:
 
 def test_example_defaults_are_sbatch_options() -> None:
     defaults = load(EXAMPLE).defaults
-    opts = SbatchOptions(job_name="t", **defaults.model_dump())
+    opts = JobOptions(job_name="t", **defaults.model_dump())
     assert "#SBATCH --mem=1024M" in render_directives(opts)
     assert "#SBATCH --time=00:10:00" in render_directives(opts)
     assert "#SBATCH --cpus-per-task=1" in render_directives(opts)

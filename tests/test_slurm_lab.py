@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.options import Dependency, SbatchOptions, render_directives
+from jobsmith.adapters.slurm.options import render_directives
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-from jobsmith.adapters.slurm.states import JobState
-from jobsmith.adapters.slurm.transport import CommandResult, LocalTransport
+from jobsmith.adapters.slurm.transport import LocalTransport
+from jobsmith.adapters.states import JobState
+from jobsmith.adapters.transport import CommandResult
 from jobsmith.errors import SchedulerError, SchedulerUnavailable
 
 pytestmark = pytest.mark.usefixtures("lab_cluster")
@@ -54,12 +56,12 @@ def _run_in(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(workdir)
 
 
-def opts(name: str, **kwargs: object) -> SbatchOptions:
+def opts(name: str, **kwargs: object) -> JobOptions:
     tag = secrets.token_hex(6)
-    return SbatchOptions(job_name=f"{name}.js-{tag}", partition="debug", mem_mb=100, **kwargs)  # type: ignore[arg-type]
+    return JobOptions(job_name=f"{name}.js-{tag}", partition="debug", mem_mb=100, **kwargs)  # type: ignore[arg-type]
 
 
-def script(o: SbatchOptions, body: str) -> str:
+def script(o: JobOptions, body: str) -> str:
     return "#!/bin/bash\n" + "\n".join(render_directives(o)) + "\n" + body + "\n"
 
 
@@ -146,7 +148,7 @@ def test_unknown_job_is_not_visible_not_failed() -> None:
 def test_refusal_names_slurms_reason_and_is_not_retried() -> None:
     t = RecordingTransport()
     s = SlurmScheduler(t, retry_delay_s=0)
-    o = SbatchOptions(job_name=f"x.js-{secrets.token_hex(6)}", partition="nosuchpartition")
+    o = JobOptions(job_name=f"x.js-{secrets.token_hex(6)}", partition="nosuchpartition")
     with pytest.raises(SchedulerError, match=r"(?i)invalid partition") as info:
         s.submit(script(o, "true"), o)
     assert not isinstance(info.value, SchedulerUnavailable)
@@ -238,6 +240,6 @@ def test_test_only_estimates_without_submitting() -> None:
     res = s.test_only(script(o, "true"))
     assert res.ok and res.partition == "debug" and res.estimated_start is not None
     assert s.find_by_name(o.job_name, datetime.now() - SINCE) == []
-    bad = SbatchOptions(job_name="x", partition="debug", account="nosuchaccount")
+    bad = JobOptions(job_name="x", partition="debug", account="nosuchaccount")
     refused = s.test_only(script(bad, "true"))
     assert not refused.ok and "account" in refused.message.lower()

@@ -24,7 +24,7 @@ import pytest
 from golden import GOLDEN, golden_names, reference_text, regenerate
 from template_examples import create_input, example_params, write_bwa_inputs, write_table
 
-from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.options import JobOptions
 from jobsmith.errors import PolicyError, TemplateError
 from jobsmith.job_templates import (
     RenderedBody,
@@ -237,7 +237,7 @@ def test_resources_and_array_fit_sbatch_options(
 ) -> None:
     template = library.get(name)
     rendered = render(template, example_params(template, root), root)
-    options = SbatchOptions.model_validate({"job_name": "t", **rendered.sbatch_fields()})
+    options = JobOptions.model_validate({"job_name": "t", **rendered.sbatch_fields()})
     assert options.array_size() == (rendered.array.count if rendered.array else 1)
     assert not re.search(r"^\s*#\s*SBATCH", rendered.body, re.MULTILINE | re.IGNORECASE)
 

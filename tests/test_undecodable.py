@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from lab_cli import js as lab_js
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.options import SbatchOptions
-from jobsmith.adapters.slurm.states import JobState
 from jobsmith.adapters.slurm.transport import LocalTransport
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.jobstate import StateChange
 from jobsmith.agent.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.store import FileSessionStore
@@ -48,7 +48,7 @@ def test_one_jobs_trouble_is_its_decision_not_the_end_of_the_cycle(tmp_path: Pat
                 cluster="lab",
                 template="command",
                 params={},
-                options=SbatchOptions(job_name=f"j{job_id}"),
+                options=JobOptions(job_name=f"j{job_id}"),
                 script_sha256="",
                 submitted_at=datetime.now(),
                 session_id=store.create({"title": job_id}),

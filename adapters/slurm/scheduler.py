@@ -7,15 +7,26 @@ looked up in the controller and in accounting.
 
 from __future__ import annotations
 
+import getpass
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
-from jobsmith.adapters.scheduler import JobStatus, SubmitResult, TestOnlyResult, task_range_size
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.records import JobRecord, QueueRecord
+from jobsmith.adapters.scheduler import (
+    EnvironmentInputs,
+    JobStatus,
+    SubmitResult,
+    TestOnlyResult,
+    task_range_size,
+)
 from jobsmith.adapters.slurm import argv
 from jobsmith.adapters.slurm.facts import build_facts
-from jobsmith.adapters.slurm.options import SbatchOptions
+from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
+from jobsmith.adapters.slurm.logpaths import expand_log_pattern
+from jobsmith.adapters.slurm.options import render_directives
 from jobsmith.adapters.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -23,9 +34,9 @@ from jobsmith.adapters.slurm.parse import (
     parse_sacct_parsable,
     parse_squeue,
 )
-from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
+from jobsmith.adapters.slurm.slurmenv import environment_inputs
 from jobsmith.adapters.slurm.status import merge_status
-from jobsmith.adapters.slurm.transport import CommandResult, Transport
+from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
 from jobsmith.site_config.facts import ClusterFacts
 
@@ -42,10 +53,6 @@ _TEST_ONLY = re.compile(
     r"Job (?P<id>\d+) to start at (?P<start>\S+) using (?P<cpus>\d+) processors on nodes "
     r"(?P<nodes>\S+) in partition (?P<partition>\S+)"
 )
-
-
-#: environment variable carrying the job name (with its tag) into sbatch's process
-SUBMIT_TAG_ENV = "JOBSMITH_SUBMISSION"
 
 
 class SlurmScheduler:
@@ -76,7 +83,7 @@ class SlurmScheduler:
 
     # --- submission -------------------------------------------------------------------
 
-    def submit(self, script: str, options: SbatchOptions) -> SubmitResult:
+    def submit(self, script: str, options: JobOptions) -> SubmitResult:
         """Submit once; on an unclear answer, look the tag up before trying again."""
         started = datetime.now() - timedelta(minutes=5)
         last_error: SchedulerError | None = None
@@ -201,6 +208,49 @@ class SlurmScheduler:
         fields = parse_key_values(res.stdout.splitlines()[0] if res.stdout else "")
         return fields.get("StdOut"), fields.get("StdErr")
 
+    def log_path(self, options: JobOptions, job_id: str, stream: str, since: datetime) -> str:
+        """The -o/-e pattern expanded for job_id; %j of an array task asks accounting for
+        the task's own id. Relative paths are taken from the job's -D directory."""
+        pattern = (options.error if stream == "stderr" else None) or options.output
+        if pattern is None:
+            pattern = "slurm-%A_%a.out" if options.array else "slurm-%j.out"
+        array_id, _, task = job_id.partition("_")
+        raw = job_id
+        if task and "%j" in pattern:
+            records = self.accounting([job_id], since)
+            raw = next((r.job_id_raw for r in records if r.job_id == job_id), job_id)
+        path = expand_log_pattern(
+            pattern,
+            job_id_raw=raw,
+            array_job_id=array_id if task else None,
+            array_task_id=int(task) if task.isdigit() else None,
+            job_name=options.job_name,
+            user=getpass.getuser(),
+        )
+        if not path.startswith("/") and options.chdir:
+            path = f"{options.chdir.rstrip('/')}/{path}"
+        return path
+
+    def script_header(self, options: JobOptions) -> list[str]:
+        """options as `#SBATCH` directives, in a fixed order (stable to diff and hash)."""
+        return render_directives(options)
+
+    def is_header_line(self, line: str) -> bool:
+        """True for an `#SBATCH` directive line."""
+        return line.startswith("#SBATCH")
+
+    def batch_script(self, job_id: str) -> str:
+        """`scontrol write batch_script` of a job the controller still holds."""
+        return self._checked(["scontrol", "write", "batch_script", job_id, "-"]).stdout
+
+    def submission_environment(self, environ: Mapping[str, str]) -> EnvironmentInputs:
+        """The SBATCH_* defaults jobsmith folds, and the input variables it refuses."""
+        return environment_inputs(environ)
+
+    def submission_in_flight(self, job_name: str) -> bool:
+        """True while an sbatch of this user's carrying job_name's tag still runs here."""
+        return orphan_sbatch_alive(job_name)
+
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Partitions, nodes and the user's associations (three read-only commands)."""
         return build_facts(
@@ -209,10 +259,6 @@ class SlurmScheduler:
             self._checked(argv.sacctmgr_assoc(user)).stdout,
             user=user,
         )
-
-    def run_checked(self, command: list[str]) -> CommandResult:
-        """Run a read-only Slurm command, raising SchedulerError on failure."""
-        return self._checked(command)
 
     def _checked(self, command: list[str]) -> CommandResult:
         res = self._transport.run(command, timeout=self._timeout, env=argv.SLURM_ENV)
@@ -247,7 +293,7 @@ def _needs_queue(job_ids: Sequence[str], records: list[JobRecord]) -> bool:
 
 
 def _result(
-    job_id: str, opts: SbatchOptions, warnings: tuple[str, ...], attempts: int, *, recovered: bool
+    job_id: str, opts: JobOptions, warnings: tuple[str, ...], attempts: int, *, recovered: bool
 ) -> SubmitResult:
     return SubmitResult(
         job_id=job_id,
@@ -259,7 +305,7 @@ def _result(
     )
 
 
-def _submit_error(res: CommandResult, opts: SbatchOptions) -> SchedulerError:
+def _submit_error(res: CommandResult, opts: JobOptions) -> SchedulerError:
     message = _strip_prefix(res.stderr.strip() or res.stdout.strip()) or f"exit {res.returncode}"
     if res.returncode == 0:
         return SchedulerError(f"sbatch answered without a job id for {opts.job_name}: {message}")

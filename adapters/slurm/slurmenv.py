@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from jobsmith.adapters.scheduler import EnvironmentDefault, EnvironmentInputs
+
 #: sbatch input variables jobsmith turns into request fields (JobRequest field names)
 FOLDED: dict[str, str] = {
     "SBATCH_PARTITION": "partition",
@@ -56,6 +58,16 @@ def sbatch_inputs(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]
         and ((name.startswith("SBATCH_") and name not in FOLDED) or name in _REFUSED_EXTRA)
     )
     return folded, refused
+
+
+def environment_inputs(environ: Mapping[str, str]) -> EnvironmentInputs:
+    """sbatch_inputs as the Scheduler protocol's neutral answer."""
+    folded, refused = sbatch_inputs(environ)
+    defaults = tuple(
+        EnvironmentDefault(variable=name, field=FOLDED[name], value=value)
+        for name, value in folded.items()
+    )
+    return EnvironmentInputs(defaults=defaults, refused=tuple(refused))
 
 
 def command_environ(environ: Mapping[str, str]) -> dict[str, str]:

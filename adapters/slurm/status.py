@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.records import JobRecord, QueueRecord
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.states import JobState
 
 T = TypeVar("T")
 

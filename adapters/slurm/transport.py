@@ -1,20 +1,6 @@
-"""How Slurm commands reach the scheduler: a one-method Transport protocol.
+"""The local transport: the scheduler's commands as subprocesses on this host.
 
-The scheduler code builds argv lists and parses text; it never knows whether a command ran
-locally or over SSH. A transport that cannot get an answer in time raises
-SchedulerUnavailable (retryable) instead of hanging.
-
-Every byte a command prints becomes text here, in `decode()`, and decoding never fails.
-That covers Slurm's answers (sacct and squeue fields such as the name, paths and comment
-of a job submitted by hand hold whatever bytes its owner gave) and the job log files
-jobsmith reads through the transport (`cat`, `tail`; see agent/logs.py). The encoding is
-UTF-8 whatever the locale, so a watcher run by cron (often with no locale) reads the same
-text as the user's shell; bytes that are not UTF-8 become U+FFFD. Not surrogateescape:
-this text goes into JSON output, session events, webhooks and model prompts, where a lone
-surrogate raises UnicodeEncodeError at the far end, moving the crash instead of removing
-it. The cost is that such bytes cannot round-trip: a path read back from Slurm that is not
-UTF-8 names no file, and reading that log fails as a note on its job, like any unreadable
-log. stdin (a batch script) is sent as UTF-8.
+The protocol it implements, and how output becomes text, are in adapters/transport.py.
 """
 
 from __future__ import annotations
@@ -24,41 +10,12 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from jobsmith import faults
 from jobsmith.adapters.slurm.jobenv import SecretFilter
 from jobsmith.adapters.slurm.slurmenv import command_environ
+from jobsmith.adapters.transport import CommandResult, decode
 from jobsmith.errors import SchedulerUnavailable
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What a finished command gave back."""
-
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-class Transport(Protocol):
-    """Runs one command where the scheduler's client tools live."""
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        """Run argv to completion; raise SchedulerUnavailable if it outlives timeout.
-
-        env holds variables to set for this command on top of the transport's own.
-        """
-        ...
 
 
 class LocalTransport:
@@ -112,11 +69,6 @@ class LocalTransport:
                 "slurmctld may be busy or down, try again"
             ) from exc
         return CommandResult(tuple(argv), proc.returncode, decode(out), decode(err))
-
-
-def decode(data: bytes) -> str:
-    """A command's output as text; bytes that are not UTF-8 become U+FFFD (see above)."""
-    return data.decode("utf-8", errors="replace")
 
 
 def _kill_and_reap(proc: subprocess.Popen[bytes]) -> None:

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.slurm.states import JobState
+from jobsmith.adapters.states import JobState
 
 
 class _Record(BaseModel):

@@ -1,0 +1,112 @@
+"""What jobsmith asks of the scheduler for one job, as typed values (`JobOptions`).
+
+The scheduler-neutral request: the agent builds, checks against policy and records it;
+the adapter renders it (for Slurm, as `#SBATCH` directives: adapters/slurm/options.py),
+so the script alone says what will be submitted and a hash of it binds an approval to
+both the commands and the resources. Values are validated here, field by field: a value
+can never carry a newline, a space or a second option.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from jobsmith.adapters.jobid import JobIdText
+
+# Characters a scheduler reads literally in a directive value; anything else (spaces,
+# quotes, '#', newlines, '=' inside a value) is refused rather than quoted, because
+# sbatch's directive parser is not a shell and its quoting rules differ between versions.
+_SAFE = r"[A-Za-z0-9_.,:/@%+\-\[\]]+"
+SafeToken = Annotated[str, StringConstraints(pattern=rf"^{_SAFE}$", max_length=1024)]
+
+TAG_PATTERN = re.compile(r"\.js-(?P<tag>[0-9a-f]{12})$")
+
+
+class DependencyKind(StrEnum):
+    """Dependency types jobsmith uses (Slurm's names, which other schedulers share)."""
+
+    AFTEROK = "afterok"
+    AFTERANY = "afterany"
+    AFTERNOTOK = "afternotok"
+    AFTER = "after"
+
+
+class Dependency(BaseModel):
+    """Start only after the given jobs reach the condition `kind`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: DependencyKind = Field(description="afterok, afterany, afternotok or after")
+    job_ids: tuple[JobIdText, ...] = Field(min_length=1, description="Slurm job ids to wait for")
+
+
+class JobOptions(BaseModel):
+    """Everything jobsmith sets on a submission, as typed values."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_name: SafeToken = Field(description="-J; carries the submission tag as '.js-<tag>'")
+    partition: SafeToken | None = Field(None, description="-p partition")
+    account: SafeToken | None = Field(None, description="-A account to charge")
+    qos: SafeToken | None = Field(None, description="--qos")
+    time_limit_s: int | None = Field(None, gt=0, description="-t wall-time limit, seconds")
+    nodes: int | None = Field(None, gt=0, description="-N number of nodes")
+    ntasks: int | None = Field(None, gt=0, description="-n number of tasks")
+    cpus_per_task: int | None = Field(None, gt=0, description="-c CPUs per task")
+    mem_mb: int | None = Field(None, gt=0, description="--mem per node, MiB")
+    gpus: int | None = Field(None, ge=0, description="GPUs per node, via --gres=gpu[:type]:N")
+    gpu_type: SafeToken | None = Field(None, description="GPU type for --gres, e.g. a100")
+    array: (
+        Annotated[
+            str,
+            StringConstraints(
+                pattern=r"^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$"
+            ),
+        ]
+        | None
+    ) = Field(None, description="--array index spec without throttle, e.g. '0-999' or '1,3,7'")
+    array_throttle: int | None = Field(None, gt=0, description="max array tasks running at once")
+    dependencies: tuple[Dependency, ...] = Field((), description="--dependency, all must hold")
+    output: SafeToken | None = Field(None, description="-o stdout path (may use %j %A %a)")
+    error: SafeToken | None = Field(None, description="-e stderr path (may use %j %A %a)")
+    chdir: SafeToken | None = Field(None, description="-D working directory of the job")
+    comment: SafeToken | None = Field(
+        None, description="--comment (not kept by sacct at most sites)"
+    )
+    export: SafeToken | None = Field(
+        None, description="--export: which of the submitter's variables the job gets"
+    )
+    mail_type: SafeToken | None = Field(None, description="--mail-type, e.g. END,FAIL")
+    mail_user: SafeToken | None = Field(None, description="--mail-user address")
+
+    @model_validator(mode="after")
+    def _throttle_needs_array(self) -> JobOptions:
+        if self.array_throttle is not None and self.array is None:
+            raise ValueError("array_throttle is set but array is not: a throttle needs an array")
+        return self
+
+    def tag(self) -> str | None:
+        """The submission tag carried in the job name, if any."""
+        match = TAG_PATTERN.search(self.job_name)
+        return match.group("tag") if match else None
+
+    def array_size(self) -> int:
+        """How many array tasks the spec names (1 for a plain job); Slurm counts each."""
+        return array_task_count(self.array) if self.array else 1
+
+
+def array_task_count(spec: str) -> int:
+    """Number of indices in an --array spec like '0-9,20,30-40:5'."""
+    total = 0
+    for part in spec.split(","):
+        if "-" not in part:
+            total += 1
+            continue
+        span, _, step = part.partition(":")
+        first, last = (int(x) for x in span.split("-"))
+        total += len(range(first, last + 1, int(step) if step else 1))
+    return total
