@@ -7,7 +7,7 @@ SchedulerUnavailable (retryable) instead of hanging.
 Every byte a command prints becomes text here, in `decode()`, and decoding never fails.
 That covers Slurm's answers (sacct and squeue fields such as the name, paths and comment
 of a job submitted by hand hold whatever bytes its owner gave) and the job log files
-jobsmith reads through the transport (`cat`, `tail`; see agent/logs.py; the local
+jobsmith reads through the transport (`cat`, `tail`; see agent/runtime/logs.py; the local
 transport is adapters/slurm/transport.py). The encoding is
 UTF-8 whatever the locale, so a watcher run by cron (often with no locale) reads the same
 text as the user's shell; bytes that are not UTF-8 become U+FFFD. Not surrogateescape:

@@ -18,26 +18,25 @@ from typing import TYPE_CHECKING
 from jobsmith.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
-    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+    from jobsmith.adapters.scheduler import JobStatus, Scheduler, TestOnlyResult
     from jobsmith.adapters.transport import Transport
-    from jobsmith.agent.approvals import PendingApproval
-    from jobsmith.agent.brain import Brain
-    from jobsmith.agent.diagnosis import Diagnosis
-    from jobsmith.agent.events import Event
-    from jobsmith.agent.executor import CheckedJob, Executor
-    from jobsmith.agent.jobs import AssembledJob, JobRequest
-    from jobsmith.agent.jobstate import StateChange
-    from jobsmith.agent.ledger import JobLedger, SubmissionRecord
-    from jobsmith.agent.news import News
-    from jobsmith.agent.replay import ReplayedStep
-    from jobsmith.agent.results import ControlResult, LogView
-    from jobsmith.agent.resume import ResumeReport
-    from jobsmith.agent.sitecmd import SiteCheckReport, SiteInitResult
-    from jobsmith.agent.steps import Step, StepResult
-    from jobsmith.agent.store import FileSessionStore
-    from jobsmith.agent.watch import WatchCycle
-    from jobsmith.agent.watchlock import WatchLock
+    from jobsmith.agent.brains.protocol import Brain
+    from jobsmith.agent.diagnosis.table import Diagnosis
+    from jobsmith.agent.faces.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.runtime.approvals import PendingApproval
+    from jobsmith.agent.runtime.events import Event
+    from jobsmith.agent.runtime.executor import CheckedJob, Executor
+    from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest
+    from jobsmith.agent.runtime.jobstate import StateChange
+    from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+    from jobsmith.agent.runtime.replay import ReplayedStep
+    from jobsmith.agent.runtime.resume import ResumeReport
+    from jobsmith.agent.runtime.steps import Step, StepResult
+    from jobsmith.agent.runtime.store import FileSessionStore
+    from jobsmith.agent.views.results import ControlResult, LogView
+    from jobsmith.agent.watcher.cycle import WatchCycle
+    from jobsmith.agent.watcher.lock import WatchLock
+    from jobsmith.agent.watcher.news import News
     from jobsmith.job_templates import Template, TemplateLibrary
     from jobsmith.site_config import LoadedSite
 
@@ -89,7 +88,7 @@ class App:
         return LocalTransport(SecretFilter.with_site_names(extra))
 
     @cached_property
-    def scheduler(self) -> SlurmScheduler:
+    def scheduler(self) -> Scheduler:
         """Slurm, through the transport, with the site's command timeout."""
         from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
@@ -111,7 +110,7 @@ class App:
     @cached_property
     def ledger(self) -> JobLedger:
         """Submissions this user made with jobsmith."""
-        from jobsmith.agent.ledger import JobLedger
+        from jobsmith.agent.runtime.ledger import JobLedger
 
         return JobLedger(self.paths.state_dir / "jobs")
 
@@ -135,7 +134,7 @@ class App:
 
     def assemble(self, request: JobRequest) -> AssembledJob:
         """Render and check a job against the site's limits; submits nothing."""
-        from jobsmith.agent.jobs import assemble
+        from jobsmith.agent.runtime.jobs import assemble
 
         template = self.library.get(request.template)
         header = self.scheduler.script_header
@@ -152,14 +151,14 @@ class App:
     @cached_property
     def store(self) -> FileSessionStore:
         """The session log store, in the user's state directory."""
-        from jobsmith.agent.store import FileSessionStore
+        from jobsmith.agent.runtime.store import FileSessionStore
 
         return FileSessionStore(self.paths.state_dir / "sessions")
 
     @cached_property
     def executor(self) -> Executor:
         """The policy-bound executor every action goes through."""
-        from jobsmith.agent.executor import Executor
+        from jobsmith.agent.runtime.executor import Executor
 
         def read_output(job_id: str, stream: str, tail: int) -> dict[str, object]:
             return self.logs(job_id, stream, tail).model_dump(mode="json")
@@ -177,7 +176,7 @@ class App:
 
     def one_step(self, title: str, step: Step) -> tuple[str, StepResult]:
         """A CLI action is a one-step session: open it, run the step, return both."""
-        from jobsmith.agent.executor import ApprovalNeeded
+        from jobsmith.agent.runtime.executor import ApprovalNeeded
 
         session_id = self.store.create({"title": title, "origin": "cli"})
         try:
@@ -188,7 +187,7 @@ class App:
 
     def submit(self, request: JobRequest) -> tuple[str, StepResult]:
         """Submit through the executor (policy, approvals, the session log)."""
-        from jobsmith.agent.steps import Submit
+        from jobsmith.agent.runtime.steps import Submit
 
         return self.one_step(f"submit {request.template}", Submit(job=request))
 
@@ -196,7 +195,7 @@ class App:
         self, job_id: str, *, failed_only: bool, mem_mb: int | None, time_limit_s: int | None
     ) -> tuple[str, StepResult]:
         """Re-run a job jobsmith submitted (only its failed tasks, for arrays)."""
-        from jobsmith.agent.steps import Rerun
+        from jobsmith.agent.runtime.steps import Rerun
 
         step = Rerun(
             job_id=job_id,
@@ -208,8 +207,8 @@ class App:
         record = self.ledger.get(job_id)
         if record is not None and record.session_id is not None:
             # in the job's own session, so the watcher leaves it to the person (and the
-            # person is told if the watcher already re-ran it): agent/deciding.py
-            from jobsmith.agent.deciding import record_person_rerun
+            # person is told if the watcher already re-ran it): agent/brains/deciding.py
+            from jobsmith.agent.brains.deciding import record_person_rerun
 
             who = self.environ.get("USER", "?")
             record_person_rerun(self.executor, record.session_id, job_id, step, who)
@@ -220,19 +219,29 @@ class App:
     @cached_property
     def brain(self) -> Brain:
         """Who decides about failed jobs: the site's or user's `brain:` (default: rules)."""
-        from jobsmith.agent.brain import load_brain
-        from jobsmith.agent.rules import RuleBrain
+        from jobsmith.agent.brains.protocol import load_brain
+        from jobsmith.agent.brains.rules import RuleBrain
 
         try:
             spec = self.site.config.brain
         except ConfigError:
             spec = "rules"
-        return load_brain(spec, {"rules": RuleBrain})
+        return load_brain(spec, {"rules": RuleBrain, "claude": self._claude_brain})
+
+    def _claude_brain(self) -> Brain:
+        """The model brain, with the site's `model:` settings; its key is read when it
+        first decides, from the environment or the user's key file."""
+        # imported here: neither the brain nor the SDK loads unless `brain: claude`
+        from jobsmith.agent.brains.claude import ClaudeBrain
+        from jobsmith.agent.brains.model_client import KEY_FILE_NAME
+
+        key_file = self.paths.config_dir / KEY_FILE_NAME
+        return ClaudeBrain(self.site.config.model, environ=self.environ, key_file=key_file)
 
     def watch_cycle(self) -> WatchCycle:
         """One watcher cycle: one poll for every open job, the brain for each failure."""
-        from jobsmith.agent.deciding import decide_failure
-        from jobsmith.agent.watch import watch_cycle
+        from jobsmith.agent.brains.deciding import decide_failure
+        from jobsmith.agent.watcher.cycle import watch_cycle
 
         def decide(change: StateChange, status: JobStatus) -> dict[str, object] | None:
             return decide_failure(self.brain, self.executor, self._stderr_tail, change, status)
@@ -246,7 +255,7 @@ class App:
     @cached_property
     def news(self) -> News:
         """What happened since the user last looked."""
-        from jobsmith.agent.news import News
+        from jobsmith.agent.watcher.news import News
 
         return News(self.paths.state_dir)
 
@@ -257,8 +266,8 @@ class App:
         self.news.add("job_ended", job_id=change.job_id, state=change.state.value)
         url = self._webhook_url()
         if url:
-            from jobsmith.agent.output import note
-            from jobsmith.agent.webhook import post
+            from jobsmith.agent.views.output import note
+            from jobsmith.agent.watcher.webhook import post
 
             payload = {"event": "job_ended", **change.model_dump(mode="json")}
             problem = post(url, payload)
@@ -279,13 +288,13 @@ class App:
 
         It raises when the file cannot be read: diagnose_record makes that a note.
         """
-        from jobsmith.agent.logs import read_log
+        from jobsmith.agent.runtime.logs import read_log
 
         return read_log(self, job_id, "stderr", 40, max_bytes=1 << 20).lines
 
     def diagnose(self, job_id: str) -> list[Diagnosis]:
         """Verdict, evidence, efficiency and remedy for a job or each failed task."""
-        from jobsmith.agent.diagnose_job import diagnose_job
+        from jobsmith.agent.diagnosis.job import diagnose_job
 
         try:
             site = self.site.config
@@ -295,7 +304,7 @@ class App:
 
     def watch_lock(self, interval_s: float) -> WatchLock:
         """The user's one-watcher lock, stale after three missed cycles."""
-        from jobsmith.agent.watchlock import WatchLock
+        from jobsmith.agent.watcher.lock import WatchLock
 
         return WatchLock(self.paths.state_dir / "watch.lock", stale_after_s=3 * interval_s + 60)
 
@@ -306,7 +315,7 @@ class App:
 
         Jobs that ended are also recorded in the sessions that submitted them.
         """
-        from jobsmith.agent.jobstate import record_job_states
+        from jobsmith.agent.runtime.jobstate import record_job_states
 
         window = parse_window(since)
         floor = datetime.now() - window
@@ -320,8 +329,8 @@ class App:
 
     def wait(self, job_ids: list[str], since: str, timeout_s: float) -> dict[str, JobStatus]:
         """Block until the jobs end, showing progress on stderr."""
-        from jobsmith.agent.output import note
-        from jobsmith.agent.waiting import wait_for
+        from jobsmith.agent.views.output import note
+        from jobsmith.agent.watcher.waiting import wait_for
 
         if not job_ids:
             raise InputError("wait: name at least one Slurm job id")
@@ -330,14 +339,14 @@ class App:
 
     def logs(self, job_id: str, which: str, tail_lines: int) -> LogView:
         """The end of a job's stdout or stderr, read where the job wrote it."""
-        from jobsmith.agent.logs import read_log
+        from jobsmith.agent.runtime.logs import read_log
 
         return read_log(self, job_id, which, tail_lines)
 
     def control(self, action: str, job_ids: list[str]) -> ControlResult:
         """cancel / hold / release, through the executor (a foreign job may need approval)."""
-        from jobsmith.agent.results import ControlResult
-        from jobsmith.agent.steps import STEP_ADAPTER
+        from jobsmith.agent.runtime.steps import STEP_ADAPTER
+        from jobsmith.agent.views.results import ControlResult
 
         step = STEP_ADAPTER.validate_python({"action": action, "job_ids": job_ids})
         self.one_step(f"{action} {' '.join(job_ids)}", step)
@@ -347,14 +356,14 @@ class App:
 
     def pending(self) -> list[PendingApproval]:
         """Steps waiting for a person."""
-        from jobsmith.agent.approvals import pending_approvals
+        from jobsmith.agent.runtime.approvals import pending_approvals
 
         return pending_approvals(self.store)
 
     def approve(self, step_id: str) -> StepResult:
         """Approve a held step and run exactly what was shown (once, however many approve)."""
-        from jobsmith.agent.approvals import answer, find_pending
-        from jobsmith.agent.steps import STEP_ADAPTER
+        from jobsmith.agent.runtime.approvals import answer, find_pending
+        from jobsmith.agent.runtime.steps import STEP_ADAPTER
 
         item = find_pending(self.store, step_id)
         given = {"by": self.environ.get("USER", "?"), "script_sha256": item.script_sha256}
@@ -366,7 +375,7 @@ class App:
 
     def deny(self, step_id: str, reason: str) -> PendingApproval:
         """Refuse a held step; nothing runs (an error if it was answered meanwhile)."""
-        from jobsmith.agent.approvals import answer, find_pending
+        from jobsmith.agent.runtime.approvals import answer, find_pending
 
         item = find_pending(self.store, step_id)
         refused = {"by": self.environ.get("USER", "?"), "reason": reason}
@@ -375,7 +384,7 @@ class App:
 
     def adopt(self, job_id: str) -> tuple[str, SubmissionRecord]:
         """Bring a job submitted by hand under a new session."""
-        from jobsmith.agent.adopt import adopt
+        from jobsmith.agent.runtime.adopt import adopt
 
         return adopt(self.store, self.ledger, self.scheduler, self.site.config.cluster, job_id)
 
@@ -383,7 +392,7 @@ class App:
         """Reconcile the session's in-flight steps with Slurm after a crash."""
         import socket
 
-        from jobsmith.agent.resume import resume_session
+        from jobsmith.agent.runtime.resume import resume_session
 
         self.store.info(session_id)  # a clear error for an unknown session
         return resume_session(
@@ -396,14 +405,14 @@ class App:
 
     def replay(self, session_id: str) -> list[ReplayedStep]:
         """The session's steps re-run against a dry-run executor under the current policy."""
-        from jobsmith.agent.replay import replay_session
+        from jobsmith.agent.runtime.replay import replay_session
 
         return replay_session(self.store.read(session_id), self.executor)
 
     def unblock(self, session_id: str, note: str) -> Event:
         """A person lifts a failure-streak stop (recorded as an event)."""
-        from jobsmith.agent.events import EventKind
-        from jobsmith.agent.session_log import SessionLog
+        from jobsmith.agent.runtime.events import EventKind
+        from jobsmith.agent.runtime.session_log import SessionLog
 
         self.store.info(session_id)  # a clear error for an unknown session
         data = {"by": self.environ.get("USER", "?"), "note": note}
@@ -413,13 +422,13 @@ class App:
 
     def site_check(self) -> SiteCheckReport:
         """The site config compared with the live cluster."""
-        from jobsmith.agent.sitecmd import site_check
+        from jobsmith.agent.faces.sitecmd import site_check
 
         return site_check(self.site, self.scheduler)
 
     def site_init(self, output: Path | None, force: bool) -> SiteInitResult:
         """A starting config from the live cluster, written to the user's file or output."""
-        from jobsmith.agent.sitecmd import site_init
+        from jobsmith.agent.faces.sitecmd import site_init
 
         target = output or self.paths.config_dir / "site.yaml"
         return site_init(self.scheduler, target, force=force, to_stdout=str(output) == "-")

@@ -21,8 +21,8 @@ from pathlib import Path
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.app import App, Paths
-from jobsmith.agent.jobs import JobRequest
-from jobsmith.agent.steps import Render, Submit
+from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.steps import Render, Submit
 
 REPO = Path(__file__).resolve().parent.parent
 

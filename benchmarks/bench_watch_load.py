@@ -4,7 +4,7 @@ The claim (issue 4): one watcher cycle is one batched sacct (and at most one squ
 every open job of every session, however many jobs there are, so the controller's load
 per cycle does not grow with the number of jobs watched. Measured here, in one run:
 
-- `jobsmith.agent.watch.watch_cycle(store, ledger, status, decide)` (the project's own
+- `jobsmith.agent.watcher.cycle.watch_cycle(store, ledger, status, decide)` (the project's own
   code path: open jobs from the session store and ledger, one `status()` call, state
   changes recorded as job_state events) while watching 10, 100, 1,000 and 5,000 jobs. The
   status callable is `SlurmScheduler(transport).status`, the transport runs every command
@@ -90,10 +90,10 @@ from jobsmith.adapters.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sac
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.agent.app import Paths
-from jobsmith.agent.jobstate import StateChange
-from jobsmith.agent.ledger import JobLedger, SubmissionRecord
-from jobsmith.agent.store import FileSessionStore
-from jobsmith.agent.watch import open_jobs, watch_cycle
+from jobsmith.agent.runtime.jobstate import StateChange
+from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.watcher.cycle import open_jobs, watch_cycle
 
 #: The held jobs' sbatch line (after it: -J <run name>). One job each, never run.
 SBATCH_HELD = (

@@ -237,6 +237,30 @@ class Notify(_Section):
     )
 
 
+#: the model asked unless the configuration names another
+DEFAULT_MODEL = "claude-sonnet-5-5"
+
+
+class ModelSettings(_Section):
+    """Which model to ask and how patiently; never the key (a site file must not hold it)."""
+
+    model: str = Field(DEFAULT_MODEL, min_length=1, description="the model's name")
+    base_url: str | None = Field(
+        None,
+        description="a Messages-API endpoint (a self-hosted one, say); default: the "
+        "environment's ANTHROPIC_BASE_URL, else Anthropic's",
+    )
+    max_tokens: int = Field(1024, ge=1, le=64_000, description="cap on the answer's tokens")
+    timeout_s: float = Field(60.0, gt=0, le=600, description="one HTTP attempt, seconds")
+    max_retries: int = Field(2, ge=0, le=10, description="retries on 429, 529, 5xx and drops")
+    max_retry_wait_s: float = Field(
+        60.0,
+        gt=0,
+        le=600,
+        description="a retry-after longer than this ends the call instead of waiting",
+    )
+
+
 class SiteConfig(_Section):
     """Everything jobsmith knows about one site: the root of site.yaml."""
 
@@ -263,7 +287,13 @@ class SiteConfig(_Section):
         "rules",
         min_length=1,
         max_length=200,
-        description="who decides about failed jobs: 'rules', or a factory as module:attribute",
+        description="who decides about failed jobs: 'rules', 'claude' (a model, through "
+        "the `model` settings), or a factory as module:attribute",
+    )
+    model: ModelSettings = Field(
+        default_factory=ModelSettings,
+        description="the model the `claude` brain asks (never its key: that comes from the "
+        "environment or the user's key file)",
     )
 
     @field_validator("partitions")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobsmith.agent.brain import Action, Decision, FailureView
+from jobsmith.agent.brains.protocol import Action, Decision, FailureView
 
 
 @dataclass(frozen=True)

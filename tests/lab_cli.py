@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from jobsmith.agent.cli import cli
+from jobsmith.agent.faces.cli import cli
 
 LAB_SITE = Path(__file__).resolve().parent.parent / "site_config" / "examples" / "lab.yaml"
 

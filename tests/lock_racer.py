@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jobsmith.agent.watchlock import WatcherRunning, WatchLock
+from jobsmith.agent.watcher.lock import WatcherRunning, WatchLock
 
 
 def main() -> None:

@@ -1,9 +1,10 @@
 """Who holds a step, whose answer counts, and what the refusals say: claims and approvals
 as single decisions, in one process (test_claims races real processes for the same rules).
 
-Each test pins one decision point of agent/claims.py or agent/approvals.py: a lease's
-last moment, a holder that is this process or another one, a process whose name has a
-parenthesis in it, the defaults a damaged approval request shows, the words of a refusal.
+Each test pins one decision point of agent/runtime/claims.py or agent/runtime/approvals.py:
+a lease's last moment, a holder that is this process or another one, a process whose name
+has a parenthesis in it, the defaults a damaged approval request shows, the words of a
+refusal.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from jobsmith.agent.approvals import AlreadyAnswered, answer, pending_approvals
-from jobsmith.agent.claims import (
+from jobsmith.agent.runtime.approvals import AlreadyAnswered, answer, pending_approvals
+from jobsmith.agent.runtime.claims import (
     CLOCK_SKEW,
     LOOKUP_ALLOWANCE,
     SBATCH_MAX_LIFE,
@@ -34,9 +35,9 @@ from jobsmith.agent.claims import (
     owner,
     process_start,
 )
-from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.session_log import SessionLog
-from jobsmith.agent.store import FileSessionStore, utc_now
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.store import FileSessionStore, utc_now
 
 HOST = socket.gethostname()
 STEP = "st-0123456789"

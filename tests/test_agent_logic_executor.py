@@ -23,14 +23,19 @@ from scheduler_double import AgentHarness
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
-from jobsmith.agent import steps as st
 from jobsmith.agent.app import App, Paths
-from jobsmith.agent.approvals import AlreadyAnswered, answer, find_pending, pending_approvals
-from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.executor import ApprovalNeeded, job_ids_of
-from jobsmith.agent.jobs import JobRequest
-from jobsmith.agent.ledger import SubmissionRecord
-from jobsmith.agent.session_log import SessionLog
+from jobsmith.agent.runtime import steps as st
+from jobsmith.agent.runtime.approvals import (
+    AlreadyAnswered,
+    answer,
+    find_pending,
+    pending_approvals,
+)
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.executor import ApprovalNeeded, job_ids_of
+from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.ledger import SubmissionRecord
+from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.errors import (
     InputError,
     NotFound,

@@ -24,20 +24,20 @@ import pytest
 from scheduler_double import AgentHarness, SimulatedCrash
 
 from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
-from jobsmith.agent import steps as st
-from jobsmith.agent.approvals import answer, find_pending, pending_approvals
-from jobsmith.agent.claims import SBATCH_MAX_LIFE, owner, process_start
-from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.executor import ApprovalNeeded
-from jobsmith.agent.jobs import JobRequest
-from jobsmith.agent.resume import (
+from jobsmith.agent.runtime import steps as st
+from jobsmith.agent.runtime.approvals import answer, find_pending, pending_approvals
+from jobsmith.agent.runtime.claims import SBATCH_MAX_LIFE, owner, process_start
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.executor import ApprovalNeeded
+from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.resume import (
     ResumeReport,
     _local_since,
     in_flight,
     resume_session,
 )
-from jobsmith.agent.session_log import SessionLog
-from jobsmith.agent.store import utc_now
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.store import utc_now
 
 HOST = socket.gethostname()
 

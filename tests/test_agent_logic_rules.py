@@ -18,19 +18,19 @@ from scheduler_double import MIB, AgentHarness
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
-from jobsmith.agent import steps as st
-from jobsmith.agent.brain import Action, Decision
-from jobsmith.agent.deciding import (
+from jobsmith.agent.brains.deciding import (
     AlreadyDecided,
     decide_failure,
     decisions_about,
     record_person_rerun,
 )
-from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.jobs import JobRequest
-from jobsmith.agent.jobstate import StateChange
-from jobsmith.agent.rules import RuleBrain, retry_depth
-from jobsmith.agent.steps import Rerun
+from jobsmith.agent.brains.protocol import Action, Decision
+from jobsmith.agent.brains.rules import RuleBrain, retry_depth
+from jobsmith.agent.runtime import steps as st
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.jobstate import StateChange
+from jobsmith.agent.runtime.steps import Rerun
 from jobsmith.errors import InputError
 
 POLICY: dict[str, Any] = {"budgets": {"submissions_per_hour": 100}}
@@ -44,7 +44,7 @@ def h(tmp_path: Path) -> AgentHarness:
 def brain(
     h: AgentHarness, stderr: list[str] | None = None, **kw: Any
 ) -> Callable[[StateChange, JobStatus], dict[str, Any]]:
-    """The watcher's decide(): the rule brain run by agent/deciding.py on the harness."""
+    """The watcher's decide(): the rule brain run by agent/brains/deciding.py on the harness."""
 
     def decide(change: StateChange, status: JobStatus) -> dict[str, Any]:
         got = decide_failure(RuleBrain(**kw), h.executor, lambda j: stderr or [], change, status)
@@ -350,7 +350,7 @@ def test_retry_depth_follows_rerun_of_back_to_the_first_submission() -> None:
     assert [retry_depth(events, j) for j in ("10", "11", "12", "13", "99")] == [0, 1, 2, 0, 0]
 
 
-# --- the runner (agent/deciding.py): one decision per failed job, whoever takes it --------
+# --- the runner (agent/brains/deciding.py): one decision per failed job, whoever takes it --------
 
 
 def rerun_step(job_id: str) -> Rerun:

@@ -21,15 +21,15 @@ from scheduler_double import MIB, AgentHarness
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
-from jobsmith.agent import steps as st
-from jobsmith.agent.deciding import decide_failure
-from jobsmith.agent.events import EventKind
-from jobsmith.agent.jobs import JobRequest
-from jobsmith.agent.jobstate import StateChange, record_job_states
-from jobsmith.agent.ledger import SubmissionRecord
-from jobsmith.agent.rules import RuleBrain
-from jobsmith.agent.session_log import SessionLog
-from jobsmith.agent.watch import WatchCycle, next_interval, open_jobs, watch_cycle
+from jobsmith.agent.brains.deciding import decide_failure
+from jobsmith.agent.brains.rules import RuleBrain
+from jobsmith.agent.runtime import steps as st
+from jobsmith.agent.runtime.events import EventKind
+from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.jobstate import StateChange, record_job_states
+from jobsmith.agent.runtime.ledger import SubmissionRecord
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.watcher.cycle import WatchCycle, next_interval, open_jobs, watch_cycle
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ class Decider:
 def rule_brain(
     h: AgentHarness, stderr: list[str]
 ) -> Callable[[StateChange, JobStatus], dict[str, object] | None]:
-    """decide() as App.watch_cycle wires it: the rule brain, run by agent/deciding.py."""
+    """decide() as App.watch_cycle wires it: the rule brain, run by agent/brains/deciding.py."""
 
     def decide(change: StateChange, status: JobStatus) -> dict[str, object] | None:
         return decide_failure(RuleBrain(), h.executor, lambda j: stderr, change, status)

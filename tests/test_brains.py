@@ -16,8 +16,8 @@ import pytest
 from hold_brain import HoldBrain
 from lab_cli import js, submit_oom_array
 
-from jobsmith.agent.brain import Brain, load_brain
-from jobsmith.agent.rules import RuleBrain
+from jobsmith.agent.brains.protocol import Brain, load_brain
+from jobsmith.agent.brains.rules import RuleBrain
 from jobsmith.errors import ConfigError
 
 BUILTINS = {"rules": RuleBrain}

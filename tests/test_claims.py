@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from lab_cli import LAB_SITE, jobs_named, js, write_user_site
 
-from jobsmith.agent.approvals import answer, pending_approvals
-from jobsmith.agent.claims import (
+from jobsmith.agent.runtime.approvals import answer, pending_approvals
+from jobsmith.agent.runtime.claims import (
     CLOCK_SKEW,
     StepClaimed,
     StepSettled,
@@ -36,9 +36,9 @@ from jobsmith.agent.claims import (
     owner,
     process_start,
 )
-from jobsmith.agent.events import Event, EventKind
-from jobsmith.agent.session_log import SessionLog
-from jobsmith.agent.store import FileSessionStore, utc_now
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.store import FileSessionStore, utc_now
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 RACER = r"""
 import os, sys, time
 from pathlib import Path
-from jobsmith.agent.cli import main
+from jobsmith.agent.faces.cli import main
 
 go = Path(sys.argv[1])
 (go.parent / f".ready.{os.getpid()}").touch()

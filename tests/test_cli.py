@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from lab_cli import js
 from template_examples import example_params, write_bwa_inputs
 
-from jobsmith.agent.cli import cli
+from jobsmith.agent.faces.cli import cli
 from jobsmith.job_templates import TemplateLibrary, shipped_library
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def one_error_line(result: Result) -> str:
 
 def test_help_imports_nothing_heavy() -> None:
     code = (
-        "import sys, jobsmith.agent.cli; "
+        "import sys, jobsmith.agent.faces.cli; "
         "print(sorted(m for m in ('pydantic', 'jinja2', 'ruamel.yaml', 'rich', 'platformdirs') "
         "if m in sys.modules))"
     )

@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 from lab_cli import LAB_SITE, jobs_named, write_user_site
 
-from jobsmith.agent.cli import cli
-from jobsmith.agent.store import FileSessionStore
+from jobsmith.agent.faces.cli import cli
+from jobsmith.agent.runtime.store import FileSessionStore
 
 HERE = Path(__file__).resolve().parent
 PLAN_STEPS = ["st-plan-a", "st-plan-b", "st-plan-c"]

@@ -1,4 +1,4 @@
-"""Failure diagnosis (agent/diagnosis.py) on real failures.
+"""Failure diagnosis (agent/diagnosis/table.py) on real failures.
 
 Every test says where its failure comes from:
 - `fixture_*`: the accounting and job logs captured from Slurm 22.05 and 24.11
@@ -40,7 +40,7 @@ from jobsmith.adapters.slurm.parse import (
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.diagnosis import Diagnosis, Verdict, diagnose
+from jobsmith.agent.diagnosis.table import Diagnosis, Verdict, diagnose
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CAPTURED = FIXTURES / "lab-22.05" / "job-output"

@@ -1,6 +1,6 @@
 """The view layer's documents are the shapes the README documents (issue 8, item 3).
 
-The README's JSON table is the interface promise; agent/documents.py builds each of these
+The README's JSON table is the interface promise; agent/views/documents.py builds each of these
 documents in one place. This reads the table and checks, both ways, that the documented
 keys are the model's fields, so neither can drift from the other.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobsmith.agent.documents import (
+from jobsmith.agent.views.documents import (
     JobStatusDocument,
     RenderDocument,
     SubmissionDocument,

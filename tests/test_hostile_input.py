@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from lab_cli import js
 
-from jobsmith.agent.events import EventKind
-from jobsmith.agent.store import FileSessionStore
-from jobsmith.agent.watchlock import WatchLock
+from jobsmith.agent.runtime.events import EventKind
+from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.watcher.lock import WatchLock
 
 pytestmark = [pytest.mark.lab, pytest.mark.usefixtures("lab_cluster")]
 

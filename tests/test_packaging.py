@@ -29,7 +29,7 @@ def test_wheel_holds_only_the_jobsmith_package_with_its_data(tmp_path: Path) -> 
     assert top == {"jobsmith"}
     for needed in (
         "jobsmith/adapters/slurm/scheduler.py",
-        "jobsmith/agent/cli.py",
+        "jobsmith/agent/faces/cli.py",
         "jobsmith/job_templates/library/ffmpeg_chunks.yaml",
         "jobsmith/job_templates/library/ffmpeg_chunks.sh.j2",
         "jobsmith/site_config/examples/lab.yaml",
@@ -44,7 +44,7 @@ def test_coexists_with_other_top_level_adapters_and_agent(tmp_path: Path) -> Non
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(f"WHO = 'other {name}'\n")
     code = (
-        "import adapters, agent, jobsmith.adapters.slurm.options as o, jobsmith.agent.cli;"
+        "import adapters, agent, jobsmith.adapters.slurm.options as o, jobsmith.agent.faces.cli;"
         "print(adapters.WHO, '|', agent.WHO, '|', o.__name__)"
     )
     out = subprocess.run(

@@ -127,7 +127,7 @@ def test_watcher_backs_off_while_slurmctld_is_down_and_returns_to_its_interval(
     begun = [float(t) for t in starts.read_text().split()]
     assert len(begun) >= len(seen)  # one sacct per cycle, and each cycle began with it
     ok = [doc["scheduler_ok"] for _, doc in seen]
-    # the interval the loop should have used after each cycle (agent/watch.py's rule)
+    # the interval the loop should have used after each cycle (agent/watcher/cycle.py's rule)
     intervals, current = [], BASE_S
     for answered in ok:
         current = BASE_S if answered else min(current * 2, 3600)

@@ -21,10 +21,10 @@ from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.jobstate import StateChange
-from jobsmith.agent.ledger import JobLedger, SubmissionRecord
-from jobsmith.agent.store import FileSessionStore
-from jobsmith.agent.watch import watch_cycle
+from jobsmith.agent.runtime.jobstate import StateChange
+from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.watcher.cycle import watch_cycle
 
 #: the job from the report: stderr holds "café" in Latin-1, which is not UTF-8
 LATIN1_STDERR = 'printf "caf\\xe9\\n" >&2; exit 3'

@@ -13,9 +13,9 @@ import pytest
 from lab_cli import LAB_SITE, submit_oom_array, write_user_site
 from lab_cli import js as lab_js
 
-from jobsmith.agent.watch import WatchCycle, next_interval
-from jobsmith.agent.watching import jobsmith_program
-from jobsmith.agent.watchlock import WatcherRunning, WatchLock
+from jobsmith.agent.watcher.cycle import WatchCycle, next_interval
+from jobsmith.agent.watcher.lock import WatcherRunning, WatchLock
+from jobsmith.agent.watcher.running import jobsmith_program
 from jobsmith.errors import ConfigError
 
 

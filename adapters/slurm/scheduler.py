@@ -95,7 +95,7 @@ class SlurmScheduler:
                 self._sleep(self._delay * attempt)
             try:
                 # the tag in sbatch's environment lets a resumed session find an sbatch that
-                # outlived its parent (see agent/resume.py)
+                # outlived its parent (see agent/runtime/resume.py)
                 env = {**argv.SLURM_ENV, SUBMIT_TAG_ENV: options.job_name}
                 res = self._transport.run(
                     argv.sbatch_submit(), timeout=self._timeout, stdin=script, env=env

@@ -1,5 +1,5 @@
 """Allow `python -m jobsmith`."""
 
-from jobsmith.agent.cli import main
+from jobsmith.agent.faces.cli import main
 
 main()

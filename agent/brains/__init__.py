@@ -1,0 +1,1 @@
+"""The brains: what decides the next step (rules, a model), behind one protocol."""

@@ -1,0 +1,127 @@
+"""Running a brain on a failed job: show it the job, record its decision, run its steps.
+
+The decision is recorded before any step runs, as one typed `decision` event in the
+job's session, by a conditional append (SessionLog.append_if): the job must not have a
+decision yet. Two watchers, or a watcher and `jobsmith status` that saw the same failure,
+cannot both act on it; and a person's `jobsmith rerun` is recorded the same way
+(`record_person_rerun`), so the watcher does not re-run a job a person already re-ran,
+and a person is told when the watcher already did. Its steps then go through the
+executor like any other step: policy, budgets and approvals apply to a brain as to a
+person.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.agent.brains.protocol import Action, Brain, Decision, FailureView
+from jobsmith.agent.diagnosis.job import StderrTail, diagnose_record
+from jobsmith.agent.runtime.claims import Check
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
+from jobsmith.agent.runtime.jobstate import StateChange
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.steps import Rerun, StepResult
+from jobsmith.errors import JobsmithError
+
+
+class AlreadyDecided(JobsmithError):
+    """Someone (the watcher's brain or a person) already acted on this failed job."""
+
+    def __init__(self, job_id: str, earlier: Decision) -> None:
+        done = f"{earlier.action.value} by {earlier.brain}: {earlier.reason}"
+        super().__init__(
+            f"job {job_id} was already decided on ({done}); see `jobsmith sessions show`, "
+            "and re-run the newer job instead if it failed too"
+        )
+        self.earlier = earlier
+
+
+def decisions_about(events: list[Event], job_id: str) -> list[Decision]:
+    """The typed decisions a session holds about job_id, oldest first."""
+    return [
+        Decision.model_validate(e.data)
+        for e in events
+        if e.kind is EventKind.DECISION and e.data.get("job_id") == job_id
+    ]
+
+
+def decide_failure(
+    brain: Brain,
+    executor: Executor,
+    stderr_tail: StderrTail,
+    change: StateChange,
+    status: JobStatus,
+) -> dict[str, Any] | None:
+    """Ask the brain about one failed job, record its decision, run its steps.
+
+    Returns the decision as the watcher reports it (`watch --once --json`'s decisions),
+    with what running its steps gave; None if someone else decided about the job first.
+    """
+    log = SessionLog(executor.store, change.session_id)
+    events = log.events()
+    failed = [t for t in status.tasks if t.state.is_failure] or (
+        [status.record] if status.record is not None else []
+    )
+    site = executor.site
+    diagnoses = tuple(diagnose_record(r, site, stderr_tail, status.reason) for r in failed)
+    view = FailureView(change=change, status=status, diagnoses=diagnoses, events=tuple(events))
+    decision = brain.decide(view)
+    data = decision.model_dump(mode="json")
+    try:
+        log.append_if(EventKind.DECISION, data, None, _undecided(change.job_id))
+    except AlreadyDecided:
+        return None  # another watcher, or a person, got there first: theirs stands
+    return {**_reported(decision), **_run_steps(executor, change.session_id, decision)}
+
+
+def record_person_rerun(
+    executor: Executor, session_id: str, job_id: str, step: Rerun, by: str
+) -> None:
+    """Record a person's re-run of job_id in its session, unless it was re-run already."""
+    decision = Decision(
+        brain=f"person ({by})",
+        job_id=job_id,
+        action=Action.RERUN,
+        reason=step.reason or "by hand",
+        steps=(step,),
+    )
+    log = SessionLog(executor.store, session_id)
+    # a person may re-run a job a brain only reported on, never one already re-run
+    rerun_free = _undecided(job_id, frozenset({Action.RERUN}))
+    log.append_if(EventKind.DECISION, decision.model_dump(mode="json"), None, rerun_free)
+
+
+def _undecided(job_id: str, actions: frozenset[Action] = frozenset(Action)) -> Check:
+    """Precondition of a decision: job_id has none of these actions decided yet."""
+
+    def check(events: list[Event]) -> None:
+        earlier = [d for d in decisions_about(events, job_id) if d.action in actions]
+        if earlier:
+            raise AlreadyDecided(job_id, earlier[0])
+
+    return check
+
+
+def _reported(decision: Decision) -> dict[str, Any]:
+    """The decision as `watch --once --json` documents it."""
+    doc: dict[str, Any] = decision.model_dump(mode="json", exclude={"steps"})
+    for step in decision.steps:
+        if isinstance(step, Rerun):
+            doc |= {"mem_mb": step.mem_mb, "time_limit_s": step.time_limit_s}
+    return doc
+
+
+def _run_steps(executor: Executor, session_id: str, decision: Decision) -> dict[str, Any]:
+    """Run the decision's steps in order; stop at the first that does not complete."""
+    outcome: dict[str, Any] = {}
+    for step in decision.steps:
+        try:
+            result: StepResult = executor.run(session_id, step)
+        except ApprovalNeeded as err:
+            return {"outcome": "awaiting_approval", "step_id": err.step_id}
+        except JobsmithError as err:
+            return {"outcome": "refused_or_failed", "error": str(err)}
+        outcome = {"outcome": result.outcome.value, "new_job_id": result.summary.get("job_id")}
+    return outcome

@@ -1,0 +1,150 @@
+"""Reaching a model: settings, the API key, and the anthropic SDK client built from them.
+
+The settings (model, endpoint, limits) may come from the site's or the user's config; the
+key never does. It comes only from the environment (`ANTHROPIC_API_KEY`) or from the
+user's own key file, `anthropic-api-key` in jobsmith's user config directory, which must
+be owned by the user and give group and others no access at all; anything else is
+refused with the fix named. The key is held as a `SecretStr`, so no repr, log line or
+error message of ours can show it.
+
+The SDK is imported inside `make_client` only: importing this module costs nothing, so
+`jobsmith --help` and every command that uses no model stay as fast as without it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import stat
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import SecretStr
+
+from jobsmith.errors import ConfigError
+from jobsmith.site_config.model import ModelSettings
+
+if TYPE_CHECKING:
+    import anthropic
+
+#: the user's key file, in jobsmith's user config directory
+KEY_FILE_NAME = "anthropic-api-key"
+#: a key file longer than this is not a key (and is not read into memory whole)
+_KEY_FILE_MAX = 4096
+
+
+class RetryWaitTooLong(Exception):
+    """The API asked to wait longer before a retry than the settings allow."""
+
+
+def default_key_file(environ: Mapping[str, str]) -> Path:
+    """The user's key file (JOBSMITH_CONFIG_DIR overrides the config directory, as for
+    the user's site.yaml)."""
+    config = environ.get("JOBSMITH_CONFIG_DIR")
+    if not config:
+        import platformdirs  # only when a model is used: keeps imports of this module cheap
+
+        config = platformdirs.user_config_dir("jobsmith")
+    return Path(config) / KEY_FILE_NAME
+
+
+def load_api_key(
+    environ: Mapping[str, str], key_file: Path, uid: int | None = None
+) -> SecretStr | None:
+    """The API key from ANTHROPIC_API_KEY, else from key_file; None if neither has one.
+
+    key_file must be owned by uid (default: this process's user) and give group and
+    others no access; ConfigError names the file and the fix otherwise.
+    """
+    from_env = environ.get("ANTHROPIC_API_KEY", "").strip()
+    if from_env:
+        return SecretStr(from_env)
+    try:
+        # O_NONBLOCK: a FIFO planted at the path must not hang the watcher (refused below)
+        fd = os.open(key_file, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"API key file {key_file}: cannot read it ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        # judge the file opened, not the path: it cannot be swapped between check and read
+        _check_private(key_file, os.fstat(handle.fileno()), os.getuid() if uid is None else uid)
+        text = handle.read(_KEY_FILE_MAX + 1).decode("utf-8", "replace").strip()
+    if not text or len(text) > _KEY_FILE_MAX or len(text.split()) != 1:
+        raise ConfigError(f"API key file {key_file}: it should hold the key alone, on one line")
+    return SecretStr(text)
+
+
+def _check_private(key_file: Path, st: os.stat_result, uid: int) -> None:
+    """Refuse a key file another user owns or that group or others may access."""
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"API key file {key_file}: not a regular file")
+    if st.st_uid != uid:
+        raise ConfigError(
+            f"API key file {key_file}: owned by uid {st.st_uid}, not by you (uid {uid}); "
+            "refused: put your own key there and run `chmod 600` on it"
+        )
+    if st.st_mode & 0o077:
+        mode = stat.S_IMODE(st.st_mode)
+        raise ConfigError(
+            f"API key file {key_file}: mode {mode:04o} lets others read it; "
+            f"refused: run `chmod 600 {key_file}`"
+        )
+
+
+def no_key_message(key_file: Path) -> str:
+    """One line: how to give jobsmith a key."""
+    return (
+        f"no API key: set ANTHROPIC_API_KEY, or put the key in {key_file} "
+        f"and run `chmod 600 {key_file}`"
+    )
+
+
+def base_url(settings: ModelSettings, environ: Mapping[str, str]) -> str | None:
+    """The endpoint: the settings', else ANTHROPIC_BASE_URL, else None (Anthropic's)."""
+    return settings.base_url or environ.get("ANTHROPIC_BASE_URL") or None
+
+
+def make_client(
+    settings: ModelSettings, key: SecretStr, environ: Mapping[str, str]
+) -> anthropic.Anthropic:
+    """An SDK client with the settings' endpoint, timeout and retries.
+
+    The SDK's own retry loop retries 429, 529 and 5xx and honours `retry-after`; a
+    middleware ends the call instead when the wait asked for exceeds max_retry_wait_s,
+    so a decision is never stuck behind an hour-long retry-after.
+    """
+    import anthropic
+
+    def cap_retry_wait(request: anthropic.APIRequest, call_next: anthropic.CallNext) -> Any:
+        response = call_next(request)
+        wait = retry_after_s(response.headers)
+        if response.status_code >= 429 and wait is not None and wait > settings.max_retry_wait_s:
+            raise RetryWaitTooLong(
+                f"the model API answered HTTP {response.status_code} and asked to wait "
+                f"{wait:.0f} s, more than max_retry_wait_s ({settings.max_retry_wait_s:.0f} s)"
+            )
+        return response
+
+    # an explicit api_key: the SDK then consults no environment variable or profile for
+    # credentials, so the key used is exactly the one judged above
+    return anthropic.Anthropic(
+        api_key=key.get_secret_value(),
+        base_url=base_url(settings, environ),
+        timeout=settings.timeout_s,
+        max_retries=settings.max_retries,
+        middleware=[cap_retry_wait],
+    )
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """The wait a response asks for (retry-after-ms, retry-after seconds or date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return float(headers.get(name, "")) * scale
+        except ValueError:
+            continue
+    parsed = email.utils.parsedate_tz(headers.get("retry-after", ""))
+    return None if parsed is None else email.utils.mktime_tz(parsed) - time.time()

@@ -1,0 +1,66 @@
+"""Diagnosing a job by id: one status query, its failed tasks, their stderr, the verdicts.
+
+A stderr that cannot be read (never written, unreadable, a directory, a path Slurm gave
+that names no file) does not stop a diagnosis: the verdict comes from accounting alone
+and says why in its notes. The watcher relies on this to go on past one job's bad log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from jobsmith.adapters.records import JobRecord
+from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.agent.diagnosis.table import Diagnosis, diagnose
+from jobsmith.errors import JobNotFound, JobsmithError
+from jobsmith.site_config import SiteConfig
+
+#: reads the end of a job's stderr; raises (JobsmithError, OSError …) when it cannot
+StderrTail = Callable[[str], Sequence[str]]
+
+
+def diagnose_job(
+    scheduler: Scheduler,
+    site: SiteConfig | None,
+    stderr_tail: StderrTail,
+    job_id: str,
+) -> list[Diagnosis]:
+    """A diagnosis for the job, or for each failed task of an array (every task if none
+    failed), from accounting, the controller's reason and the end of each stderr file."""
+    status = scheduler.status([job_id], datetime.now() - timedelta(days=30))[job_id]
+    if status.record is None and not status.tasks:
+        raise JobNotFound(f"job {job_id}: neither the controller nor accounting knows it")
+    records = [t for t in status.tasks if t.state.is_failure] or list(status.tasks)
+    if status.record is not None:
+        records = [status.record]
+    return [diagnose_record(rec, site, stderr_tail, status.reason) for rec in records]
+
+
+def diagnose_record(
+    rec: JobRecord, site: SiteConfig | None, stderr_tail: StderrTail, reason: str | None
+) -> Diagnosis:
+    """One job's or task's diagnosis, capped by its partition's limits where site has them."""
+    part = site.partitions.get(rec.partition or "") if site else None
+    lines, notes = _stderr(stderr_tail, rec.job_id)
+    return diagnose(
+        rec,
+        lines,
+        reason=reason,
+        partition_max_mem_mb=part.max_mem_per_node if part else None,
+        partition_max_time_s=part.max_time if part else None,
+        notes=notes,
+    )
+
+
+def _stderr(stderr_tail: StderrTail, job_id: str) -> tuple[Sequence[str], tuple[str, ...]]:
+    """(the stderr tail, ()) or, when it cannot be read, ([], (why,)).
+
+    OSError and UnicodeError are caught too: the reader runs a command through whatever
+    transport the site has (one may fail to start `tail`, another decode strictly), and
+    no log is worth losing the verdict accounting alone can give.
+    """
+    try:
+        return stderr_tail(job_id), ()
+    except (JobsmithError, OSError, UnicodeError) as err:
+        return [], (f"stderr not read: {err}",)

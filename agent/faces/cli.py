@@ -1,0 +1,729 @@
+"""The `jobsmith` command line: thin click wiring over the application's actions.
+
+Only click is imported at start-up; everything heavy (pydantic, jinja2, yaml, rich) is
+imported inside the command that needs it, so `jobsmith --help` is fast on a busy login
+node. Expected errors (JobsmithError) become one line on stderr (or a JSON object with
+--json) and a non-zero exit; nothing else is caught, so bugs still show a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from jobsmith.agent.app import App
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _app(ctx: click.Context) -> App:
+    from jobsmith.agent.app import App
+
+    obj = ctx.find_root().obj
+    if not isinstance(obj, App):
+        raise RuntimeError("jobsmith: the application was not set up")  # a bug, not user error
+    return obj
+
+
+def json_command(fn: F) -> F:
+    """Add --json and translate JobsmithError into one clear line and an exit status."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of text.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+        from jobsmith.errors import JobsmithError
+
+        try:
+            result = fn(*args, as_json=as_json, **kwargs)
+            if not as_json:
+                _tell_news()
+            return result
+        except JobsmithError as err:
+            if as_json:
+                from jobsmith.agent.views.output import print_json
+
+                print_json(err.to_json())
+            click.echo(f"jobsmith: error: {err}", err=True)
+            sys.exit(err.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _ids(values: tuple[str, ...] | list[str], kinds: str = "job_or_task") -> list[str]:
+    """Job ids as typed: parsed into Slurm's forms (BadJobId, exit 2, for anything else).
+
+    Only the canonical text of a parsed id goes on, so no typed string can reach a Slurm
+    command where it might be read as an option (see adapters/jobid.py).
+    """
+    from jobsmith.adapters import jobid
+
+    allow = {"any": jobid.ANY_KIND, "job": jobid.JOB_ONLY, "job_or_task": jobid.JOB_OR_TASK}
+    return [str(ref) for ref in jobid.parse_job_ids(values, allow[kinds])]
+
+
+def _one_id(value: str, kinds: str = "job_or_task") -> str:
+    """Exactly one job id (a comma list is refused where a command takes one)."""
+    from jobsmith.adapters.jobid import BadJobId
+
+    ids = _ids([value], kinds)
+    if len(ids) != 1:
+        raise BadJobId(f"job id {value!r}: give one job id here, not a list")
+    return ids[0]
+
+
+def _tell_news() -> None:
+    """One line on stderr about what ended or waits since the user last looked."""
+    from jobsmith.agent.app import App
+
+    app = click.get_current_context().find_root().obj
+    if isinstance(app, App):
+        line = app.news.take(lambda asked: {p.step_id for p in app.pending()} & asked)
+        if line:
+            click.echo(f"jobsmith: {line}", err=True)
+
+
+class _Cli(click.Group):
+    """The root group: click's own usage errors as one line too, like every other error."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        undecodable = _undecodable(sys.argv[1:] if args is None else args)
+        if undecodable is not None:
+            click.echo(f"jobsmith: error: {undecodable}", err=True)
+            sys.exit(2)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as err:
+            err.show()  # `jobsmith sessions` alone: the help is what was wanted
+            sys.exit(err.exit_code)
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx else "jobsmith"
+            click.echo(f"jobsmith: error: {err.format_message()} (see: {where} --help)", err=True)
+            sys.exit(err.exit_code)
+        except click.ClickException as err:
+            click.echo(f"jobsmith: error: {err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except click.exceptions.Abort:
+            click.echo("jobsmith: aborted", err=True)
+            sys.exit(130)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def _undecodable(args: Sequence[str]) -> str | None:
+    """Why an argument is not text, if one is not: Python hands argv bytes that are not
+    UTF-8 over as lone surrogates, which no script, JSON document or log can carry."""
+    for n, arg in enumerate(args, 1):
+        if any("\ud800" <= c <= "\udfff" for c in arg):
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            return (
+                f"argument {n} ({shown!r}) holds bytes that are not UTF-8 text; "
+                "jobsmith writes every value into a script and a JSON log, so give it as UTF-8"
+            )
+    return None
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--site",
+    "site_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Site config file to use instead of /etc/jobsmith/site.yaml (or $JOBSMITH_SITE).",
+)
+@click.version_option(package_name="jobsmith")
+@click.pass_context
+def cli(ctx: click.Context, site_file: Path | None) -> None:
+    """jobsmith: assemble, submit and follow Slurm jobs from templates."""
+    from jobsmith.agent.app import App, build_app
+
+    # An embedding program (or a test) may hand in the object graph it built itself,
+    # e.g. with another transport; otherwise the entry point builds it here.
+    if not isinstance(ctx.obj, App):
+        ctx.obj = build_app(site_file=site_file)
+
+
+# --- templates -----------------------------------------------------------------------
+
+
+@cli.group()
+def templates() -> None:
+    """List and inspect job templates."""
+
+
+@templates.command("list")
+@json_command
+@click.pass_context
+def templates_list(ctx: click.Context, as_json: bool) -> None:
+    """List the templates available to you (yours override shipped ones)."""
+    from jobsmith.agent.views import render as views
+
+    views.show_templates(_app(ctx).templates_info(), as_json)
+
+
+@templates.command("show")
+@click.argument("name")
+@json_command
+@click.pass_context
+def templates_show(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Show a template's parameters, resource defaults and body."""
+    from jobsmith.agent.views import render as views
+
+    views.show_template(_app(ctx).template_detail(name), as_json)
+
+
+# --- render / submit -----------------------------------------------------------------
+
+
+#: counts Slurm keeps in 32 bits; bounded here so a typo is one clear line, not a traceback
+_MAX_COUNT = 2**31 - 1
+_COUNT = click.IntRange(1, _MAX_COUNT)
+
+
+class _Seconds(click.FloatRange):
+    """A number of seconds in a range; click's FloatRange lets nan through (nan compares
+    false with both bounds), and a wait of nan seconds never ends."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        result = super().convert(value, param, ctx)
+        if not math.isfinite(result):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return result
+
+
+#: seconds: at most a year of waiting
+_SECONDS = _Seconds(0, 366 * 86400)
+
+
+def job_options(fn: F) -> F:
+    """The options shared by `render` and `submit`."""
+    options = [
+        click.argument("template"),
+        click.option(
+            "-p",
+            "--param",
+            "params",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Template parameter (repeatable).",
+        ),
+        click.option(
+            "--params-file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="YAML or JSON mapping of parameters (-p wins).",
+        ),
+        click.option("--partition", help="Partition (default: the site's default)."),
+        click.option("--account", help="Account to charge (default: the site's default)."),
+        click.option("--qos", help="QoS (default: the site's default)."),
+        click.option(
+            "--time", "time_limit", help="Wall time, Slurm syntax: 30, 1:00:00, 1-00:00:00."
+        ),
+        click.option("--mem", help="Memory per node: 500M, 4G."),
+        click.option("--cpus", type=_COUNT, help="CPUs per task."),
+        click.option("--gpus", type=click.IntRange(0, _MAX_COUNT), help="GPUs per node."),
+        click.option("--nodes", type=_COUNT, help="Nodes."),
+        click.option("--throttle", type=_COUNT, help="Max array tasks running at once."),
+        click.option(
+            "--after-ok",
+            multiple=True,
+            metavar="JOBID",
+            help="Start after these jobs succeed (repeatable).",
+        ),
+        click.option(
+            "--after-any",
+            multiple=True,
+            metavar="JOBID",
+            help="Start after these jobs end, however (repeatable).",
+        ),
+        click.option(
+            "--after-not-ok",
+            multiple=True,
+            metavar="JOBID",
+            help="Start only if these jobs fail (repeatable).",
+        ),
+        click.option(
+            "--log-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Where Slurm writes stdout/stderr (default: the site's log dir).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _request(kwargs: dict[str, Any]) -> Any:
+    from jobsmith.agent.runtime.jobs import JobRequest
+
+    return JobRequest.from_cli(**kwargs)
+
+
+@cli.command()
+@job_options
+@json_command
+@click.pass_context
+def render(ctx: click.Context, /, as_json: bool, **kwargs: Any) -> None:
+    """Print the sbatch script a template renders to (submits nothing)."""
+
+    _show_checked(_app(ctx), _request(kwargs), as_json, test_only=False)
+
+
+@cli.command()
+@job_options
+@click.option("--dry-run", is_flag=True, help="Render and check policy; submit nothing.")
+@click.option("--test-only", is_flag=True, help="Ask Slurm (sbatch --test-only); submit nothing.")
+@json_command
+@click.pass_context
+def submit(
+    ctx: click.Context, /, as_json: bool, dry_run: bool, test_only: bool, **kwargs: Any
+) -> None:
+    """Render a template and submit it to Slurm (prints Slurm's job id)."""
+    from jobsmith.agent.views import render as views
+
+    app = _app(ctx)
+    request = _request(kwargs)
+    if dry_run or test_only:
+        _show_checked(app, request, as_json, test_only=test_only)
+        return
+    views.show_submitted(*app.submit(request), as_json)
+
+
+def _show_checked(app: App, request: Any, as_json: bool, *, test_only: bool) -> None:
+    """render, --dry-run and --test-only: the submit path's policy, stopping before sbatch.
+
+    The exit status is what `submit` would give: 3 refused by policy (nothing printed but
+    the refusal), 8 held for a person's approval (the script is still shown), 4 if Slurm
+    itself would refuse (--test-only).
+    """
+    from jobsmith.agent.views import render as views
+    from jobsmith.agent.views.output import note
+
+    checked = app.check(request)
+    checked.raise_if_refused()
+    if test_only:
+        views.show_test_only(checked, app.test_only(checked.job), as_json)
+    else:
+        views.show_rendered(checked, as_json)
+    if checked.decision.verdict == "approve":
+        note(
+            f"jobsmith: submit would wait for a person's approval ({checked.decision.message});"
+            " nothing was submitted or recorded"
+        )
+        sys.exit(8)
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option(
+    "--failed/--all",
+    "failed_only",
+    default=True,
+    show_default=True,
+    help="For arrays: only the failed tasks, or every task.",
+)
+@click.option("--mem", help="New memory per node: 500M, 4G.")
+@click.option("--time", "time_limit", help="New wall time, Slurm syntax.")
+@json_command
+@click.pass_context
+def rerun(
+    ctx: click.Context,
+    job_id: str,
+    failed_only: bool,
+    mem: str | None,
+    time_limit: str | None,
+    as_json: bool,
+) -> None:
+    """Submit a job jobsmith ran before again: same script, new resources (prints the id)."""
+    from jobsmith.agent.runtime.jobs import JobRequest
+    from jobsmith.agent.views import render as views
+
+    req = JobRequest.from_cli(template="-", mem=mem, time_limit=time_limit)
+    views.show_submitted(
+        *_app(ctx).rerun(
+            _one_id(job_id, "job"),
+            failed_only=failed_only,
+            mem_mb=req.mem_mb,
+            time_limit_s=req.time_limit_s,
+        ),
+        as_json,
+    )
+
+
+# --- following jobs ------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("job_ids", nargs=-1)
+@click.option(
+    "--since",
+    default="7d",
+    show_default=True,
+    help="How far back accounting is searched: 7d, 12h, 90m.",
+)
+@json_command
+@click.pass_context
+def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bool) -> None:
+    """State of jobs (default: every session's jobs), one sacct call for all."""
+    from jobsmith.agent.views import render as views
+
+    app = _app(ctx)
+    statuses = app.status(_ids(job_ids), since)
+    sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
+    views.show_status(statuses, as_json, sessions)
+
+
+@cli.command()
+@click.argument("job_ids", nargs=-1, required=True)
+@click.option("--since", default="7d", show_default=True, help="Accounting window, as for status.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=_SECONDS,
+    default=3600,
+    show_default=True,
+    help="Give up after this many seconds (exit 7).",
+)
+@json_command
+@click.pass_context
+def wait(
+    ctx: click.Context, job_ids: tuple[str, ...], since: str, timeout_s: float, as_json: bool
+) -> None:
+    """Wait until jobs end, showing progress; exit 1 if any did not complete."""
+    from jobsmith.agent.views import render as views
+
+    final = _app(ctx).wait(_ids(job_ids), since, timeout_s)
+    views.show_status(final, as_json)
+    if any(st.state.is_failure for st in final.values()):
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("job_id")
+@json_command
+@click.pass_context
+def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
+    """Follow a job you submitted by hand: watched, diagnosed and re-runnable like ours."""
+    from jobsmith.agent.views.output import print_json
+
+    session_id, record = _app(ctx).adopt(_one_id(job_id, "job_or_task"))
+    if as_json:
+        print_json({"session_id": session_id, "job_id": record.job_id})
+    else:
+        click.echo(f"adopted job {record.job_id} into session {session_id}")
+
+
+@cli.command()
+@click.argument("job_id")
+@json_command
+@click.pass_context
+def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
+    """Why a job (or each failed array task) ended as it did, and what to do next."""
+    from jobsmith.agent.views.output import print_json
+
+    found = _app(ctx).diagnose(_one_id(job_id))
+    if as_json:
+        print_json({"diagnoses": found})
+        return
+    for d in found:
+        eff = d.efficiency
+        click.echo(f"{d.job_id}: {d.verdict.value}")
+        for line in d.evidence:
+            click.echo(f"  evidence: {line}")
+        for line in d.notes:
+            click.echo(f"  note: {line}")
+        if eff.cpu_efficiency is not None or eff.mem_efficiency is not None:
+            cpu = f"{eff.cpu_efficiency:.0%}" if eff.cpu_efficiency is not None else "?"
+            mem = f"{eff.mem_efficiency:.0%}" if eff.mem_efficiency is not None else "?"
+            click.echo(f"  efficiency: CPU {cpu}, memory {mem} of what was requested")
+        click.echo(f"  remedy: {d.remedy}")
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option(
+    "--tail",
+    "tail_lines",
+    type=click.IntRange(0, 1_000_000),
+    default=50,
+    show_default=True,
+    help="Lines from the end (0 for all).",
+)
+@click.option("--stderr", "which", flag_value="stderr", help="Show stderr instead of stdout.")
+@click.option("--stdout", "which", flag_value="stdout", default=True, hidden=True)
+@json_command
+@click.pass_context
+def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: bool) -> None:
+    """Show the end of a job's (or array task's) stdout or stderr."""
+    from jobsmith.agent.views import render as views
+
+    views.show_logs(_app(ctx).logs(_one_id(job_id), which, tail_lines), as_json)
+
+
+def _control(action: str) -> Callable[..., None]:
+    @click.argument("job_ids", nargs=-1, required=True)
+    @json_command
+    @click.pass_context
+    def command(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
+        from jobsmith.agent.views import render as views
+
+        views.show_control(_app(ctx).control(action, _ids(job_ids, "any")), as_json)
+
+    command.__doc__ = {
+        "cancel": "Cancel jobs (an array id cancels every task).",
+        "hold": "Hold pending jobs so they do not start.",
+        "release": "Release held jobs.",
+    }[action]
+    return command
+
+
+for _action in ("cancel", "hold", "release"):
+    cli.command(_action)(_control(_action))
+
+
+@cli.command()
+@click.option("--once", is_flag=True, help="One cycle, then exit (for cron or scrontab).")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=_Seconds(1, 366 * 86400),
+    default=300,
+    show_default=True,
+    help="Seconds between polls (one sacct for all jobs each time).",
+)
+@click.option("--install", is_flag=True, help="Run `watch --once` from your crontab.")
+@json_command
+@click.pass_context
+def watch(ctx: click.Context, once: bool, interval_s: float, install: bool, as_json: bool) -> None:
+    """Follow every session's jobs: record state changes, re-run what the rules can fix."""
+    from jobsmith.agent.watcher import running as watching
+
+    app = _app(ctx)
+    if install:
+        watching.install_cron(app, interval_s, as_json)
+    elif once:
+        watching.run_once(app, interval_s, as_json)
+    else:
+        watching.run_forever(app, interval_s, as_json)
+
+
+# --- approvals and sessions -----------------------------------------------------------
+
+
+@cli.command()
+@json_command
+@click.pass_context
+def pending(ctx: click.Context, as_json: bool) -> None:
+    """Steps waiting for a person, with their script and cost."""
+    from jobsmith.agent.views import render as views
+
+    views.show_pending(_app(ctx).pending(), as_json)
+
+
+@cli.command()
+@click.argument("step_id")
+@json_command
+@click.pass_context
+def approve(ctx: click.Context, step_id: str, as_json: bool) -> None:
+    """Approve a held step: it runs exactly as shown by `jobsmith pending`."""
+    from jobsmith.agent.views import render as views
+
+    views.show_step_result(_app(ctx).approve(step_id), as_json)
+
+
+@cli.command()
+@click.argument("step_id")
+@click.option("--reason", default="", help="Why (kept in the session log).")
+@json_command
+@click.pass_context
+def deny(ctx: click.Context, step_id: str, reason: str, as_json: bool) -> None:
+    """Refuse a held step; nothing runs."""
+    from jobsmith.agent.views.output import print_json
+
+    item = _app(ctx).deny(step_id, reason)
+    if as_json:
+        print_json({"step_id": item.step_id, "session_id": item.session_id, "denied": True})
+    else:
+        click.echo(f"denied {item.step_id} (session {item.session_id})")
+
+
+@cli.group()
+def sessions() -> None:
+    """Inspect, export and prune session logs."""
+
+
+@sessions.command("list")
+@json_command
+@click.pass_context
+def sessions_list(ctx: click.Context, as_json: bool) -> None:
+    """Every session, oldest first."""
+    from jobsmith.agent.views import render as views
+
+    app = _app(ctx)
+    views.show_sessions(app.store.list_sessions(), app.store.size_bytes(), as_json)
+
+
+@sessions.command("show")
+@click.argument("session_id")
+@json_command
+@click.pass_context
+def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """A session's events, one a line."""
+    from jobsmith.agent.views import render as views
+
+    views.show_events(_app(ctx).store.read(session_id), as_json)
+
+
+@sessions.command("export")
+@click.argument("session_id")
+@click.pass_context
+def sessions_export(ctx: click.Context, session_id: str) -> None:
+    """A session as JSONL, one event a line (for audit or replay)."""
+    from jobsmith.errors import JobsmithError
+
+    try:
+        events = _app(ctx).store.read(session_id)
+    except JobsmithError as err:
+        click.echo(f"jobsmith: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    for event in events:
+        click.echo(event.model_dump_json())
+
+
+@sessions.command("prune")
+@click.option("--older-than", default="30d", show_default=True, help="Idle for: 30d, 12h.")
+@click.option("--dry-run", is_flag=True, help="Report what would go; remove nothing.")
+@json_command
+@click.pass_context
+def sessions_prune(ctx: click.Context, older_than: str, dry_run: bool, as_json: bool) -> None:
+    """Remove sessions idle for longer than --older-than; report the space freed."""
+    from jobsmith.agent.app import parse_window
+    from jobsmith.agent.views import render as views
+
+    report = _app(ctx).store.prune(parse_window(older_than, "--older-than"), dry_run=dry_run)
+    views.show_prune(report, as_json)
+
+
+@sessions.command("resume")
+@click.argument("session_id")
+@click.option(
+    "--wait",
+    "orphan_wait_s",
+    type=_SECONDS,
+    default=120,
+    show_default=True,
+    help="Seconds to wait for an sbatch the dead process left running.",
+)
+@json_command
+@click.pass_context
+def sessions_resume(
+    ctx: click.Context, session_id: str, orphan_wait_s: float, as_json: bool
+) -> None:
+    """Reconcile a session cut short by a crash: find its jobs in Slurm, never resubmit one."""
+    from jobsmith.agent.views.output import print_json
+
+    report = _app(ctx).resume(session_id, orphan_wait_s)
+    if as_json:
+        print_json(report)
+    else:
+        click.echo(
+            f"session {session_id}: {len(report.found)} found in Slurm, "
+            f"{len(report.resubmitted)} never reached Slurm and were submitted, "
+            f"{len(report.rerun)} re-run, {len(report.undecided)} undecided"
+        )
+        for step_id, why in report.undecided.items():
+            click.echo(f"  {step_id}: {why}")
+    if report.undecided:
+        sys.exit(9)
+
+
+@sessions.command("replay")
+@click.argument("session_id")
+@json_command
+@click.pass_context
+def sessions_replay(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Re-run a session's steps against a dry-run executor (nothing reaches Slurm).
+
+    Uses the current site config: pass --site to see what another policy would allow.
+    """
+    from jobsmith.agent.views.output import print_json
+
+    steps = _app(ctx).replay(session_id)
+    if as_json:
+        print_json({"session_id": session_id, "steps": steps})
+        return
+    for s in steps:
+        click.echo(f"{s.step_id} {s.action}: then {s.then or '-'}, now {s.now}  {s.detail}")
+
+
+@sessions.command("unblock")
+@click.argument("session_id")
+@click.option("--note", default="", help="What was looked at (kept in the log).")
+@json_command
+@click.pass_context
+def sessions_unblock(ctx: click.Context, session_id: str, note: str, as_json: bool) -> None:
+    """Lift the stop after a streak of failed jobs (recorded as an event)."""
+    from jobsmith.agent.views.output import print_json
+
+    event = _app(ctx).unblock(session_id, note)
+    if as_json:
+        print_json(event)
+    else:
+        click.echo(f"unblocked: submissions may go on (session {session_id}, event {event.seq})")
+
+
+# --- site ----------------------------------------------------------------------------
+
+
+@cli.group()
+def site() -> None:
+    """Inspect and create the site configuration."""
+
+
+@site.command("check")
+@json_command
+@click.pass_context
+def site_check(ctx: click.Context, as_json: bool) -> None:
+    """Compare the site config with the live cluster; exit 1 on any error."""
+    from jobsmith.agent.views import render as views
+
+    report = _app(ctx).site_check()
+    views.show_site_check(report, as_json)
+    if any(m.severity == "error" for m in report.mismatches):
+        sys.exit(1)
+
+
+@site.command("init")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the config here (default: print it).",
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@json_command
+@click.pass_context
+def site_init(ctx: click.Context, output: Path | None, force: bool, as_json: bool) -> None:
+    """Write a starting site config discovered from the live cluster."""
+    from jobsmith.agent.views import render as views
+
+    views.show_site_init(_app(ctx).site_init(output, force), as_json)
+
+
+def main() -> None:
+    """Console entry point."""
+    cli(prog_name="jobsmith")

@@ -1,0 +1,127 @@
+"""Steps waiting for a person, found in the session logs (no state of their own).
+
+A step is answered once: `answer` appends approval_given or approval_refused only if the
+log has no answer and no result for the step yet, checked and appended as one conditional
+append (agent/runtime/claims.py), so two people (or one twice) approving at once run it once. An
+approval also makes its approver the step's holder until the result, with a lease for
+other login nodes, so a `sessions resume` meanwhile waits for it instead of acting.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.agent.runtime.claims import (
+    LOOKUP_ALLOWANCE,
+    SBATCH_MAX_LIFE,
+    Check,
+    StepSettled,
+    owner,
+)
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.store import SessionStore, utc_now
+from jobsmith.errors import NotFound
+
+#: events that settle an approval request
+_SETTLED = frozenset({EventKind.APPROVAL_GIVEN, EventKind.APPROVAL_REFUSED, EventKind.RESULT})
+
+
+class AlreadyAnswered(StepSettled):
+    """Someone answered the step first (approved or denied it), or it has a result."""
+
+    exit_code = 6  # as find_pending's NotFound: the step no longer waits for anyone
+
+
+class PendingApproval(BaseModel):
+    """One held step, with exactly what the person is asked to approve."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str = Field(description="session holding the step")
+    step_id: str = Field(description="the step; `jobsmith approve STEP_ID`")
+    asked_at: datetime = Field(description="when approval was asked")
+    action: str = Field(description="the step's action: submit, cancel, …")
+    reason: str = Field(description="why a person must look")
+    script: str | None = Field(None, description="the exact script that would be submitted")
+    script_sha256: str | None = Field(None, description="hash the approval is bound to")
+    cost: dict[str, Any] | None = Field(None, description="tasks, core-, GPU- and node-hours")
+    data: dict[str, Any] = Field(description="the approval_asked event's data, in full")
+
+
+def pending_approvals(store: SessionStore) -> list[PendingApproval]:
+    """Every approval request not yet given, refused or overtaken by a result."""
+    pending = []
+    for info in store.list_sessions():
+        events = store.read(info.id)
+        settled = {e.step_id for e in events if e.kind in _SETTLED}
+        pending += [
+            _pending(info.id, e)
+            for e in events
+            if e.kind is EventKind.APPROVAL_ASKED and e.step_id not in settled
+        ]
+    return sorted(pending, key=lambda p: p.asked_at)
+
+
+def find_pending(store: SessionStore, step_id: str) -> PendingApproval:
+    """The pending request for step_id, or a clear error listing what is pending."""
+    pending = pending_approvals(store)
+    for item in pending:
+        if item.step_id == step_id:
+            return item
+    waiting = ", ".join(p.step_id for p in pending) or "none"
+    raise NotFound(f"no step {step_id!r} is waiting for approval; pending: {waiting}")
+
+
+def answer(store: SessionStore, item: PendingApproval, given: bool, data: dict[str, Any]) -> Event:
+    """Record a person's answer unless the step was answered or settled meanwhile.
+
+    Raises AlreadyAnswered naming who was first. An approval makes this process the
+    step's holder while it runs what was approved.
+    """
+    kind = EventKind.APPROVAL_GIVEN if given else EventKind.APPROVAL_REFUSED
+    if given:
+        data = {**data, "owner": owner(utc_now(), LOOKUP_ALLOWANCE + SBATCH_MAX_LIFE)}
+    log = SessionLog(store, item.session_id)
+    return log.append_if(kind, data, item.step_id, unanswered(item.step_id))
+
+
+def unanswered(step_id: str) -> Check:
+    """Precondition of an answer: the step has no answer and no result yet."""
+
+    def check(events: list[Event]) -> None:
+        first = next((e for e in events if e.step_id == step_id and e.kind in _SETTLED), None)
+        if first is None:
+            return
+        what = {EventKind.APPROVAL_GIVEN: "approved", EventKind.APPROVAL_REFUSED: "denied"}
+        by = first.data.get("by")
+        raise AlreadyAnswered(
+            step_id,
+            f"step {step_id} was already {what.get(first.kind, 'run')} by "
+            f"{f'{by} on {first.writer}' if by else first.writer} at {first.at:%H:%M:%S} UTC;"
+            " nothing more to do",
+            first,
+        )
+
+    return check
+
+
+def _pending(session_id: str, event: Event) -> PendingApproval:
+    data = dict(event.data)
+    step = data.get("step")
+    action = step.get("action", "?") if isinstance(step, dict) else "?"
+    cost = data.get("cost")
+    return PendingApproval(
+        session_id=session_id,
+        step_id=event.step_id or "?",
+        asked_at=event.at,
+        action=str(action),
+        reason=str(data.get("reason", "")),
+        script=str(data["script"]) if "script" in data else None,
+        script_sha256=str(data["script_sha256"]) if "script_sha256" in data else None,
+        cost=cost if isinstance(cost, dict) else None,
+        data=data,
+    )

@@ -1,0 +1,462 @@
+"""The executor: turns typed steps into Slurm actions under the site's policy; decides nothing.
+
+Every step is committed to the session log before it runs (intent) and its result after
+it (result). A submission's intent carries its job name and tag, so a process killed
+while sbatch runs can be reconciled with Slurm by tag instead of submitting again. A step
+above an approval threshold is recorded as approval_asked, with the exact script and its
+hash, and waits for `jobsmith approve`; a refusal names the rule and the limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.agent.diagnosis.job import diagnose_job
+from jobsmith.agent.diagnosis.table import Diagnosis
+from jobsmith.agent.runtime import steps as st
+from jobsmith.agent.runtime.claims import StepSettled, append_result
+from jobsmith.agent.runtime.events import EventKind
+from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
+from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.limits import check_limits
+from jobsmith.agent.runtime.policy import Cost, Decision, evaluate, history_from_events
+from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
+from jobsmith.agent.runtime.sbatch_env import fold_sbatch_env
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.store import SessionStore
+from jobsmith.agent.views.documents import RenderDocument, SubmissionDocument
+from jobsmith.errors import (
+    InputError,
+    JobsmithError,
+    NotFound,
+    PolicyError,
+    SchedulerUnavailable,
+    TemplateError,
+)
+from jobsmith.job_templates import TemplateLibrary
+from jobsmith.site_config import SiteConfig
+
+
+class ApprovalNeeded(JobsmithError):
+    """The step waits for a person: `jobsmith approve STEP` or `jobsmith deny STEP`."""
+
+    exit_code = 8
+
+    def __init__(self, step_id: str, reason: str) -> None:
+        super().__init__(
+            f"step {step_id} needs a person's approval ({reason}): see `jobsmith pending`, "
+            f"then `jobsmith approve {step_id}` or `jobsmith deny {step_id}`"
+        )
+        self.step_id = step_id
+
+
+@dataclass(frozen=True)
+class CheckedJob:
+    """A job assembled and judged by the very policy path a submission takes.
+
+    render, `submit --dry-run`, `--test-only` and the brain's checks all get one of these,
+    so what they report is what `submit` would do, stopping only before sbatch.
+    """
+
+    job: AssembledJob
+    cost: Cost
+    decision: Decision
+
+    def raise_if_refused(self) -> None:
+        """PolicyError naming the rule and the limit, if policy refuses the job."""
+        if self.decision.verdict == "refuse":
+            raise PolicyError(refusal(self.decision))
+
+    def document(self) -> RenderDocument:
+        """The render document: the script, what made it, and the policy's verdict."""
+        job = self.job
+        opts = job.options
+        return RenderDocument(
+            template=job.template,
+            job_name=opts.job_name,
+            tag=opts.tag(),
+            params=json.loads(json.dumps(job.rendered.params, default=str)),
+            options=opts.model_dump(mode="json", exclude_none=True),
+            array_tasks=opts.array_size() if opts.array else None,
+            inputs=tuple(str(p) for p in job.rendered.input_paths),
+            outputs=tuple(str(p) for p in job.rendered.output_paths),
+            script=job.script,
+            script_sha256=job.script_sha256,
+            policy=self.policy(),
+        )
+
+    def policy(self) -> dict[str, Any]:
+        """The verdict as a document: verdict, rule, message and the cost judged."""
+        d = self.decision
+        return {
+            "verdict": d.verdict,
+            "rule": d.rule or None,
+            "message": d.message or None,
+            "cost": self.cost.model_dump(),
+        }
+
+
+def refusal(decision: Decision) -> str:
+    """The one line a policy refusal shows."""
+    return f"refused by policy ({decision.rule}): {decision.message}"
+
+
+@dataclass
+class Executor:
+    """Runs steps for sessions; the CLI and every brain go through it."""
+
+    store: SessionStore
+    scheduler: Scheduler
+    library: TemplateLibrary
+    site: SiteConfig
+    ledger: JobLedger
+    cwd: Path
+    read_output: Callable[[str, str, int], dict[str, Any]]
+    #: the submitter's environment, whose SBATCH_* defaults are folded into requests
+    environ: Mapping[str, str] = field(default_factory=dict)
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    def run(self, session_id: str, step: st.Step) -> st.StepResult:
+        """Run one step in a session; the result is also the session's last event."""
+        log = SessionLog(self.store, session_id)
+        try:
+            if isinstance(step, st.Submit | st.Rerun):  # the one submit path
+                return self._submit_step(log, step)
+            if step.risk is st.Risk.CONTROL:
+                self._check_foreign(log, step)
+            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            summary = self._handle(step)
+        except (ApprovalNeeded, StepSettled):
+            raise  # a settled step must not get a failure result on top of its result
+        except JobsmithError as err:
+            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            self._finish(log, step, _outcome_of(err), {}, str(err))
+            raise
+        return self._finish(log, step, st.Outcome.DONE, summary, None)
+
+    # --- submission ------------------------------------------------------------------
+
+    def _submit_step(self, log: SessionLog, step: st.Submit | st.Rerun) -> st.StepResult:
+        if isinstance(step, st.Rerun):
+            template, script, options, extra = self._prepare_rerun(step)
+            cost = Cost.of(options)
+            decision = self._decide(cost)
+        else:
+            checked = self.check(step.job)
+            job, cost, decision = checked.job, checked.cost, checked.decision
+            template, script, options, extra = job.template, job.script, job.options, {}
+        intent = {
+            "step": _dump(step),
+            "risk": step.risk,
+            **_job_facts(template, script, options, cost),
+            "script": script,  # resume submits exactly this, with the same tag
+            "host": socket.gethostname(),  # where an orphaned sbatch could still be running
+            "cwd": str(self.cwd),  # what relative paths meant, for replay
+            **extra,
+        }
+        log.intent(step.id, intent)
+        if decision.verdict == "refuse":
+            raise PolicyError(refusal(decision))
+        if decision.verdict == "approve":
+            asked = {**intent, "reason": decision.message}
+            log.append(EventKind.APPROVAL_ASKED, asked, step.id)
+            raise ApprovalNeeded(step.id, decision.message)
+        return self._submit(log, step.id, step.action, template, script, options, cost)
+
+    def _prepare_rerun(self, step: st.Rerun) -> tuple[str, str, JobOptions, dict[str, Any]]:
+        """The original submission's script with new directives (see agent/runtime/rerun.py)."""
+        record = self.ledger.get(step.job_id)
+        if record is None or record.session_id is None:
+            raise NotFound(
+                f"job {step.job_id}: jobsmith has no record of submitting it, so it has no "
+                "script to re-run (submit it again from its template)"
+            )
+        original = self._recorded_script(record.session_id, record.options.job_name)
+        tasks = None
+        if record.options.array and step.failed_only:
+            since = datetime.now() - timedelta(days=7)
+            status = self.scheduler.status([record.job_id], since)[record.job_id]
+            tasks = failed_task_indices(status)
+            if not tasks:
+                raise InputError(f"job {record.job_id}: no failed array tasks to re-run")
+        options = rerun_options(
+            record.options, tasks=tasks, mem_mb=step.mem_mb, time_limit_s=step.time_limit_s
+        )
+        check_limits(options, self.site)
+        script = with_directives(original, options, self.scheduler)
+        extra = {"rerun_of": record.job_id, "reason": step.reason, "tasks": tasks}
+        return record.template, script, options, extra
+
+    def _recorded_script(self, session_id: str, job_name: str) -> str:
+        for event in self.store.read(session_id):
+            if event.kind is EventKind.INTENT and event.data.get("job_name") == job_name:
+                script = event.data.get("script")
+                if isinstance(script, str):
+                    return script
+        raise NotFound(f"session {session_id} has no script recorded for {job_name}")
+
+    def submit_approved(
+        self, session_id: str, step_id: str, asked: dict[str, Any]
+    ) -> st.StepResult:
+        """Submit exactly the script a person approved (its hash is checked first)."""
+        sha = str(asked["script_sha256"])  # what the person was shown and approved
+        return self.submit_recorded(session_id, step_id, asked, approved_sha256=sha)
+
+    def submit_recorded(
+        self,
+        session_id: str,
+        step_id: str,
+        asked: dict[str, Any],
+        *,
+        approved_sha256: str | None,
+    ) -> st.StepResult:
+        """Submit the script an intent (or approval) recorded, with its original tag.
+
+        approved_sha256 is the hash a person approved (None if no one had to): the script
+        must still hash to it, and to the hash recorded beside it, or the step is refused
+        for good (a result is recorded, so neither a second approve nor a resume can
+        submit it later). The budgets and limits are checked again: time has passed.
+        """
+        log = SessionLog(self.store, session_id)
+        script = str(asked["script"])
+        actual = hashlib.sha256(script.encode()).hexdigest()
+        if actual != asked["script_sha256"] or approved_sha256 not in (None, actual):
+            message = f"step {step_id}: the script changed after approval; submit it again"
+            append_result(log, step_id, {"outcome": "refused", "error": message})
+            raise PolicyError(message)
+        options = JobOptions.model_validate(asked["options"])
+        cost = Cost.of(options)
+        hard = self._decide(cost, approval_given=approved_sha256 is not None)
+        if hard.verdict == "approve":
+            # its process died before asking (resume): ask now, so `pending` shows it
+            log.append(EventKind.APPROVAL_ASKED, {**asked, "reason": hard.message}, step_id)
+            raise ApprovalNeeded(step_id, hard.message)
+        if hard.verdict == "refuse":
+            message = refusal(hard)
+            append_result(log, step_id, {"outcome": "refused", "error": message})
+            raise PolicyError(message)
+        template = str(asked.get("template", "?"))
+        return self._submit(log, step_id, "submit", template, script, options, cost)
+
+    def record_found(
+        self, session_id: str, step_id: str, intent: dict[str, Any], job_id: str
+    ) -> st.StepResult:
+        """Record a submission that Slurm had although its result was never written."""
+        options = JobOptions.model_validate(intent["options"])
+        cost = Cost.of(options)
+        self._record(
+            session_id,
+            job_id,
+            str(intent.get("template", "?")),
+            options,
+            str(intent["script_sha256"]),
+            recovered=True,
+        )
+        summary = _submitted(job_id, options, cost, recovered=True, warnings=[])
+        data = {"outcome": st.Outcome.DONE, "action": "submit", **summary}
+        append_result(SessionLog(self.store, session_id), step_id, data)
+        return st.StepResult(
+            step_id=step_id, action="submit", outcome=st.Outcome.DONE, summary=summary
+        )
+
+    def _record(
+        self,
+        session_id: str,
+        job_id: str,
+        template: str,
+        options: JobOptions,
+        sha: str,
+        *,
+        recovered: bool,
+        warnings: Sequence[str] = (),
+    ) -> None:
+        self.ledger.record(
+            SubmissionRecord(
+                job_id=job_id,
+                cluster=self.site.cluster,
+                template=template,
+                params={},
+                options=options,
+                script_sha256=sha,
+                submitted_at=datetime.now(),
+                recovered=recovered,
+                warnings=list(warnings),
+                session_id=session_id,
+            )
+        )
+
+    def _submit(
+        self,
+        log: SessionLog,
+        step_id: str,
+        action: str,
+        template: str,
+        script: str,
+        options: JobOptions,
+        cost: Cost,
+    ) -> st.StepResult:
+        if options.output:
+            Path(options.output).parent.mkdir(parents=True, exist_ok=True)
+        result = self.scheduler.submit(script, options)
+        sha = hashlib.sha256(script.encode()).hexdigest()
+        self._record(
+            log.session_id,
+            result.job_id,
+            template,
+            options,
+            sha,
+            recovered=result.recovered,
+            warnings=result.warnings,
+        )
+        summary = _submitted(
+            result.job_id, options, cost, recovered=result.recovered, warnings=result.warnings
+        )
+        data = {"outcome": st.Outcome.DONE, "action": action, **summary}
+        append_result(log, step_id, data)
+        return st.StepResult(
+            step_id=step_id, action=action, outcome=st.Outcome.DONE, summary=summary
+        )
+
+    def check(self, request: JobRequest) -> CheckedJob:
+        """Assemble the job and judge it as a submission would be; submits nothing.
+
+        The user's SBATCH_* defaults are folded in first (agent/runtime/sbatch_env.py), so what
+        is judged is what sbatch would run; an error says when a value came from there.
+        """
+        request, origin = fold_sbatch_env(
+            request, self.scheduler.submission_environment(self.environ)
+        )
+        try:
+            job = self._assemble(request)
+        except (PolicyError, TemplateError, InputError) as err:
+            if origin:
+                raise type(err)(f"{err} ({origin})") from None
+            raise
+        cost = Cost.of(job.options)
+        return CheckedJob(job=job, cost=cost, decision=self._decide(cost))
+
+    def _assemble(self, request: Any) -> AssembledJob:
+        template = self.library.get(request.template)
+        header = self.scheduler.script_header
+        return assemble(template, request, self.site, cwd=self.cwd, header=header)
+
+    def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
+        # budgets look back a day; a failure streak is only read from sessions active in
+        # the last week, so a long-lived store does not slow every submission down
+        recent = self.clock() - timedelta(days=7)
+        events = [
+            e
+            for s in self.store.list_sessions()
+            if s.last_event_at >= recent
+            for e in self.store.read(s.id)
+        ]
+        history = history_from_events(events, self.clock())
+        decision = evaluate(cost, self.site.policy, history, self.scheduler.active_tasks())
+        if approval_given and decision.verdict == "approve":
+            return Decision("allow")
+        return decision
+
+    # --- everything else -------------------------------------------------------------
+
+    def _check_foreign(self, log: SessionLog, step: st.Step) -> None:
+        """Acting on a job no jobsmith session submitted may need a person (site's choice)."""
+        if f"{step.action}_foreign" not in self.site.policy.approval.risky_actions:
+            return
+        job_ids: list[str] = list(getattr(step, "job_ids", []))
+        foreign = [j for j in job_ids if self.ledger.get(j) is None]
+        if foreign:
+            reason = f"{step.action} of jobs jobsmith did not submit: {', '.join(foreign)}"
+            intent = {"step": _dump(step), "risk": step.risk}
+            log.intent(step.id, intent)
+            log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": reason}, step.id)
+            raise ApprovalNeeded(step.id, reason)
+
+    def run_approved_control(self, session_id: str, step: st.Step) -> st.StepResult:
+        """Run a control step a person approved."""
+        log = SessionLog(self.store, session_id)
+        summary = self._handle(step)
+        return self._finish(log, step, st.Outcome.DONE, summary, None)
+
+    def _handle(self, step: st.Step) -> dict[str, Any]:
+        """The step's own handler (agent/runtime/steps.py), with this executor as its hands."""
+        return step.handle(self)
+
+    def diagnose(self, job_id: str) -> list[Diagnosis]:
+        """Why a job (or each failed task) ended as it did (a step's hands)."""
+        return diagnose_job(self.scheduler, self.site, self._stderr_lines, job_id)
+
+    def _stderr_lines(self, job_id: str) -> list[str]:
+        try:
+            return list(self.read_output(job_id, "stderr", 40).get("lines", []))
+        except JobsmithError:
+            return []
+
+    def _finish(
+        self,
+        log: SessionLog,
+        step: st.Step,
+        outcome: st.Outcome,
+        summary: dict[str, Any],
+        error: str | None,
+    ) -> st.StepResult:
+        data = {"outcome": outcome, "action": step.action, "error": error, **summary}
+        append_result(log, step.id, data)
+        return st.StepResult(
+            step_id=step.id, action=step.action, outcome=outcome, summary=summary, error=error
+        )
+
+
+def _outcome_of(err: JobsmithError) -> st.Outcome:
+    if isinstance(err, PolicyError):
+        return st.Outcome.REFUSED
+    if isinstance(err, SchedulerUnavailable):
+        return st.Outcome.UNKNOWN  # Slurm did not answer: a submission may still exist
+    return st.Outcome.FAILED
+
+
+def _submitted(
+    job_id: str, options: JobOptions, cost: Cost, *, recovered: bool, warnings: Sequence[str]
+) -> dict[str, Any]:
+    """The result summary of a submission (the same whether seen or recovered)."""
+    return SubmissionDocument(
+        submitted=True,
+        job_id=job_id,
+        job_name=options.job_name,
+        tag=options.tag(),
+        array_tasks=cost.tasks if options.array else None,
+        stdout=options.output,
+        stderr=options.error,
+        cost=cost.model_dump(),
+        recovered=recovered,
+        warnings=tuple(warnings),
+    ).model_dump(mode="json", exclude={"session_id", "step_id"})
+
+
+def _dump(step: st.Step) -> dict[str, Any]:
+    return step.model_dump(mode="json")
+
+
+def _job_facts(template: str, script: str, options: JobOptions, cost: Cost) -> dict[str, Any]:
+    """What an approval is bound to and what resume needs: name, tag, hash, resources."""
+    return {
+        "template": template,
+        "job_name": options.job_name,
+        "tag": options.tag(),
+        "script_sha256": hashlib.sha256(script.encode()).hexdigest(),
+        "options": options.model_dump(mode="json"),
+        "cost": cost.model_dump(),
+    }
+
+
+def job_ids_of(results: Sequence[st.StepResult]) -> list[str]:
+    """Slurm job ids submitted by these results."""
+    return [str(r.summary["job_id"]) for r in results if r.summary.get("submitted")]

@@ -1,0 +1,152 @@
+"""The view layer: each document jobsmith shows is one model, built in one place.
+
+A document has a full projection (what `--json` prints; the README documents the shapes
+and tests/test_documents.py checks them against these models) and a compact one,
+bounded, for a model's context window and for tool results (a brain or an MCP client
+asking about a 1,000-task array gets the counts and the tasks worth a look, not 1,000
+records). Text output renders from the same models (agent/views/render.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.adapters.records import JobRecord
+from jobsmith.adapters.scheduler import JobStatus
+
+#: a compact document lists at most this many of an array's not-completed tasks
+MAX_COMPACT_TASKS = 20
+#: a compact render document shows at most this much of the script
+MAX_COMPACT_SCRIPT = 4000
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def full(self) -> dict[str, Any]:
+        """What `--json` prints."""
+        return self.model_dump(mode="json")
+
+
+def record_summary(rec: JobRecord) -> dict[str, Any]:
+    """The facts about one job or task that decide the next step (compact)."""
+    return {
+        "job_id": rec.job_id,
+        "state": rec.state.value,
+        "exit_code": rec.exit_code,
+        "signal": rec.signal,
+        "cancelled_by": rec.cancelled_by,
+        "elapsed_s": rec.elapsed_s,
+        "timelimit_s": rec.timelimit_s,
+        "max_rss_bytes": rec.max_rss_bytes,
+        "req_mem_bytes": rec.req_mem_bytes,
+        "reason": rec.reason if not rec.state.is_terminal else None,
+    }
+
+
+class JobStatusDocument(_Document):
+    """One job (or whole array) as `status` and `wait` report it."""
+
+    job_id: str = Field(description="the id asked about")
+    state: str = Field(description="overall state (arrays: summarised over tasks)")
+    record: JobRecord | None = Field(description="the job's own record, if Slurm has one")
+    tasks: tuple[JobRecord, ...] = Field(description="array tasks, one record each")
+    task_counts: dict[str, int] = Field(description="array tasks per state")
+    reason: str | None = Field(description="why it waits, from the controller")
+    estimated_start: datetime | None = Field(description="the controller's start estimate")
+    session_id: str | None = Field(description="the session that submitted it, if any")
+
+    @classmethod
+    def of(cls, status: JobStatus, session_id: str | None) -> JobStatusDocument:
+        """The document of one polled job."""
+        return cls(
+            job_id=status.job_id,
+            state=status.state.value,
+            record=status.record,
+            tasks=status.tasks,
+            task_counts=status.task_counts,
+            reason=status.reason,
+            estimated_start=status.estimated_start,
+            session_id=session_id,
+        )
+
+    def compact(self) -> dict[str, Any]:
+        """State, counts, and only the tasks worth a look (bounded)."""
+        entry: dict[str, Any] = {"job_id": self.job_id, "state": self.state}
+        if self.tasks:
+            entry["task_counts"] = self.task_counts
+            notable = [t for t in self.tasks if t.state.value != "COMPLETED"]
+            entry["tasks"] = [record_summary(t) for t in notable[:MAX_COMPACT_TASKS]]
+        elif self.record is not None:
+            entry.update(record_summary(self.record))
+        entry["reason"] = self.reason
+        entry["estimated_start"] = (
+            self.estimated_start.isoformat() if self.estimated_start else None
+        )
+        return entry
+
+
+class StatusDocument(_Document):
+    """`jobsmith status` / `wait`: every job asked about."""
+
+    jobs: tuple[JobStatusDocument, ...] = Field(description="one per job, in the order asked")
+
+    @classmethod
+    def of(
+        cls, statuses: Mapping[str, JobStatus], sessions: Mapping[str, str] | None = None
+    ) -> StatusDocument:
+        """The document of one poll's answers."""
+        where = sessions or {}
+        return cls(jobs=tuple(JobStatusDocument.of(st, where.get(j)) for j, st in statuses.items()))
+
+    def compact(self) -> dict[str, Any]:
+        """Every job's compact document."""
+        return {"jobs": [job.compact() for job in self.jobs]}
+
+
+class SubmissionDocument(_Document):
+    """What a submission did (`submit`, `rerun`, and the result of a submit step)."""
+
+    session_id: str | None = Field(None, description="the session that submitted it")
+    step_id: str | None = Field(None, description="the submit step")
+    submitted: bool = Field(description="true: Slurm accepted it")
+    job_id: str = Field(description="Slurm's job id")
+    job_name: str = Field(description="the job name, carrying the submission tag")
+    tag: str | None = Field(description="jobsmith's submission tag")
+    array_tasks: int | None = Field(description="array tasks, None for a plain job")
+    stdout: str | None = Field(description="where Slurm writes stdout (%j/%A/%a patterns)")
+    stderr: str | None = Field(description="where Slurm writes stderr")
+    cost: dict[str, Any] = Field(description="tasks, core-, GPU- and node-hours")
+    recovered: bool = Field(description="true if sbatch's answer was lost and the tag found it")
+    warnings: tuple[str, ...] = Field(description="what sbatch said on stderr")
+
+    def compact(self) -> dict[str, Any]:
+        """The same: a submission is small."""
+        return self.full()
+
+
+class RenderDocument(_Document):
+    """`render` / `submit --dry-run`: the checked script and the policy's verdict."""
+
+    template: str = Field(description="template name")
+    job_name: str = Field(description="the job name, carrying the submission tag")
+    tag: str | None = Field(description="jobsmith's submission tag")
+    params: dict[str, Any] = Field(description="the validated parameters")
+    options: dict[str, Any] = Field(description="the sbatch options, typed")
+    array_tasks: int | None = Field(description="array tasks, None for a plain job")
+    inputs: tuple[str, ...] = Field(description="input paths, resolved")
+    outputs: tuple[str, ...] = Field(description="output paths, resolved")
+    script: str = Field(description="the exact script")
+    script_sha256: str = Field(description="what an approval binds to")
+    policy: dict[str, Any] = Field(description="verdict, rule, message and cost")
+
+    def compact(self) -> dict[str, Any]:
+        """The same, with the script bounded (its hash still names it exactly)."""
+        doc = self.full()
+        if len(self.script) > MAX_COMPACT_SCRIPT:
+            doc["script"] = self.script[:MAX_COMPACT_SCRIPT] + "\n# … (cut; see script_sha256)\n"
+        return doc

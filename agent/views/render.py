@@ -1,0 +1,305 @@
+"""How each command shows its result: `--json` (stable shapes) or text for a person."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from jobsmith.agent.views.output import print_json, print_table
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.records import JobRecord
+    from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
+    from jobsmith.agent.faces.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.runtime.approvals import PendingApproval
+    from jobsmith.agent.runtime.events import Event, SessionInfo
+    from jobsmith.agent.runtime.executor import CheckedJob
+    from jobsmith.agent.runtime.steps import StepResult
+    from jobsmith.agent.runtime.store import PruneReport
+    from jobsmith.agent.views.documents import JobStatusDocument
+    from jobsmith.agent.views.results import ControlResult, LogView
+    from jobsmith.job_templates import Template
+
+#: arrays with more tasks than this show only their unfinished and failed tasks as text
+_MAX_TASK_ROWS = 20
+
+
+def show_status(
+    statuses: Mapping[str, JobStatus], as_json: bool, sessions: Mapping[str, str] | None = None
+) -> None:
+    """Print `jobsmith status`: jobs grouped under the sessions that submitted them."""
+    from jobsmith.agent.views.documents import StatusDocument
+
+    document = StatusDocument.of(statuses, sessions)
+    if as_json:
+        print_json(document.full())
+        return
+    by_session: dict[str, list[JobStatusDocument]] = {}
+    for job in document.jobs:
+        by_session.setdefault(job.session_id or "", []).append(job)
+    if len(by_session) > 1 or "" not in by_session:
+        for session, group in by_session.items():
+            print(f"session {session or '(none)'}:")
+            _status_table(group)
+        return
+    _status_table(list(document.jobs))
+
+
+def _status_table(jobs: list[JobStatusDocument]) -> None:
+    rows: list[list[object]] = []
+    for job in jobs:
+        if job.tasks:
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(job.task_counts.items()))
+            rows.append([job.job_id, _name(job.tasks[0]), job.state, "", "", "", counts])
+            rows += [_record_row(t, None) for t in _tasks_to_show(job.tasks)]
+        elif job.record is not None:
+            rows.append(_record_row(job.record, job))
+        else:
+            rows.append([job.job_id, "", job.state, "", "", "", "not in Slurm yet"])
+    if not rows:
+        print_table(None, ["no jobs"], [])
+        return
+    print_table(None, ["JOBID", "NAME", "STATE", "EXIT", "ELAPSED", "MAXRSS", "NOTE"], rows)
+
+
+def _tasks_to_show(tasks: tuple[JobRecord, ...]) -> list[JobRecord]:
+    if len(tasks) <= _MAX_TASK_ROWS:
+        return list(tasks)
+    return [t for t in tasks if t.state.value != "COMPLETED"][:_MAX_TASK_ROWS]
+
+
+def _record_row(rec: JobRecord, st: JobStatusDocument | None) -> list[object]:
+    exit_text = "" if rec.exit_code is None else f"{rec.exit_code}:{rec.signal or 0}"
+    note = rec.reason or ""
+    if rec.cancelled_by:
+        note = f"cancelled by uid {rec.cancelled_by}"
+    if st is not None and st.estimated_start and rec.state.value == "PENDING":
+        note = f"{note} (est. start {st.estimated_start:%Y-%m-%d %H:%M})".strip()
+    return [
+        rec.job_id,
+        _name(rec),
+        rec.state.value,
+        exit_text,
+        _duration(rec.elapsed_s),
+        _mem(rec.max_rss_bytes),
+        note,
+    ]
+
+
+def _name(rec: JobRecord) -> str:
+    return rec.name.split(".js-")[0]
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return ""
+    hours, rem = divmod(seconds, 3600)
+    return f"{hours}:{rem // 60:02d}:{rem % 60:02d}"
+
+
+def _mem(value: int | None) -> str:
+    if value is None:
+        return ""
+    for unit in ("B", "K", "M", "G"):
+        if value < 1024:
+            return f"{value:.0f}{unit}"
+        value //= 1024
+    return f"{value}T"
+
+
+def show_logs(view: LogView, as_json: bool) -> None:
+    """Print `jobsmith logs`."""
+    if as_json:
+        print_json(view)
+        return
+    import sys
+
+    if view.truncated:
+        sys.stderr.write(f"==> {view.path} (last {len(view.lines)} lines) <==\n")
+    for line in view.lines:
+        sys.stdout.write(line + "\n")
+
+
+def show_control(result: ControlResult, as_json: bool) -> None:
+    """Print cancel / hold / release."""
+    if as_json:
+        print_json(result)
+        return
+    done = {"cancel": "cancelled", "hold": "held", "release": "released"}[result.action]
+    print(f"{done}: {' '.join(result.job_ids)}")
+
+
+def show_site_check(report: SiteCheckReport, as_json: bool) -> None:
+    """Print `jobsmith site check`."""
+    if as_json:
+        print_json(report)
+        return
+    print(f"site files: {', '.join(report.files)}")
+    print(f"cluster {report.cluster}, Slurm {report.slurm_version}")
+    if not report.mismatches:
+        print("no mismatches: the site config agrees with the cluster")
+    for mismatch in report.mismatches:
+        print(str(mismatch))
+
+
+def show_site_init(result: SiteInitResult, as_json: bool) -> None:
+    """Print `jobsmith site init`."""
+    if as_json:
+        print_json(result)
+    elif result.path is None:
+        print(result.yaml, end="")
+    else:
+        print(f"wrote {result.path}; check it with: jobsmith site check")
+
+
+def show_templates(templates: list[Template], as_json: bool) -> None:
+    """Print `jobsmith templates list`."""
+    if as_json:
+        print_json(
+            {
+                "templates": [
+                    {"name": t.name, "description": t.description, "file": str(t.spec_path)}
+                    for t in templates
+                ]
+            }
+        )
+        return
+    print_table(None, ["NAME", "DESCRIPTION"], [[t.name, t.description] for t in templates])
+
+
+def show_template(template: Template, as_json: bool) -> None:
+    """Print `jobsmith templates show NAME`."""
+    if as_json:
+        print_json(
+            {
+                "name": template.name,
+                "file": str(template.spec_path),
+                "spec": template.spec.model_dump(mode="json", exclude_none=True),
+                "body": template.body,
+            }
+        )
+        return
+    print(f"{template.name}: {template.description}\n({template.spec_path})\n")
+    rows = []
+    for name, spec in template.spec.params.items():
+        default = "(required)" if spec.required else spec.default
+        extra = f" e.g. {spec.example}" if spec.required and spec.example is not None else ""
+        choices = f" [{', '.join(map(str, spec.choices))}]" if spec.choices else ""
+        rows.append([name, spec.type.value, default, spec.description + choices + extra])
+    print_table("parameters", ["NAME", "TYPE", "DEFAULT", "DESCRIPTION"], rows)
+    resources = template.spec.resources.model_dump(mode="json", exclude_none=True)
+    if resources:
+        print("\nresource defaults: " + ", ".join(f"{k}={v}" for k, v in resources.items()))
+
+
+def checked_document(checked: CheckedJob) -> dict[str, object]:
+    """The render document (`render --json`, `submit --dry-run --json`) with its verdict."""
+    return checked.document().full()
+
+
+def show_rendered(checked: CheckedJob, as_json: bool) -> None:
+    """Print `jobsmith render` / `submit --dry-run`: the exact script."""
+    if as_json:
+        print_json(checked_document(checked))
+        return
+    print(checked.job.script, end="")
+
+
+def show_test_only(checked: CheckedJob, result: TestOnlyResult, as_json: bool) -> None:
+    """Print `jobsmith submit --test-only` (exit 4 if Slurm would refuse the job)."""
+    if as_json:
+        print_json({"job": checked_document(checked), "test_only": result.model_dump(mode="json")})
+    elif result.ok:
+        when = (
+            f"{result.estimated_start:%Y-%m-%d %H:%M}"
+            if result.estimated_start
+            else "unknown (Slurm's estimate is unreliable for GPU jobs on this version)"
+        )
+        print(f"Slurm would accept it: partition {result.partition}, estimated start {when}")
+    else:
+        print(f"Slurm would refuse it: {result.message}")
+    if not result.ok:
+        raise SystemExit(4)
+
+
+def show_submitted(session_id: str, result: StepResult, as_json: bool) -> None:
+    """Print `jobsmith submit`: Slurm's job id first, so scripts can read it."""
+    from jobsmith.agent.views.output import note
+
+    summary = result.summary
+    if as_json:
+        print_json({"session_id": session_id, "step_id": result.step_id, **summary})
+        return
+    print(summary["job_id"])
+    tasks = f", {summary['array_tasks']} array tasks" if summary.get("array_tasks") else ""
+    note(
+        f"submitted as Slurm job {summary['job_id']}{tasks}; logs: {summary['stdout']} "
+        f"(session {session_id})"
+    )
+    for warning in summary.get("warnings") or []:
+        note(f"sbatch said: {warning}")
+
+
+def show_step_result(result: StepResult, as_json: bool) -> None:
+    """Print the result of an approved step."""
+    if as_json:
+        print_json(result)
+    elif result.summary.get("job_id"):
+        print(result.summary["job_id"])
+    else:
+        print(f"{result.action}: {result.outcome.value}")
+
+
+def show_pending(items: list[PendingApproval], as_json: bool) -> None:
+    """Print `jobsmith pending`."""
+    if as_json:
+        print_json({"pending": [i.model_dump(mode="json", exclude={"data"}) for i in items]})
+        return
+    if not items:
+        print("nothing waits for approval")
+    for item in items:
+        cost = item.cost or {}
+        print(f"{item.step_id}  {item.action}  asked {item.asked_at:%Y-%m-%d %H:%M} UTC")
+        print(f"  why: {item.reason}")
+        if cost:
+            print(
+                f"  cost: {cost.get('tasks')} tasks, {cost.get('core_hours')} core-h, "
+                f"{cost.get('gpu_hours')} GPU-h, {cost.get('node_hours')} node-h"
+            )
+        if item.script:
+            print(f"  script (sha256 {item.script_sha256}):")
+            print("    " + item.script.rstrip("\n").replace("\n", "\n    "))
+
+
+def show_sessions(infos: list[SessionInfo], total_bytes: int, as_json: bool) -> None:
+    """Print `jobsmith sessions list`."""
+    if as_json:
+        print_json({"sessions": infos, "size_bytes": total_bytes})
+        return
+    rows = [
+        [i.id, i.title or "", i.last_seq + 1, f"{i.last_event_at:%Y-%m-%d %H:%M}"] for i in infos
+    ]
+    print_table(None, ["SESSION", "TITLE", "EVENTS", "LAST EVENT (UTC)"], rows)
+    print(f"store size: {_mem(total_bytes)}")
+
+
+def show_events(events: list[Event], as_json: bool) -> None:
+    """Print `jobsmith sessions show`."""
+    if as_json:
+        print_json({"events": events})
+        return
+    for e in events:
+        data = dict(e.data)
+        detail = data.get("error") or data.get("reason") or data.get("job_id") or ""
+        step = f" {e.step_id}" if e.step_id else ""
+        outcome = f" {data['outcome']}" if "outcome" in data else ""
+        print(f"{e.seq:>4} {e.at:%H:%M:%S} {e.kind.value}{step}{outcome} {detail}".rstrip())
+
+
+def show_prune(report: PruneReport, as_json: bool) -> None:
+    """Print `jobsmith sessions prune`."""
+    if as_json:
+        print_json(report)
+        return
+    verb = "would remove" if report.dry_run else "removed"
+    print(f"{verb} {len(report.removed)} sessions, {_mem(report.bytes_freed)}")

@@ -1,0 +1,141 @@
+"""The watcher: one batched poll per cycle for every open session's jobs, and what follows.
+
+Each cycle asks Slurm once (one sacct, at most one squeue --me) about every job a session
+submitted that has not ended, however many sessions and jobs there are. State changes
+become job_state events in their sessions; a job that ended in failure wakes its
+session's decision-maker (the rules; later a model). A cycle whose poll fails changes
+nothing: a job is never reported failed because Slurm did not answer. What is watched is
+rebuilt from the session store each cycle, so a restarted watcher picks up where the last
+one stopped. One job's trouble is that job's: a log that cannot be read is a note on its
+decision (see agent/diagnosis/job.py), and whatever else goes wrong while deciding about
+one job becomes an "error" decision for it, so the cycle still handles every other job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.jobstate import (
+    StateChange,
+    decided_jobs,
+    last_states,
+    record_job_states,
+)
+from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.store import SessionStore
+from jobsmith.errors import SchedulerUnavailable
+
+
+class WatchCycle(BaseModel):
+    """What one cycle saw and did."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    watched: int = Field(description="jobs polled")
+    scheduler_ok: bool = Field(description="false if Slurm did not answer (nothing changed)")
+    error: str | None = Field(None, description="why the poll failed")
+    changes: list[StateChange] = Field(default_factory=list, description="new job states")
+    decisions: list[dict[str, object]] = Field(
+        default_factory=list, description="what the decision-maker did about failures"
+    )
+
+
+def open_jobs(
+    store: SessionStore,
+    ledger: JobLedger,
+    cache: dict[str, dict[str, str]] | None = None,
+    decided: set[str] | None = None,
+) -> list[SubmissionRecord]:
+    """Jobs still to follow: not ended yet, or failed with no decision taken about them.
+
+    The second kind matters because `jobsmith status` or `wait` may have recorded the
+    failure first: the decision must not depend on which poll saw it. cache is filled
+    with each session's last recorded states, decided with the job ids decided on.
+    """
+    cache = {} if cache is None else cache
+    decided = set() if decided is None else decided
+    out = []
+    for record in ledger.all():
+        if record.session_id is None:
+            continue
+        if record.session_id not in cache:
+            events = store.read(record.session_id)
+            cache[record.session_id] = last_states(events)
+            decided |= decided_jobs(events)
+        recorded = cache[record.session_id].get(record.job_id)
+        state = JobState(recorded) if recorded else None
+        if (
+            state is None
+            or not state.is_terminal
+            or (state.is_failure and record.job_id not in decided)
+        ):
+            out.append(record)
+    return out
+
+
+def watch_cycle(
+    store: SessionStore,
+    ledger: JobLedger,
+    status: Callable[[list[str], datetime], Mapping[str, JobStatus]],
+    decide: Callable[[StateChange, JobStatus], dict[str, object] | None],
+    on_change: Callable[[StateChange], None] | None = None,
+) -> WatchCycle:
+    """One poll of every open job, then a decision for each failure not yet decided."""
+    states: dict[str, dict[str, str]] = {}
+    decided: set[str] = set()
+    records = open_jobs(store, ledger, states, decided)
+    if not records:
+        return WatchCycle(watched=0, scheduler_ok=True)
+    ids = [r.job_id for r in records]
+    since = min(r.submitted_at for r in records) - timedelta(minutes=5)
+    try:
+        statuses = status(ids, since)
+    except SchedulerUnavailable as err:
+        return WatchCycle(watched=len(ids), scheduler_ok=False, error=str(err))
+    changes = record_job_states(store, ledger, statuses, on_change, known=states)
+    decisions = [
+        d
+        for r in records
+        if r.job_id not in decided
+        and statuses[r.job_id].state.is_failure
+        and (d := _decide_one(decide, r, statuses[r.job_id])) is not None
+    ]
+    return WatchCycle(watched=len(ids), scheduler_ok=True, changes=changes, decisions=decisions)
+
+
+def _decide_one(
+    decide: Callable[[StateChange, JobStatus], dict[str, object] | None],
+    record: SubmissionRecord,
+    status: JobStatus,
+) -> dict[str, object] | None:
+    """decide() for one failed job; an exception becomes its decision, not the cycle's end.
+
+    Any exception, not only JobsmithError: an unattended watcher that stops on one job's
+    surprise (a bug included) leaves every other job undecided, on every cycle after.
+    Unless the decision was recorded before the failure, the next cycle tries again.
+    """
+    try:
+        return decide(_failure(record, status), status)
+    except Exception as err:
+        return {
+            "job_id": record.job_id,
+            "action": "error",
+            "reason": f"deciding about it failed: {type(err).__name__}: {err}",
+        }
+
+
+def _failure(record: SubmissionRecord, status: JobStatus) -> StateChange:
+    assert record.session_id is not None  # open_jobs only returns session jobs
+    return StateChange(
+        session_id=record.session_id, job_id=record.job_id, state=status.state, previous=None
+    )
+
+
+def next_interval(cycle: WatchCycle, current: float, base: float, ceiling: float) -> float:
+    """Back off (x2, up to ceiling) while Slurm does not answer; back to base when it does."""
+    return min(current * 2, ceiling) if not cycle.scheduler_ok else base
