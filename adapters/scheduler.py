@@ -138,6 +138,16 @@ class Scheduler(Protocol):
         above zero, a job the controller already forgot may not be in accounting yet."""
         ...
 
+    def has_accounting(self) -> bool:
+        """False where the site keeps no accounting: jobs are then known only while the
+        controller holds them (min_job_age_s after their end), without MaxRSS or steps,
+        and a job it no longer shows reads FINAL_UNKNOWN."""
+        ...
+
+    def min_job_age_s(self) -> int | None:
+        """How long the controller keeps a finished job (MinJobAge), None if unknown."""
+        ...
+
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """(stdout, stderr) paths of a job while the controller still holds it."""
         ...

@@ -32,6 +32,19 @@ class JobState(StrEnum):
     DEADLINE = "DEADLINE"
     #: Slurm printed something this version of jobsmith does not know
     UNKNOWN = "UNKNOWN"
+    #: the job has ended but how is unknown: on a cluster without accounting, the
+    #: controller no longer holds it (it forgets a job MinJobAge after its end) and
+    #: nothing else recorded it. Terminal, yet neither a success nor a failure.
+    FINAL_UNKNOWN = "FINAL_UNKNOWN"
+
+    @classmethod
+    def known(cls, value: str | None) -> JobState | None:
+        """The state a recorded value names, or None for none (or a spelling this release
+        does not know: a log written by a newer jobsmith)."""
+        try:
+            return cls(value) if value else None
+        except ValueError:
+            return None
 
     @property
     def is_terminal(self) -> bool:
@@ -42,7 +55,7 @@ class JobState(StrEnum):
     def is_failure(self) -> bool:
         """True for terminal states other than a successful completion: the job did not
         do its work (what `wait` exits 1 for, and what the watcher diagnoses)."""
-        return self.is_terminal and self is not JobState.COMPLETED
+        return self.is_terminal and self not in (JobState.COMPLETED, JobState.FINAL_UNKNOWN)
 
     @property
     def counts_toward_streak(self) -> bool:
@@ -68,6 +81,7 @@ _TERMINAL = frozenset(
         JobState.PREEMPTED,
         JobState.BOOT_FAIL,
         JobState.DEADLINE,
+        JobState.FINAL_UNKNOWN,
     }
 )
 

@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.executor import CheckedJob, Executor
     from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest
     from jobsmith.agent.runtime.jobstate import StateChange
+    from jobsmith.agent.runtime.lastpoll import LastPoll, LastPollFile
     from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+    from jobsmith.agent.runtime.readmodel import SessionFolds
     from jobsmith.agent.runtime.replay import ReplayedStep
     from jobsmith.agent.runtime.resume import ResumeReport
     from jobsmith.agent.runtime.steps import Step, StepResult
@@ -89,14 +91,19 @@ class App:
 
     @cached_property
     def scheduler(self) -> Scheduler:
-        """Slurm, through the transport, with the site's command timeout."""
+        """Slurm, through the transport, with the site's command timeout, remembering per
+        cluster whether the site keeps accounting (adapters/slurm/accounting.py)."""
+        from jobsmith.adapters.slurm.accounting import AccountingMemory
         from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
         try:
             timeout_s = self.site.config.scheduler.command_timeout_s
+            cluster = self.site.config.cluster
         except ConfigError:
             timeout_s = 30.0  # commands that need no site config still work without one
-        return SlurmScheduler(self.transport, timeout_s=timeout_s)
+            cluster = "no-site-config"
+        memory = AccountingMemory(self.paths.state_dir / "clusters" / f"{cluster}.json")
+        return SlurmScheduler(self.transport, timeout_s=timeout_s, memory=memory)
 
     @cached_property
     def site(self) -> LoadedSite:
@@ -172,7 +179,15 @@ class App:
             cwd=Path.cwd(),
             read_output=read_output,
             environ=self.environ,
+            folds=self.folds,
         )
+
+    @cached_property
+    def folds(self) -> SessionFolds:
+        """Each session's fold (the read model), cached in the state directory."""
+        from jobsmith.agent.runtime.readmodel import SessionFolds
+
+        return SessionFolds(self.store, self.paths.state_dir / "folds")
 
     def one_step(self, title: str, step: Step) -> tuple[str, StepResult]:
         """A CLI action is a one-step session: open it, run the step, return both."""
@@ -238,19 +253,38 @@ class App:
         key_file = self.paths.config_dir / KEY_FILE_NAME
         return ClaudeBrain(self.site.config.model, environ=self.environ, key_file=key_file)
 
-    def watch_cycle(self) -> WatchCycle:
-        """One watcher cycle: one poll for every open job, the brain for each failure."""
+    def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
+        """One watcher cycle: one poll for every open job, the brain for each failure;
+        with the interval, its warnings (watch_warnings) too."""
         from jobsmith.agent.brains.deciding import decide_failure
         from jobsmith.agent.watcher.cycle import watch_cycle
 
         def decide(change: StateChange, status: JobStatus) -> dict[str, object] | None:
             return decide_failure(self.brain, self.executor, self._stderr_tail, change, status)
 
-        cycle = watch_cycle(self.store, self.ledger, self._poll, decide, self.tell)
+        cycle = watch_cycle(self.store, self.ledger, self._poll, decide, self.tell, self.folds)
         for decision in cycle.decisions:
             if decision.get("outcome") == "awaiting_approval":
                 self.news.add("approval_asked", step_id=decision.get("step_id"))
+        if interval_s is not None and cycle.scheduler_ok:
+            cycle = cycle.model_copy(update={"warnings": self.watch_warnings(interval_s)})
         return cycle
+
+    def watch_warnings(self, interval_s: float) -> list[str]:
+        """What a watcher polling every interval_s may miss (see interval_warning).
+
+        A scheduler that cannot answer gives no warning here: the cycle reports that.
+        """
+        from jobsmith.agent.watcher.cycle import interval_warning
+        from jobsmith.errors import SchedulerError
+
+        try:
+            accounting = self.scheduler.has_accounting()
+            age = None if accounting else self.scheduler.min_job_age_s()
+        except SchedulerError:
+            return []
+        warning = interval_warning(interval_s, accounting, age)
+        return [warning] if warning else []
 
     @cached_property
     def news(self) -> News:
@@ -281,7 +315,20 @@ class App:
             return None
 
     def _poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
-        return self.scheduler.status(job_ids, since)
+        statuses = self.scheduler.status(job_ids, since)
+        self.last_poll_file.record(statuses, datetime.now(UTC))
+        return statuses
+
+    @cached_property
+    def last_poll_file(self) -> LastPollFile:
+        """The newest poll's answer, kept for whoever asks without polling (chat, MCP)."""
+        from jobsmith.agent.runtime.lastpoll import LastPollFile
+
+        return LastPollFile(self.paths.state_dir / "last_poll.json")
+
+    def last_poll(self) -> LastPoll | None:
+        """What the newest poll (watcher or status) said, without asking Slurm."""
+        return self.last_poll_file.read()
 
     def _stderr_tail(self, job_id: str) -> list[str]:
         """The end of a job's stderr for a diagnosis, bounded in bytes however big it is.
@@ -316,6 +363,7 @@ class App:
         Jobs that ended are also recorded in the sessions that submitted them.
         """
         from jobsmith.agent.runtime.jobstate import record_job_states
+        from jobsmith.agent.runtime.unseen import with_recorded_ends
 
         window = parse_window(since)
         floor = datetime.now() - window
@@ -323,8 +371,8 @@ class App:
             job_ids = [r.job_id for r in self.ledger.all() if r.submitted_at >= floor]
         known = [r.submitted_at for j in job_ids if (r := self.ledger.get(j)) is not None]
         since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
-        statuses = self.scheduler.status(job_ids, since_dt)
-        record_job_states(self.store, self.ledger, statuses, self.tell)
+        statuses = with_recorded_ends(self.folds, self.ledger, self._poll(job_ids, since_dt))
+        record_job_states(self.store, self.ledger, statuses, self.tell, self.folds)
         return statuses
 
     def wait(self, job_ids: list[str], since: str, timeout_s: float) -> dict[str, JobStatus]:
@@ -358,14 +406,14 @@ class App:
         """Steps waiting for a person."""
         from jobsmith.agent.runtime.approvals import pending_approvals
 
-        return pending_approvals(self.store)
+        return pending_approvals(self.store, self.folds)
 
     def approve(self, step_id: str) -> StepResult:
         """Approve a held step and run exactly what was shown (once, however many approve)."""
         from jobsmith.agent.runtime.approvals import answer, find_pending
         from jobsmith.agent.runtime.steps import STEP_ADAPTER
 
-        item = find_pending(self.store, step_id)
+        item = find_pending(self.store, step_id, self.folds)
         given = {"by": self.environ.get("USER", "?"), "script_sha256": item.script_sha256}
         answer(self.store, item, True, given)
         if item.action == "submit":
@@ -377,7 +425,7 @@ class App:
         """Refuse a held step; nothing runs (an error if it was answered meanwhile)."""
         from jobsmith.agent.runtime.approvals import answer, find_pending
 
-        item = find_pending(self.store, step_id)
+        item = find_pending(self.store, step_id, self.folds)
         refused = {"by": self.environ.get("USER", "?"), "reason": reason}
         answer(self.store, item, False, refused)
         return item

@@ -90,8 +90,10 @@ from jobsmith.adapters.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sac
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.agent.app import Paths
+from jobsmith.agent.runtime.events import Event
 from jobsmith.agent.runtime.jobstate import StateChange
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.store import FileSessionStore
 from jobsmith.agent.watcher.cycle import open_jobs, watch_cycle
 
@@ -208,6 +210,8 @@ class Cycle:
     status_wall_s: float | None = None
     status_cpu_s: float | None = None
     open_jobs_s: float | None = None
+    log_events: int | None = None
+    log_bytes: int | None = None
     changes: int = 0
     note: str = ""
 
@@ -341,15 +345,41 @@ class WatchState:
     """A temporary jobsmith state: one session whose ledger holds the watched jobs."""
 
     directory: Path
-    store: FileSessionStore
+    store: CountingStore
     ledger: JobLedger
     session_id: str
+
+
+class CountingStore:
+    """The real FileSessionStore, counting the session-log events (and their files'
+    bytes) every read returns: what a cycle reads of the logs."""
+
+    def __init__(self, real: FileSessionStore, root: Path) -> None:
+        self.real = real
+        self.root = root
+        self.events = 0
+        self.bytes = 0
+
+    def read(self, session_id: str, from_seq: int = 0, to_seq: int | None = None) -> list[Event]:
+        """Events from_seq..to_seq, counted."""
+        events = self.real.read(session_id, from_seq, to_seq)
+        self.events += len(events)
+        folder = self.root / session_id
+        self.bytes += sum((folder / f"{e.seq:010d}.json").stat().st_size for e in events)
+        return events
+
+    def reset(self) -> None:
+        """Start counting again."""
+        self.events = self.bytes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
 
 
 def make_state(base: Path, label: str, jobs: Sequence[HeldJob], cluster: str) -> WatchState:
     """A fresh store and ledger under base/label: one session, one record per job."""
     directory = base / label
-    store = FileSessionStore(directory / "sessions")
+    store = CountingStore(FileSessionStore(directory / "sessions"), directory / "sessions")
     ledger = JobLedger(directory / "jobs")
     session_id = store.create({"title": f"bench-watch {label}"})
     sha = hashlib.sha256(WRAP_SCRIPT.encode()).hexdigest()
@@ -370,13 +400,22 @@ def make_state(base: Path, label: str, jobs: Sequence[HeldJob], cluster: str) ->
 
 
 def watch_action(
-    state: WatchState, status: TimedStatus, holder: dict[str, Any]
+    state: WatchState, status: TimedStatus, holder: dict[str, Any], kept: bool = True
 ) -> Callable[[], str]:
-    """One watch_cycle over state; what it saw goes to holder['cycle'] and the note."""
+    """One watch_cycle over state; what it saw goes to holder['cycle'] and the note.
+
+    kept: the folds kept on disk, as `jobsmith watch` keeps them (each cycle a new
+    process: a fresh SessionFolds on the same directory); else folds held by this cycle
+    alone, which read every session log in full, as every cycle did before folds.
+    """
 
     def run() -> str:
         status.reset()
-        cycle = watch_cycle(state.store, state.ledger, status, no_decision)
+        state.store.reset()
+        store: Any = state.store  # the counting wrapper stands in for the store
+        folds = SessionFolds(store, state.directory / "folds" if kept else None)
+        cycle = watch_cycle(store, state.ledger, status, no_decision, folds=folds)
+        holder["log_events"], holder["log_bytes"] = state.store.events, state.store.bytes
         holder["cycle"] = cycle
         holder["status_wall_s"], holder["status_cpu_s"] = status.wall_s, status.cpu_s
         states: dict[str, int] = {}
@@ -430,6 +469,11 @@ def measure_size(
         holder: dict[str, Any] = {}
         cycle = meter.measure(label, kind, n, watch_action(state, status, holder))
         finish_watch_cycle(cycle, holder, state)
+    # side by side: a steady cycle that keeps no folds reads the whole log, as before
+    holder = {}
+    label = f"watch {n}: steady, no kept folds"
+    cycle = meter.measure(label, "steady", n, watch_action(state, status, holder, kept=False))
+    finish_watch_cycle(cycle, holder, state)
     if n <= args.naive_max:
         since = min(j.submitted_at for j in jobs) - timedelta(minutes=5)
         meter.measure(
@@ -442,6 +486,8 @@ def measure_size(
 
 def finish_watch_cycle(cycle: Cycle, holder: Mapping[str, Any], state: WatchState) -> None:
     """Add what only the watcher has: time in status(), open_jobs alone, changes."""
+    cycle.log_events = holder.get("log_events")
+    cycle.log_bytes = holder.get("log_bytes")
     cycle.status_wall_s = holder.get("status_wall_s")
     cycle.status_cpu_s = holder.get("status_cpu_s")
     watched = holder.get("cycle")
@@ -449,7 +495,8 @@ def finish_watch_cycle(cycle: Cycle, holder: Mapping[str, Any], state: WatchStat
     # open_jobs again, alone, on the state the cycle started from (a steady cycle leaves
     # it as it found it; after a first cycle every job has one job_state event more)
     t0 = time.perf_counter()
-    open_jobs(state.store, state.ledger)
+    store: Any = state.store
+    open_jobs(store, state.ledger, SessionFolds(store, state.directory / "folds"))
     cycle.open_jobs_s = time.perf_counter() - t0
 
 
@@ -697,7 +744,7 @@ def report(env: Environment, meter: Meter, extra: Mapping[str, Any]) -> str:
         "The client's cost per cycle (this process; Slurm commands are its children):",
         f"{'cycle':<38} {'wall s':>7} {'in cmds':>7} {'CPU s':>6} {'child CPU':>9} "
         f"{'status s':>8} {'open_jobs':>9} {'rest s':>6} {'RSS MB':>6} {'peak MB':>7} "
-        f"{'traced MB':>9} {'events':>6}",
+        f"{'traced MB':>9} {'events':>6} {'log read':>8} {'log KB':>7}",
     ]
     for c in cycles:
         rest = (
@@ -710,7 +757,8 @@ def report(env: Environment, meter: Meter, extra: Mapping[str, Any]) -> str:
             f"{c.children_cpu_s:>9.2f} {_opt(c.status_wall_s, 8, 2)} {_opt(c.open_jobs_s, 9, 2)} "
             f"{_opt(rest, 6, 2)} {_opt(_mb(c.rss_start_kib), 6, 1)} "
             f"{_opt(_mb(c.rss_peak_kib), 7, 1)} {_opt(_mb(c.traced_peak_kib), 9, 1)} "
-            f"{c.changes if c.kind != 'naive' else '':>6}"
+            f"{c.changes if c.kind != 'naive' else '':>6} {_opt(c.log_events, 8, 0)} "
+            f"{_opt(None if c.log_bytes is None else c.log_bytes / 1024, 7, 0)}"
         )
     out += [
         "",
@@ -724,7 +772,9 @@ def report(env: Environment, meter: Meter, extra: Mapping[str, Any]) -> str:
         "(commands + parsing + merge); open_jobs = open_jobs() timed alone after the cycle;",
         "rest = wall - status - open_jobs (recording job states, mostly); RSS MB = RSS at the",
         "start, peak MB = peak RSS (VmHWM) during the window; traced MB = tracemalloc peak",
-        "(those cycles run slower); events = job_state events the cycle appended.",
+        "(those cycles run slower); events = job_state events the cycle appended; log read /",
+        "log KB = session-log events the cycle read, and their files' size (the folds kept",
+        "in the state directory, except in the 'no kept folds' cycles, which read as before).",
         "",
         "Every window in full (net RPCs by type; daemon µs by type; by user, gross):",
     ]

@@ -62,6 +62,8 @@ class SchedulerDouble:
     - `active`: what active_tasks() returns (default: the table's unfinished tasks);
     - `backlog`: slurmdbd's agent queue for dbd_backlog() (resume waits while it is > 0);
     - `on_find`: called on every find_by_name (a test can move its clock there: slow Slurm).
+    - `accounting`: False for a site without accounting (has_accounting());
+    - `min_job_age`: the controller's MinJobAge for min_job_age_s().
     """
 
     def __init__(self, first_id: int = 1000) -> None:
@@ -77,6 +79,8 @@ class SchedulerDouble:
         self.active: int | None = None
         self.backlog = 0
         self.on_find: Callable[[], object] | None = None
+        self.accounting = True
+        self.min_job_age: int | None = 300
         self._next_id = first_id
 
     # --- the Scheduler protocol ----------------------------------------------------
@@ -214,6 +218,16 @@ class SchedulerDouble:
         """slurmdbd's agent queue, as the test set it."""
         self._call("dbd_backlog")
         return self.backlog
+
+    def has_accounting(self) -> bool:
+        """Whether the site keeps accounting, as the test set it."""
+        self._call("has_accounting")
+        return self.accounting
+
+    def min_job_age_s(self) -> int | None:
+        """MinJobAge, as the test set it."""
+        self._call("min_job_age_s")
+        return self.min_job_age
 
     # --- for the test ------------------------------------------------------------------
 

@@ -106,6 +106,11 @@ def scontrol_show_job(job_id: str) -> list[str]:
     return ["scontrol", "show", "job", "-o", job_id]
 
 
+def scontrol_show_config() -> list[str]:
+    """The controller's configuration (AccountingStorageType, MinJobAge), 'Key = value'."""
+    return ["scontrol", "show", "config"]
+
+
 def scontrol_show_partitions() -> list[str]:
     """Every partition and its limits, one line each."""
     return ["scontrol", "show", "partition", "-o"]

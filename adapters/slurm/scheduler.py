@@ -3,6 +3,9 @@
 Submissions are never duplicated: every script carries a unique tag in its job name
 (which accounting always stores, unlike --comment), and before any retry the tag is
 looked up in the controller and in accounting.
+
+Where the site keeps no accounting (adapters/slurm/accounting.py), status and lookups
+read the controller alone, which holds a finished job only for MinJobAge.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import getpass
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.records import JobRecord, QueueRecord
@@ -23,6 +26,13 @@ from jobsmith.adapters.scheduler import (
     task_range_size,
 )
 from jobsmith.adapters.slurm import argv
+from jobsmith.adapters.slurm.accounting import (
+    NO_ACCOUNTING,
+    AccountingDisabled,
+    AccountingFacts,
+    AccountingMemory,
+    facts_from_config,
+)
 from jobsmith.adapters.slurm.facts import build_facts
 from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
 from jobsmith.adapters.slurm.logpaths import expand_log_pattern
@@ -35,7 +45,7 @@ from jobsmith.adapters.slurm.parse import (
     parse_squeue,
 )
 from jobsmith.adapters.slurm.slurmenv import environment_inputs
-from jobsmith.adapters.slurm.status import merge_status
+from jobsmith.adapters.slurm.status import controller_status, merge_status
 from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
 from jobsmith.site_config.facts import ClusterFacts
@@ -66,6 +76,7 @@ class SlurmScheduler:
         submit_attempts: int = 3,
         retry_delay_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
+        memory: AccountingMemory | None = None,
     ) -> None:
         self._transport = transport
         self._timeout = timeout_s
@@ -73,6 +84,9 @@ class SlurmScheduler:
         self._delay = retry_delay_s
         self._sleep = sleep
         self._version: str | None = None
+        self._memory = memory
+        self._facts: AccountingFacts | None = None  # learned by this process
+        self._config_read = False
 
     def version(self) -> str:
         """The Slurm version from `sbatch --version`, e.g. '22.05.8'."""
@@ -119,9 +133,13 @@ class SlurmScheduler:
         """Ids of jobs named job_name: controller first (current), then accounting."""
         res = self._checked(argv.squeue_by_name(job_name))
         ids = _unique_lines(res.stdout)
-        if ids:
+        if ids or not self._uses_accounting():
             return ids
-        res = self._checked(argv.sacct_by_name(job_name, since))
+        try:
+            res = self._checked(argv.sacct_by_name(job_name, since))
+        except AccountingDisabled:
+            return []  # the controller's answer is all there is (see has_accounting)
+        self._accounting_answered()
         return [i for i in _unique_lines(res.stdout) if "." not in i]
 
     def test_only(self, script: str) -> TestOnlyResult:
@@ -147,10 +165,17 @@ class SlurmScheduler:
     # --- status -----------------------------------------------------------------------
 
     def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
-        """One sacct call for all jobs, plus one squeue --me if any is still queued."""
+        """One sacct call for all jobs, plus one squeue --me if any is still queued; without
+        accounting, one squeue --me alone (a job it no longer shows is FINAL_UNKNOWN)."""
         if not job_ids:
             return {}
-        accounting = self.accounting(job_ids, since)
+        if not self._uses_accounting():
+            return controller_status(job_ids, self.queue())
+        try:
+            accounting = self.accounting(job_ids, since)
+        except AccountingDisabled:
+            return controller_status(job_ids, self.queue())
+        self._accounting_answered()
         queue: list[QueueRecord] = []
         if _needs_queue(job_ids, accounting):
             queue = self.queue()
@@ -160,6 +185,65 @@ class SlurmScheduler:
         """sacct records for the jobs (all tasks of arrays), in one call."""
         res = self._checked(argv.sacct_jobs(job_ids, since, SACCT_FIELDS))
         return parse_sacct_parsable(res.stdout, argv.DELIMITER)
+
+    # --- accounting or not ------------------------------------------------------------
+
+    def has_accounting(self) -> bool:
+        """False where the site keeps no accounting: from this process's sacct answers,
+        else the remembered answer while fresh, else `scontrol show config`."""
+        return self._known_facts().accounting
+
+    def min_job_age_s(self) -> int | None:
+        """MinJobAge, how long the controller keeps a finished job (None if unreadable)."""
+        facts = self._known_facts()
+        if facts.min_job_age_s is None and not self._config_read:
+            facts = self._read_config()  # learned from sacct alone: MinJobAge not read yet
+        return facts.min_job_age_s
+
+    def _known_facts(self) -> AccountingFacts:
+        if self._facts is not None:
+            return self._facts
+        remembered = self._memory.load() if self._memory else None
+        if remembered is not None and remembered.fresh(datetime.now(UTC)):
+            self._facts = remembered
+            return remembered
+        return self._read_config()
+
+    def _read_config(self) -> AccountingFacts:
+        facts = facts_from_config(self._checked(argv.scontrol_show_config()).stdout)
+        self._config_read = True
+        self._learn(facts)
+        return facts
+
+    def _uses_accounting(self) -> bool:
+        """Whether to ask sacct at all: no while known (or freshly remembered) to be off.
+
+        An unknown or stale answer means try sacct: its answer is the cheap re-check.
+        """
+        if self._facts is None:
+            remembered = self._memory.load() if self._memory else None
+            if remembered is None or not remembered.fresh(datetime.now(UTC)):
+                return True
+            self._facts = remembered
+        return self._facts.accounting
+
+    def _accounting_answered(self) -> None:
+        """sacct worked: remember it, unless this process already knew."""
+        if self._facts is None or not self._facts.accounting:
+            self._learn_accounting(True)
+
+    def _learn_accounting(self, accounting: bool) -> None:
+        remembered = self._facts or (self._memory.load() if self._memory else None)
+        age = remembered.min_job_age_s if remembered else None
+        facts = AccountingFacts(
+            accounting=accounting, min_job_age_s=age, checked_at=datetime.now(UTC)
+        )
+        self._learn(facts)
+
+    def _learn(self, facts: AccountingFacts) -> None:
+        self._facts = facts
+        if self._memory is not None:
+            self._memory.save(facts)
 
     def active_tasks(self) -> int:
         """How many of the caller's jobs and array tasks are queued or running (one squeue)."""
@@ -217,8 +301,8 @@ class SlurmScheduler:
         array_id, _, task = job_id.partition("_")
         raw = job_id
         if task and "%j" in pattern:
-            records = self.accounting([job_id], since)
-            raw = next((r.job_id_raw for r in records if r.job_id == job_id), job_id)
+            record = self.status([job_id], since)[job_id].record
+            raw = record.job_id_raw if record is not None else job_id
         path = expand_log_pattern(
             pattern,
             job_id_raw=raw,
@@ -269,6 +353,12 @@ class SlurmScheduler:
                 cls = SchedulerUnavailable
             elif _UNKNOWN_JOB.search(message):
                 cls = JobNotFound
+            elif NO_ACCOUNTING.search(message):
+                self._learn_accounting(False)
+                raise AccountingDisabled(
+                    f"{command[0]} failed: {message}; this cluster keeps no accounting, so "
+                    "jobsmith can only read what the controller still holds (MinJobAge)"
+                )
             raise cls(f"{command[0]} failed: {message or f'exit status {res.returncode}'}")
         return res
 

@@ -2,7 +2,8 @@
 
 The controller is current but forgets finished jobs after MinJobAge; accounting keeps
 everything but can lag behind the controller. A job neither knows yet is NOT_VISIBLE,
-which is never a failure.
+which is never a failure. Where the site keeps no accounting, controller_status() reads
+the controller alone, and a job it no longer holds has ended unseen: FINAL_UNKNOWN.
 """
 
 from __future__ import annotations
@@ -30,6 +31,22 @@ def merge_status(
 
 
 R = TypeVar("R", JobRecord, QueueRecord)
+
+
+def controller_status(job_ids: Sequence[str], queue: Sequence[QueueRecord]) -> dict[str, JobStatus]:
+    """One JobStatus per id from the controller alone (a site without accounting).
+
+    Every id asked about was given by sbatch, so the controller held the job; it drops a
+    job only MinJobAge after its end. A job it no longer shows has therefore ended, and
+    with no accounting how it ended is unknown: FINAL_UNKNOWN, never a failure.
+    """
+    merged = merge_status(job_ids, [], queue)
+    return {
+        job_id: st.model_copy(update={"state": JobState.FINAL_UNKNOWN})
+        if st.state is JobState.NOT_VISIBLE
+        else st
+        for job_id, st in merged.items()
+    }
 
 
 def _index(records: Sequence[R]) -> dict[str, list[R]]:
@@ -125,7 +142,8 @@ def summarise(states: Iterable[JobState]) -> JobState:
         return active.pop()
     failures = {s for s in seen if s.is_failure}
     if not failures:
-        return JobState.COMPLETED
+        # one task that ended unseen makes the array's success unknown too
+        return JobState.FINAL_UNKNOWN if JobState.FINAL_UNKNOWN in seen else JobState.COMPLETED
     return failures.pop() if len(failures) == 1 else JobState.FAILED
 
 

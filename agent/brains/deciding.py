@@ -16,7 +16,7 @@ from typing import Any
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.agent.brains.protocol import Action, Brain, Decision, FailureView
-from jobsmith.agent.diagnosis.job import StderrTail, diagnose_record
+from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, StderrTail, diagnose_record
 from jobsmith.agent.runtime.claims import Check
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
@@ -65,7 +65,9 @@ def decide_failure(
         [status.record] if status.record is not None else []
     )
     site = executor.site
-    diagnoses = tuple(diagnose_record(r, site, stderr_tail, status.reason) for r in failed)
+    # without accounting, say what the verdict could not see (as `jobsmith diagnose` does)
+    extra = () if executor.scheduler.has_accounting() else (NO_ACCOUNTING_NOTE,)
+    diagnoses = tuple(diagnose_record(r, site, stderr_tail, status.reason, extra) for r in failed)
     view = FailureView(change=change, status=status, diagnoses=diagnoses, events=tuple(events))
     decision = brain.decide(view)
     data = decision.model_dump(mode="json")

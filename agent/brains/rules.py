@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from jobsmith.agent.brains.protocol import Action, Decision, FailureView
 from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.payloads import intent_payload, result_payload
 from jobsmith.agent.runtime.steps import Rerun
 
 
@@ -73,14 +74,14 @@ def _largest(diagnoses: tuple[Diagnosis, ...], key: str) -> int | None:
 def retry_depth(events: list[Event], job_id: str) -> int:
     """How many re-runs led to job_id (following rerun_of back to the first submission)."""
     step_of_job = {
-        str(e.data["job_id"]): e.step_id
+        str(result.job_id): e.step_id
         for e in events
-        if e.kind is EventKind.RESULT and e.data.get("submitted")
+        if e.kind is EventKind.RESULT and (result := result_payload(e)).submitted
     }
     parent_of_step = {
-        e.step_id: str(e.data["rerun_of"])
+        e.step_id: intent.rerun_of
         for e in events
-        if e.kind is EventKind.INTENT and e.data.get("rerun_of")
+        if e.kind is EventKind.INTENT and (intent := intent_payload(e)).rerun_of
     }
     depth, current = 0, job_id
     while (step := step_of_job.get(current)) in parent_of_step:

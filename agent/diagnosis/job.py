@@ -3,6 +3,10 @@
 A stderr that cannot be read (never written, unreadable, a directory, a path Slurm gave
 that names no file) does not stop a diagnosis: the verdict comes from accounting alone
 and says why in its notes. The watcher relies on this to go on past one job's bad log.
+
+On a cluster without accounting the record is the controller's: no MaxRSS, CPU time or
+steps, so no efficiency, and nothing at all once the controller has forgotten the job.
+The diagnosis says so in its notes rather than guessing.
 """
 
 from __future__ import annotations
@@ -29,16 +33,34 @@ def diagnose_job(
     """A diagnosis for the job, or for each failed task of an array (every task if none
     failed), from accounting, the controller's reason and the end of each stderr file."""
     status = scheduler.status([job_id], datetime.now() - timedelta(days=30))[job_id]
+    accounting = scheduler.has_accounting()
     if status.record is None and not status.tasks:
+        if not accounting:
+            raise JobNotFound(
+                f"job {job_id}: the controller no longer holds it and this cluster keeps no "
+                "accounting, so how it ended cannot be diagnosed; read its output files"
+            )
         raise JobNotFound(f"job {job_id}: neither the controller nor accounting knows it")
     records = [t for t in status.tasks if t.state.is_failure] or list(status.tasks)
     if status.record is not None:
         records = [status.record]
-    return [diagnose_record(rec, site, stderr_tail, status.reason) for rec in records]
+    extra = () if accounting else (NO_ACCOUNTING_NOTE,)
+    return [diagnose_record(rec, site, stderr_tail, status.reason, extra) for rec in records]
+
+
+#: what a diagnosis on a cluster without accounting cannot say, in its notes
+NO_ACCOUNTING_NOTE = (
+    "this cluster keeps no accounting: the verdict rests on the controller's state, exit "
+    "code and stderr; memory peak (MaxRSS), CPU efficiency and steps are unknown"
+)
 
 
 def diagnose_record(
-    rec: JobRecord, site: SiteConfig | None, stderr_tail: StderrTail, reason: str | None
+    rec: JobRecord,
+    site: SiteConfig | None,
+    stderr_tail: StderrTail,
+    reason: str | None,
+    extra_notes: tuple[str, ...] = (),
 ) -> Diagnosis:
     """One job's or task's diagnosis, capped by its partition's limits where site has them."""
     part = site.partitions.get(rec.partition or "") if site else None
@@ -49,7 +71,7 @@ def diagnose_record(
         reason=reason,
         partition_max_mem_mb=part.max_mem_per_node if part else None,
         partition_max_time_s=part.max_time if part else None,
-        notes=notes,
+        notes=(*notes, *extra_notes),
     )
 
 

@@ -403,13 +403,17 @@ def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bo
 def wait(
     ctx: click.Context, job_ids: tuple[str, ...], since: str, timeout_s: float, as_json: bool
 ) -> None:
-    """Wait until jobs end, showing progress; exit 1 if any did not complete."""
+    """Wait until jobs end, showing progress; exit 1 if any did not complete, 9 if one
+    ended unseen (no accounting: its final state is unknown)."""
+    from jobsmith.adapters.states import JobState
     from jobsmith.agent.views import render as views
 
     final = _app(ctx).wait(_ids(job_ids), since, timeout_s)
     views.show_status(final, as_json)
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)
+    if any(st.state is JobState.FINAL_UNKNOWN for st in final.values()):
+        sys.exit(9)
 
 
 @cli.command()
@@ -433,11 +437,12 @@ def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
 @click.pass_context
 def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Why a job (or each failed array task) ended as it did, and what to do next."""
+    from jobsmith.agent.views.documents import DiagnosisDocument
     from jobsmith.agent.views.output import print_json
 
     found = _app(ctx).diagnose(_one_id(job_id))
     if as_json:
-        print_json({"diagnoses": found})
+        print_json(DiagnosisDocument(diagnoses=tuple(found)).full())
         return
     for d in found:
         eff = d.efficiency

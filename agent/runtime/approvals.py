@@ -22,6 +22,7 @@ from jobsmith.agent.runtime.claims import (
     owner,
 )
 from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import SessionStore, utc_now
 from jobsmith.errors import NotFound
@@ -52,23 +53,26 @@ class PendingApproval(BaseModel):
     data: dict[str, Any] = Field(description="the approval_asked event's data, in full")
 
 
-def pending_approvals(store: SessionStore) -> list[PendingApproval]:
-    """Every approval request not yet given, refused or overtaken by a result."""
+def pending_approvals(
+    store: SessionStore, folds: SessionFolds | None = None
+) -> list[PendingApproval]:
+    """Every approval request not yet given, refused or overtaken by a result.
+
+    Each session's fold names its waiting steps; only their requests are read.
+    """
+    folds = SessionFolds(store) if folds is None else folds
     pending = []
     for info in store.list_sessions():
-        events = store.read(info.id)
-        settled = {e.step_id for e in events if e.kind in _SETTLED}
-        pending += [
-            _pending(info.id, e)
-            for e in events
-            if e.kind is EventKind.APPROVAL_ASKED and e.step_id not in settled
-        ]
+        for seq in folds.of(info.id).awaiting.values():
+            pending += [_pending(info.id, e) for e in store.read(info.id, seq, seq)]
     return sorted(pending, key=lambda p: p.asked_at)
 
 
-def find_pending(store: SessionStore, step_id: str) -> PendingApproval:
+def find_pending(
+    store: SessionStore, step_id: str, folds: SessionFolds | None = None
+) -> PendingApproval:
     """The pending request for step_id, or a clear error listing what is pending."""
-    pending = pending_approvals(store)
+    pending = pending_approvals(store, folds)
     for item in pending:
         if item.step_id == step_id:
             return item

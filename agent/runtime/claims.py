@@ -52,6 +52,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from jobsmith.agent.runtime import payloads
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.errors import JobsmithError
@@ -178,7 +179,8 @@ def no_result(step_id: str, job_id: object = None) -> Check:
             raise StepSettled(
                 step_id,
                 f"step {step_id} already has a result (event {done.seq}, by {done.writer},"
-                f" outcome {done.data.get('outcome')}); a second one is not recorded{ours}",
+                f" outcome {payloads.result_payload(done).outcome}); a second one is not recorded"
+                f"{ours}",
                 done,
             )
 

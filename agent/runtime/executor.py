@@ -28,7 +28,9 @@ from jobsmith.agent.runtime.events import EventKind
 from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.limits import check_limits
-from jobsmith.agent.runtime.policy import Cost, Decision, evaluate, history_from_events
+from jobsmith.agent.runtime.payloads import intent_payload
+from jobsmith.agent.runtime.policy import Cost, Decision, evaluate, history_from_folds
+from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
 from jobsmith.agent.runtime.sbatch_env import fold_sbatch_env
 from jobsmith.agent.runtime.session_log import SessionLog
@@ -124,6 +126,8 @@ class Executor:
     #: the submitter's environment, whose SBATCH_* defaults are folded into requests
     environ: Mapping[str, str] = field(default_factory=dict)
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    #: the sessions' folds, for the budgets (built on the store if not given)
+    folds: SessionFolds | None = None
 
     def run(self, session_id: str, step: st.Step) -> st.StepResult:
         """Run one step in a session; the result is also the session's last event."""
@@ -198,10 +202,9 @@ class Executor:
 
     def _recorded_script(self, session_id: str, job_name: str) -> str:
         for event in self.store.read(session_id):
-            if event.kind is EventKind.INTENT and event.data.get("job_name") == job_name:
-                script = event.data.get("script")
-                if isinstance(script, str):
-                    return script
+            intent = intent_payload(event) if event.kind is EventKind.INTENT else None
+            if intent is not None and intent.job_name == job_name and intent.script is not None:
+                return intent.script
         raise NotFound(f"session {session_id} has no script recorded for {job_name}")
 
     def submit_approved(
@@ -352,14 +355,13 @@ class Executor:
     def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
         # budgets look back a day; a failure streak is only read from sessions active in
         # the last week, so a long-lived store does not slow every submission down
+        # the folds read only what each session appended since the last check
         recent = self.clock() - timedelta(days=7)
-        events = [
-            e
-            for s in self.store.list_sessions()
-            if s.last_event_at >= recent
-            for e in self.store.read(s.id)
-        ]
-        history = history_from_events(events, self.clock())
+        if self.folds is None:
+            self.folds = SessionFolds(self.store)
+        folds = self.folds
+        sessions = [folds.of(s.id) for s in self.store.list_sessions() if s.last_event_at >= recent]
+        history = history_from_folds(sessions, self.clock())
         decision = evaluate(cost, self.site.policy, history, self.scheduler.active_tasks())
         if approval_given and decision.verdict == "approve":
             return Decision("allow")

@@ -15,6 +15,7 @@ from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.ledger import JobLedger
+from jobsmith.agent.runtime.readmodel import SessionFolds, fold_events
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import SessionStore
 
@@ -31,12 +32,8 @@ class StateChange(BaseModel):
 
 
 def last_states(events: list[Event]) -> dict[str, str]:
-    """The last recorded state of each job of a session."""
-    states: dict[str, str] = {}
-    for e in events:
-        if e.kind is EventKind.JOB_STATE:
-            states[str(e.data.get("job_id"))] = str(e.data.get("state"))
-    return states
+    """The last recorded state of each job of a session (a fold of just these events)."""
+    return fold_events(events).job_states
 
 
 def decided_jobs(events: list[Event]) -> set[str]:
@@ -45,12 +42,7 @@ def decided_jobs(events: list[Event]) -> set[str]:
     A typed `decision` event names its job; logs written before decisions were typed
     recorded the rule brain's as model_output with a job_id, which still counts.
     """
-    return {
-        str(e.data["job_id"])
-        for e in events
-        if e.kind is EventKind.DECISION
-        or (e.kind is EventKind.MODEL_OUTPUT and e.data.get("job_id") is not None)
-    }
+    return fold_events(events).decided
 
 
 def record_job_states(
@@ -58,16 +50,17 @@ def record_job_states(
     ledger: JobLedger,
     statuses: Mapping[str, JobStatus],
     on_change: Callable[[StateChange], None] | None = None,
-    known: dict[str, dict[str, str]] | None = None,
+    folds: SessionFolds | None = None,
 ) -> list[StateChange]:
     """Append a job_state event for each job whose state changed; return the changes.
 
-    known: the last recorded states by session, if the caller has just read them (the
-    watcher has), so the sessions' logs are not read a second time; updated in place.
-    NOT_VISIBLE is never recorded: a job Slurm does not show yet has not changed.
+    The last recorded states come from the sessions' folds (folds: the caller's, kept
+    up to date across calls; else this call's own). NOT_VISIBLE is never recorded: a job
+    Slurm does not show yet has not changed.
     """
     changes = []
-    known = {} if known is None else known
+    folds = SessionFolds(store) if folds is None else folds
+    known: dict[str, dict[str, str]] = {}
     logs: dict[str, SessionLog] = {}
     for job_id, st in statuses.items():
         record = ledger.get(job_id)
@@ -75,9 +68,9 @@ def record_job_states(
             continue
         log = logs.setdefault(record.session_id, SessionLog(store, record.session_id))
         if record.session_id not in known:
-            known[record.session_id] = last_states(log.events())
+            known[record.session_id] = dict(folds.of(record.session_id).job_states)
         previous = known[record.session_id].get(job_id)
-        if previous == st.state.value:
+        if previous == st.state.value or _forgotten_after_its_end(previous, st.state):
             continue
         log.append(EventKind.JOB_STATE, _state_data(job_id, st), None)
         known[record.session_id][job_id] = st.state.value
@@ -91,6 +84,13 @@ def record_job_states(
         if on_change is not None:
             on_change(change)
     return changes
+
+
+def _forgotten_after_its_end(previous: str | None, state: JobState) -> bool:
+    """True for FINAL_UNKNOWN after a recorded end: the controller forgot a job whose end
+    a poll already saw, and the recorded end is the better answer (never overwritten)."""
+    recorded = JobState.known(previous)
+    return state is JobState.FINAL_UNKNOWN and recorded is not None and recorded.is_terminal
 
 
 def _state_data(job_id: str, st: JobStatus) -> dict[str, object]:

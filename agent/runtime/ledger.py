@@ -8,14 +8,13 @@ record. (The session store of the agent will carry the same facts as events.)
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.adapters.options import JobOptions
+from jobsmith.files import replace_file
 
 
 class SubmissionRecord(BaseModel):
@@ -43,14 +42,8 @@ class JobLedger:
 
     def record(self, rec: SubmissionRecord) -> Path:
         """Store rec atomically; returns its path."""
-        self._dir.mkdir(parents=True, exist_ok=True)
         target = self._dir / f"{rec.job_id}.json"
-        fd, tmp = tempfile.mkstemp(dir=self._dir, prefix=f".{rec.job_id}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(rec.model_dump_json(indent=2))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        replace_file(target, rec.model_dump_json(indent=2).encode())
         return target
 
     def get(self, job_id: str) -> SubmissionRecord | None:

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.events import Event
+from jobsmith.agent.runtime.readmodel import SessionFold, fold_events
 from jobsmith.site_config.model import Policy
 
 
@@ -70,36 +70,33 @@ class Decision:
 
 
 def history_from_events(events: Iterable[Event], now: datetime) -> History:
-    """Spending and the failure streak, from every session's events in time order."""
+    """Spending and the failure streak, from the events of any sessions (each session's
+    fold, as `history_from_folds` counts them)."""
+    by_session: dict[str, list[Event]] = {}
+    for event in events:
+        by_session.setdefault(event.session_id, []).append(event)
+    return history_from_folds([fold_events(evs) for evs in by_session.values()], now)
+
+
+def history_from_folds(folds: Iterable[SessionFold], now: datetime) -> History:
+    """Spending and the failure streak, from the sessions' folds (agent/runtime/readmodel.py).
+
+    The streak counts every session's streak failures after the newest reset of any.
+    """
+    folds = list(folds)
+    newest_reset = max((f.last_reset for f in folds if f.last_reset), default=None)
     hist = History()
-    for event in sorted(events, key=lambda e: e.at):
-        if event.kind is EventKind.RESULT and event.data.get("submitted"):
-            _count_submission(hist, event, now)
-        elif event.kind is EventKind.JOB_STATE:
-            state = _state(event.data.get("state"))
-            if state is JobState.COMPLETED:
-                hist.failures_in_a_row = 0
-            elif state is not None and state.counts_toward_streak:
-                hist.failures_in_a_row += 1
-        elif event.kind is EventKind.UNBLOCKED:
-            hist.failures_in_a_row = 0
+    for fold in folds:
+        for spent in fold.spending:
+            if spent.at >= now - timedelta(hours=1):
+                hist.submissions_last_hour += 1
+            if spent.at >= now - timedelta(days=1):
+                hist.node_hours_last_day += spent.node_hours
+                hist.gpu_hours_last_day += spent.gpu_hours
+        hist.failures_in_a_row += sum(
+            1 for at in fold.streak_failures if newest_reset is None or at > newest_reset
+        )
     return hist
-
-
-def _count_submission(hist: History, event: Event, now: datetime) -> None:
-    cost = event.data.get("cost")
-    if event.at >= now - timedelta(hours=1):
-        hist.submissions_last_hour += 1
-    if event.at >= now - timedelta(days=1) and isinstance(cost, dict):
-        hist.node_hours_last_day += _number(cost.get("node_hours"))
-        hist.gpu_hours_last_day += _number(cost.get("gpu_hours"))
-
-
-def _state(value: object) -> JobState | None:
-    try:
-        return JobState(str(value))
-    except ValueError:
-        return None
 
 
 def _number(value: object) -> float:

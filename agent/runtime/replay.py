@@ -89,6 +89,14 @@ class DryRunScheduler:
         """Read-only: asked of the real scheduler."""
         return self.real.dbd_backlog()
 
+    def has_accounting(self) -> bool:
+        """Read-only: asked of the real scheduler."""
+        return self.real.has_accounting()
+
+    def min_job_age_s(self) -> int | None:
+        """Read-only: asked of the real scheduler."""
+        return self.real.min_job_age_s()
+
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """Real paths."""
         return self.real.output_paths(job_id)
@@ -136,7 +144,10 @@ def replay_session(events: list[Event], executor: Executor) -> list[ReplayedStep
     with tempfile.TemporaryDirectory(prefix="jobsmith-replay-") as tmp:
         store = FileSessionStore(Path(tmp) / "sessions")
         session = store.create({"title": "replay"})
-        sandbox = replace(executor, store=store, scheduler=dry, ledger=JobLedger(Path(tmp)))
+        # folds=None: the executor's folds read the real store, the sandbox has its own
+        sandbox = replace(
+            executor, store=store, scheduler=dry, ledger=JobLedger(Path(tmp)), folds=None
+        )
         return [_one(sandbox, session, e, events, dry) for e in _intents(events)]
 
 

@@ -11,7 +11,10 @@ same script and tag, only when resume can be sure Slurm never got it:
   cannot look, so it waits until sbatch's longest life has passed since the intent;
 - the controller answers for every job it holds; accounting can lag behind it, so a job
   that already left the controller is only trusted absent once slurmdbd's agent queue
-  (sdiag) is empty.
+  (sdiag) is empty;
+- where the site keeps no accounting (Scheduler.has_accounting), "not found" is never
+  final: the controller forgets a finished job after MinJobAge, so a job it no longer
+  shows may have run. Such a step is always undecided.
 Otherwise the step is reported undecided, and nothing is submitted.
 
 Before any of this, resume claims the step (agent/runtime/claims.py): a `claimed` event appended
@@ -50,6 +53,7 @@ from jobsmith.agent.runtime.claims import (
 )
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
+from jobsmith.agent.runtime.payloads import intent_payload, result_payload
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.steps import STEP_ADAPTER
 
@@ -206,6 +210,8 @@ def _reconcile(
         report.found.append(step_id)
     elif doubt:
         report.undecided[step_id] = doubt
+    elif not scheduler.has_accounting():
+        report.undecided[step_id] = _unseen(str(data["job_name"]))
     elif clock() > step.start_by:
         report.undecided[step_id] = "Slurm answered too slowly to submit within this resume's claim"
     else:
@@ -213,16 +219,27 @@ def _reconcile(
         report.resubmitted.append(step_id)
 
 
+def _unseen(job_name: str) -> str:
+    """Why a submission the controller does not show is undecided on a site without
+    accounting."""
+    return (
+        f"{job_name}: the controller does not show it and this cluster keeps no accounting,"
+        " so it may never have reached Slurm or may have run and been forgotten (MinJobAge);"
+        " nothing submitted: look for its output, and submit it again yourself if it never ran"
+    )
+
+
 def _report_settled(report: ResumeReport, intent: Event, result: Event) -> None:
     """Report a step another process settled while this resume looked at it."""
     step_id = intent.step_id or "?"
-    if result.data.get("submitted"):
+    settled = result_payload(result)
+    if settled.submitted:
         report.found.append(step_id)
-    elif "job_name" not in intent.data:
+    elif intent_payload(intent).job_name is None:
         report.rerun.append(step_id)
     else:
-        outcome, error = result.data.get("outcome"), result.data.get("error")
-        report.undecided[step_id] = f"resumed by {result.writer}, which recorded {outcome}: {error}"
+        said = f"{settled.outcome}: {settled.error}"
+        report.undecided[step_id] = f"resumed by {result.writer}, which recorded {said}"
 
 
 def _wait_until_sure(

@@ -9,14 +9,20 @@ records). Text output renders from the same models (agent/views/render.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.agent.diagnosis.table import Diagnosis
+from jobsmith.agent.runtime.events import Event
+
+if TYPE_CHECKING:
+    from jobsmith.agent.runtime.approvals import PendingApproval
 
 #: a compact document lists at most this many of an array's not-completed tasks
 MAX_COMPACT_TASKS = 20
@@ -150,3 +156,98 @@ class RenderDocument(_Document):
         if len(self.script) > MAX_COMPACT_SCRIPT:
             doc["script"] = self.script[:MAX_COMPACT_SCRIPT] + "\n# … (cut; see script_sha256)\n"
         return doc
+
+
+#: a compact session document shows at most this many of its newest events
+MAX_COMPACT_EVENTS = 30
+#: and at most this much of each event's data, as JSON text
+MAX_COMPACT_EVENT_DATA = 300
+#: a compact diagnosis keeps at most this many evidence lines per job
+MAX_COMPACT_EVIDENCE = 5
+
+
+class PendingItem(_Document):
+    """One step held for a person, with exactly what the person is asked to approve."""
+
+    session_id: str = Field(description="session holding the step")
+    step_id: str = Field(description="the step; `jobsmith approve STEP_ID`")
+    asked_at: datetime = Field(description="when approval was asked")
+    action: str = Field(description="the step's action: submit, cancel, …")
+    reason: str = Field(description="why a person must look")
+    script: str | None = Field(description="the exact script that would be submitted")
+    script_sha256: str | None = Field(description="hash the approval is bound to")
+    cost: dict[str, Any] | None = Field(description="tasks, core-, GPU- and node-hours")
+
+
+class PendingDocument(_Document):
+    """`jobsmith pending`: every step waiting for a person."""
+
+    pending: tuple[PendingItem, ...] = Field(description="oldest session first")
+
+    @classmethod
+    def of(cls, items: Iterable[PendingApproval]) -> PendingDocument:
+        """The document of the held steps (their events' raw data left out)."""
+        fields = set(PendingItem.model_fields)
+        return cls(
+            pending=tuple(PendingItem.model_validate(i.model_dump(include=fields)) for i in items)
+        )
+
+    def compact(self) -> dict[str, Any]:
+        """The same, each script bounded (its hash still names it exactly)."""
+        doc = self.full()
+        for item in doc["pending"]:
+            script = item["script"]
+            if script and len(script) > MAX_COMPACT_SCRIPT:
+                item["script"] = script[:MAX_COMPACT_SCRIPT] + "\n# … (cut; see script_sha256)\n"
+        return doc
+
+
+class SessionDocument(_Document):
+    """`jobsmith sessions show`: a session's log, every event."""
+
+    events: tuple[Event, ...] = Field(description="oldest first")
+
+    def compact(self) -> dict[str, Any]:
+        """The newest events, each with its data cut short, and how many were left out."""
+        shown = self.events[-MAX_COMPACT_EVENTS:]
+        return {
+            "session_id": self.events[0].session_id if self.events else None,
+            "omitted": len(self.events) - len(shown),
+            "events": [_event_line(e) for e in shown],
+        }
+
+
+def _event_line(event: Event) -> dict[str, Any]:
+    data = json.dumps(event.data, default=str)
+    if len(data) > MAX_COMPACT_EVENT_DATA:
+        data = data[:MAX_COMPACT_EVENT_DATA] + "…"
+    return {
+        "seq": event.seq,
+        "at": event.at.isoformat(),
+        "kind": event.kind.value,
+        "step_id": event.step_id,
+        "data": data,
+    }
+
+
+class DiagnosisDocument(_Document):
+    """`jobsmith diagnose`: the verdict on a job, or on each of its failed tasks."""
+
+    diagnoses: tuple[Diagnosis, ...] = Field(description="one per failed task (or the job)")
+
+    def compact(self) -> dict[str, Any]:
+        """Verdicts, remedies and the first evidence lines of each."""
+        return {
+            "diagnoses": [
+                {
+                    "job_id": d.job_id,
+                    "verdict": d.verdict.value,
+                    "remedy": d.remedy,
+                    "retryable": d.retryable,
+                    "suggested": d.suggested,
+                    "evidence": list(d.evidence[:MAX_COMPACT_EVIDENCE]),
+                    "notes": list(d.notes),
+                }
+                for d in self.diagnoses
+            ]
+        }

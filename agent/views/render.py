@@ -252,8 +252,10 @@ def show_step_result(result: StepResult, as_json: bool) -> None:
 
 def show_pending(items: list[PendingApproval], as_json: bool) -> None:
     """Print `jobsmith pending`."""
+    from jobsmith.agent.views.documents import PendingDocument
+
     if as_json:
-        print_json({"pending": [i.model_dump(mode="json", exclude={"data"}) for i in items]})
+        print_json(PendingDocument.of(items).full())
         return
     if not items:
         print("nothing waits for approval")
@@ -285,8 +287,10 @@ def show_sessions(infos: list[SessionInfo], total_bytes: int, as_json: bool) -> 
 
 def show_events(events: list[Event], as_json: bool) -> None:
     """Print `jobsmith sessions show`."""
+    from jobsmith.agent.views.documents import SessionDocument
+
     if as_json:
-        print_json({"events": events})
+        print_json(SessionDocument(events=tuple(events)).full())
         return
     for e in events:
         data = dict(e.data)

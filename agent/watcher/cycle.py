@@ -20,13 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.jobstate import (
-    StateChange,
-    decided_jobs,
-    last_states,
-    record_job_states,
-)
+from jobsmith.agent.runtime.jobstate import StateChange, record_job_states
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.store import SessionStore
 from jobsmith.errors import SchedulerUnavailable
 
@@ -43,36 +39,35 @@ class WatchCycle(BaseModel):
     decisions: list[dict[str, object]] = Field(
         default_factory=list, description="what the decision-maker did about failures"
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what may go unseen, e.g. a poll interval above MinJobAge on a cluster "
+        "without accounting",
+    )
 
 
 def open_jobs(
-    store: SessionStore,
-    ledger: JobLedger,
-    cache: dict[str, dict[str, str]] | None = None,
-    decided: set[str] | None = None,
+    store: SessionStore, ledger: JobLedger, folds: SessionFolds | None = None
 ) -> list[SubmissionRecord]:
     """Jobs still to follow: not ended yet, or failed with no decision taken about them.
 
     The second kind matters because `jobsmith status` or `wait` may have recorded the
-    failure first: the decision must not depend on which poll saw it. cache is filled
-    with each session's last recorded states, decided with the job ids decided on.
+    failure first: the decision must not depend on which poll saw it. Each session's
+    recorded states and decisions come from its fold (agent/runtime/readmodel.py), so a
+    cycle reads only the events appended since the last one.
     """
-    cache = {} if cache is None else cache
-    decided = set() if decided is None else decided
+    folds = SessionFolds(store) if folds is None else folds
     out = []
     for record in ledger.all():
         if record.session_id is None:
             continue
-        if record.session_id not in cache:
-            events = store.read(record.session_id)
-            cache[record.session_id] = last_states(events)
-            decided |= decided_jobs(events)
-        recorded = cache[record.session_id].get(record.job_id)
-        state = JobState(recorded) if recorded else None
+        fold = folds.of(record.session_id)
+        recorded = fold.job_states.get(record.job_id)
+        state = JobState.known(recorded)
         if (
             state is None
             or not state.is_terminal
-            or (state.is_failure and record.job_id not in decided)
+            or (state.is_failure and record.job_id not in fold.decided)
         ):
             out.append(record)
     return out
@@ -84,11 +79,12 @@ def watch_cycle(
     status: Callable[[list[str], datetime], Mapping[str, JobStatus]],
     decide: Callable[[StateChange, JobStatus], dict[str, object] | None],
     on_change: Callable[[StateChange], None] | None = None,
+    folds: SessionFolds | None = None,
 ) -> WatchCycle:
     """One poll of every open job, then a decision for each failure not yet decided."""
-    states: dict[str, dict[str, str]] = {}
-    decided: set[str] = set()
-    records = open_jobs(store, ledger, states, decided)
+    folds = SessionFolds(store) if folds is None else folds
+    records = open_jobs(store, ledger, folds)
+    decided = {j for r in records if r.session_id for j in folds.of(r.session_id).decided}
     if not records:
         return WatchCycle(watched=0, scheduler_ok=True)
     ids = [r.job_id for r in records]
@@ -97,7 +93,7 @@ def watch_cycle(
         statuses = status(ids, since)
     except SchedulerUnavailable as err:
         return WatchCycle(watched=len(ids), scheduler_ok=False, error=str(err))
-    changes = record_job_states(store, ledger, statuses, on_change, known=states)
+    changes = record_job_states(store, ledger, statuses, on_change, folds=folds)
     decisions = [
         d
         for r in records
@@ -139,3 +135,27 @@ def _failure(record: SubmissionRecord, status: JobStatus) -> StateChange:
 def next_interval(cycle: WatchCycle, current: float, base: float, ceiling: float) -> float:
     """Back off (x2, up to ceiling) while Slurm does not answer; back to base when it does."""
     return min(current * 2, ceiling) if not cycle.scheduler_ok else base
+
+
+def interval_warning(interval_s: float, accounting: bool, min_job_age_s: int | None) -> str | None:
+    """Why polling every interval_s can miss how jobs end, or None if it cannot.
+
+    With accounting every end is kept. Without it the controller is the only witness, and
+    it forgets a finished job MinJobAge seconds after its end: a watcher polling less often
+    can find the job gone, its final state never seen (FINAL_UNKNOWN).
+    """
+    if accounting:
+        return None
+    if min_job_age_s is None:
+        return (
+            "this cluster keeps no accounting and its MinJobAge could not be read: a job that"
+            " ends between two polls may be forgotten before it is seen (FINAL_UNKNOWN)"
+        )
+    if interval_s < min_job_age_s:
+        return None
+    return (
+        f"this cluster keeps no accounting and its controller forgets a finished job"
+        f" {min_job_age_s}s after it ends (MinJobAge); polling every {interval_s:g}s, a job"
+        f" can end and be forgotten between two polls, its final state never seen"
+        f" (FINAL_UNKNOWN): use an --interval below {min_job_age_s}s"
+    )

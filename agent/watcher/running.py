@@ -28,10 +28,10 @@ def run_once(app: App, interval_s: float, as_json: bool) -> WatchCycle:
     lock = app.watch_lock(interval_s)
     lock.acquire()  # WatcherRunning (exit 10): cron's next run will try again
     try:
-        cycle = app.watch_cycle()
+        cycle = app.watch_cycle(interval_s)
     finally:
         lock.release()
-    _show(cycle, as_json)
+    _show(cycle, as_json, [])
     return cycle
 
 
@@ -43,11 +43,13 @@ def run_forever(app: App, interval_s: float, as_json: bool) -> None:
     lock.acquire()
     scheduler = BlockingScheduler()
     state = {"interval": interval_s}
+    shown: list[str] = []  # warnings already printed: text output repeats none
 
     def tick() -> None:
         lock.heartbeat()
-        cycle = app.watch_cycle()
-        _show(cycle, as_json)
+        cycle = app.watch_cycle(interval_s)
+        _show(cycle, as_json, shown)
+        shown[:] = cycle.warnings
         new = next_interval(cycle, state["interval"], interval_s, MAX_BACKOFF_S)
         if new != state["interval"]:
             state["interval"] = new
@@ -77,6 +79,7 @@ def install_cron(app: App, interval_s: float, as_json: bool) -> None:
         "--once",
     ]
     line = f"*/{minutes} * * * * {shlex.join(argv)} >/dev/null 2>&1 {_CRON_MARK}"
+    warnings = app.watch_warnings(minutes * 60.0)
     for tool in ("scrontab", "crontab"):
         current = _current_table(tool)
         if current is None:
@@ -84,9 +87,11 @@ def install_cron(app: App, interval_s: float, as_json: bool) -> None:
         kept = [x for x in current.splitlines() if _CRON_MARK not in x]
         _write_table(tool, "\n".join([*kept, line]) + "\n")
         if as_json:
-            print_json({"installed": line, "with": tool})
+            print_json({"installed": line, "with": tool, "warnings": warnings})
         else:
             print(f"installed with {tool}: {line}")
+            for warning in warnings:
+                note(f"jobsmith watch: warning: {warning}")
         return
     raise ConfigError(
         "neither scrontab nor crontab is usable on this host: run `jobsmith watch` in tmux"
@@ -137,10 +142,14 @@ def _write_table(tool: str, text: str) -> None:
         Path(fh.name).unlink(missing_ok=True)
 
 
-def _show(cycle: WatchCycle, as_json: bool) -> None:
+def _show(cycle: WatchCycle, as_json: bool, shown: list[str]) -> None:
+    """One cycle on stdout (JSON) or stderr (text; warnings in shown are not repeated)."""
     if as_json:
         print_json(cycle)
         return
+    for warning in cycle.warnings:
+        if warning not in shown:
+            note(f"jobsmith watch: warning: {warning}")
     if not cycle.scheduler_ok:
         note(f"jobsmith watch: Slurm did not answer ({cycle.error}); states kept as they were")
     for change in cycle.changes:

@@ -1,0 +1,95 @@
+"""Whether the site keeps accounting, and how long its controller keeps finished jobs.
+
+Some sites run no slurmdbd (AccountingStorageType=accounting_storage/none); there every
+sacct call fails with "Slurm accounting storage is disabled", and the only record of a
+job is the controller's, which forgets a finished job MinJobAge seconds after it ended.
+The adapter learns this once per process (from that sacct answer, or from
+`scontrol show config`) and remembers it per cluster in a small file in jobsmith's state
+directory, so later processes skip the failing sacct. The memory is re-checked after
+RECHECK_S, so a site that turns accounting on (or off) is noticed within that time; a
+sacct that says "disabled" is believed at once whatever the memory says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jobsmith.errors import SchedulerError
+from jobsmith.files import replace_file
+
+#: how long a remembered answer is trusted before `scontrol show config` is asked again
+RECHECK_S = 3600
+
+#: sacct's words (22.05 and 24.11) where the site keeps no accounting
+NO_ACCOUNTING = re.compile(r"accounting storage is disabled", re.IGNORECASE)
+
+
+class AccountingDisabled(SchedulerError):
+    """The cluster keeps no accounting (AccountingStorageType=accounting_storage/none):
+    only what the controller still holds can be read."""
+
+
+class AccountingFacts(BaseModel):
+    """What the adapter knows about a cluster's accounting, as remembered on disk."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    accounting: bool = Field(description="false where sacct says accounting is disabled")
+    min_job_age_s: int | None = Field(
+        None, description="MinJobAge: seconds the controller keeps a finished job; None unknown"
+    )
+    checked_at: datetime = Field(description="when this was learned (UTC)")
+
+    def fresh(self, now: datetime) -> bool:
+        """True while the answer is young enough to be used without asking Slurm."""
+        return now - self.checked_at < timedelta(seconds=RECHECK_S)
+
+
+class AccountingMemory:
+    """One cluster's AccountingFacts in a JSON file; unreadable or missing means unknown."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> AccountingFacts | None:
+        """The remembered facts, or None (never written, or damaged: then asked again)."""
+        try:
+            return AccountingFacts.model_validate_json(self.path.read_bytes())
+        except (OSError, ValidationError):
+            return None
+
+    def save(self, facts: AccountingFacts) -> None:
+        """Write atomically; a state directory that cannot be written only costs a re-check."""
+        with contextlib.suppress(OSError):
+            replace_file(self.path, facts.model_dump_json().encode())
+
+
+def facts_from_config(text: str, now: datetime | None = None) -> AccountingFacts:
+    """AccountingFacts from `scontrol show config` (lines 'Key = value')."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    storage = values.get("AccountingStorageType", "")
+    if not storage:
+        raise SchedulerError(
+            "cannot read `scontrol show config`: no AccountingStorageType line; "
+            "is this a Slurm controller's answer?"
+        )
+    return AccountingFacts(
+        accounting=storage != "accounting_storage/none",
+        min_job_age_s=_seconds(values.get("MinJobAge")),
+        checked_at=now or datetime.now(UTC),
+    )
+
+
+def _seconds(text: str | None) -> int | None:
+    """'30 sec' (both versions print the unit) as 30; anything else is unknown."""
+    match = re.fullmatch(r"(\d+)(?:\s*sec)?", (text or "").strip())
+    return int(match.group(1)) if match else None

@@ -1,0 +1,117 @@
+"""Typed payloads of the events the read model folds: one model per kind, read in one place.
+
+`Event.data` is stored as JSON; what a kind's payload holds is said here, once, instead
+of by string keys wherever a log is read. `payload(event)` gives the typed payload of the
+kinds below (None for the others, and for an event whose payload does not fit its kind:
+a damaged or hand-edited log is skipped where it is folded, never a crash).
+
+Reading is lenient on purpose: extra keys are ignored (`extra="ignore"`), because logs
+outlive releases. A log written by an older jobsmith carries what it carried then (a
+rule decision as `model_output` with a job_id), one written by a newer one may carry
+more; both still fold (tests/fixtures/sessions/ keeps a log of the current release).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.events import Event, EventKind
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class JobStatePayload(_Payload):
+    """`job_state`: a job of the session changed state (agent/runtime/jobstate.py)."""
+
+    job_id: str = Field(description="Slurm's job id")
+    state: str = Field(description="the new state (a JobState value)")
+    task_counts: dict[str, int] = Field(default_factory=dict, description="array tasks")
+    reason: str | None = Field(None, description="why it waits, from the controller")
+    exit_code: int | None = Field(None, description="the batch script's exit status")
+    signal: int | None = Field(None, description="the signal that ended it")
+
+    @property
+    def job_state(self) -> JobState | None:
+        """The state as the Enum; None for a spelling this release does not know."""
+        return JobState.known(self.state)
+
+
+class DecidedPayload(_Payload):
+    """`decision` (and, in logs from before decisions were typed, a `model_output` that
+    names a job): someone decided about a failed job."""
+
+    job_id: str = Field(description="the failed job decided about")
+
+
+class ResultPayload(_Payload):
+    """`result`: a step's outcome; a submission's carries `submitted` and its cost."""
+
+    outcome: str | None = Field(None, description="done, refused, failed, …")
+    submitted: bool = Field(False, description="true if Slurm accepted a job")
+    job_id: str | None = Field(None, description="the job a submission created")
+    cost: JsonValue = Field(None, description="what the submission was charged (a Cost)")
+    error: str | None = Field(None, description="why the step failed, if it did")
+
+    def spent(self, key: str) -> float:
+        """The cost's node_hours or gpu_hours; 0 where the cost is missing or damaged (a
+        damaged cost spends nothing, but the submission still counts)."""
+        value = self.cost.get(key) if isinstance(self.cost, dict) else None
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(value) if is_number else 0.0  # type: ignore[arg-type]
+
+
+class IntentPayload(_Payload):
+    """`intent`: a step about to run; a submission's names the job and holds its script."""
+
+    step: dict[str, JsonValue] | None = Field(None, description="the step, as the brain gave it")
+    job_name: str | None = Field(None, description="a submission's job name (with its tag)")
+    script: str | None = Field(None, description="a submission's exact script")
+    script_sha256: str | None = Field(None, description="its hash, which approvals bind to")
+    rerun_of: str | None = Field(None, description="the job a re-run re-runs")
+    host: str | None = Field(None, description="the host whose process runs the step")
+
+
+class UnblockedPayload(_Payload):
+    """`unblocked`: a person lifted a failure-streak stop."""
+
+    by: str | None = Field(None, description="who lifted it")
+
+
+Payload = JobStatePayload | DecidedPayload | ResultPayload | IntentPayload | UnblockedPayload
+
+_MODELS: dict[EventKind, type[Payload]] = {
+    EventKind.JOB_STATE: JobStatePayload,
+    EventKind.DECISION: DecidedPayload,
+    EventKind.RESULT: ResultPayload,
+    EventKind.INTENT: IntentPayload,
+    EventKind.UNBLOCKED: UnblockedPayload,
+}
+
+
+def result_payload(event: Event) -> ResultPayload:
+    """A result event's payload (an empty one if it does not fit: nothing submitted)."""
+    data = payload(event)
+    return data if isinstance(data, ResultPayload) else ResultPayload()
+
+
+def intent_payload(event: Event) -> IntentPayload:
+    """An intent event's payload (an empty one if it does not fit)."""
+    data = payload(event)
+    return data if isinstance(data, IntentPayload) else IntentPayload()
+
+
+def payload(event: Event) -> Payload | None:
+    """event's typed payload, for the kinds above; None for other kinds or a misfit."""
+    model = _MODELS.get(event.kind)
+    if model is None and event.kind is EventKind.MODEL_OUTPUT:
+        # before decisions were typed, the rule brain's were model_output with a job_id
+        model = DecidedPayload if event.data.get("job_id") is not None else None
+    if model is None:
+        return None
+    try:
+        return model.model_validate(event.data)
+    except ValidationError:
+        return None

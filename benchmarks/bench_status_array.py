@@ -1,0 +1,128 @@
+"""`jobsmith status --json` of a finished 1,000-task array against the one sacct it makes.
+
+The claim (issue 8): reporting an array costs at most twice the accounting query behind
+it, so what jobsmith adds (start-up, parsing 1,000 task records, merging, the document,
+recording the state in its session) stays below the query's own cost.
+
+As the lab user, in one run: a `--array=0-999` job of `true` is submitted with
+`jobsmith submit file_array` over as many empty files, program `true` (so the status
+also records into its session, as for any job jobsmith submitted) and run to the end;
+then, alternating, `--repeat` times each:
+
+- `sacct`: the adapter's own query for that array (argv.sacct_jobs with SACCT_FIELDS,
+  exactly what `SlurmScheduler.status` runs), through the same `runuser -u USER --`;
+- `jobsmith status --json ID`: the whole command, a new process each time.
+
+Wall time of each (runuser included in both). The array is cancelled at the end, even on
+failure. Run as root on the lab cluster:
+
+    .venv/bin/python benchmarks/bench_status_array.py            # 1,000 tasks, 9 rounds
+    .venv/bin/python benchmarks/bench_status_array.py --tasks 50 --repeat 3   # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from jobsmith.adapters.slurm import argv
+from jobsmith.adapters.slurm.parse import SACCT_FIELDS, parse_sacct_parsable
+
+HERE = Path(__file__).resolve().parent.parent
+USER_ENV = ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"]
+
+
+def as_user(user: str, command: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    """command as user, in a clean environment (as the tests run jobsmith)."""
+    home = f"/home/{user}"
+    env = [*USER_ENV, f"HOME={home}", f"USER={user}", f"LOGNAME={user}"]
+    full = ["runuser", "-u", user, "--", *env, *command]
+    return subprocess.run(full, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def submit_array(user: str, tasks: int, workdir: str) -> str:
+    """The array (the file_array template over tasks empty files, program `true`),
+    submitted by jobsmith itself; its Slurm id."""
+    folder = Path(workdir) / "bench-status-array"
+    as_user(user, ["mkdir", "-p", str(folder)])
+    names = [str(folder / f"f{i:05d}") for i in range(tasks)]
+    as_user(user, ["touch", *names])
+    params = folder / "params.json"
+    as_user(user, ["tee", str(params)], input=json.dumps({"files": names, "program": "true"}))
+    command = [f"{HERE}/.venv/bin/jobsmith", "submit", "file_array", "--params-file", str(params)]
+    res = as_user(user, [*command, "--mem", "50M", "--time", "1"], cwd=workdir)
+    if res.returncode != 0:
+        sys.exit(f"submit failed: {res.stderr.strip()}")
+    return res.stdout.strip()
+
+
+def finished_tasks(user: str, job_id: str, since: datetime) -> int:
+    """Tasks of the array that ended, per accounting."""
+    res = as_user(user, argv.sacct_jobs([job_id], since, SACCT_FIELDS))
+    records = parse_sacct_parsable(res.stdout, argv.DELIMITER)
+    return sum(1 for r in records if r.state.is_terminal and r.array_task_id is not None)
+
+
+def timed(user: str, command: list[str]) -> tuple[float, str]:
+    """Wall seconds of one run of command as user, and its stdout."""
+    started = time.perf_counter()
+    res = as_user(user, command)
+    took = time.perf_counter() - started
+    if res.returncode != 0:
+        sys.exit(f"{command[0]} failed ({res.returncode}): {res.stderr.strip()[:300]}")
+    return took, res.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--user", default="alice")
+    parser.add_argument("--tasks", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--workdir", default="/scratch/alice")
+    parser.add_argument("--wait-timeout", type=float, default=1800)
+    args = parser.parse_args()
+    since = datetime.now() - timedelta(minutes=5)
+    job_id = submit_array(args.user, args.tasks, args.workdir)
+    print(f"submitted array {job_id} ({args.tasks} tasks)", file=sys.stderr)
+    try:
+        deadline = time.monotonic() + args.wait_timeout
+        while (done := finished_tasks(args.user, job_id, since)) < args.tasks:
+            if time.monotonic() > deadline:
+                sys.exit(f"only {done}/{args.tasks} tasks ended in time")
+            print(f"  {done}/{args.tasks} tasks ended", file=sys.stderr)
+            time.sleep(10)
+        sacct = argv.sacct_jobs([job_id], since, SACCT_FIELDS)
+        status = [f"{HERE}/.venv/bin/jobsmith", "status", "--json", job_id]
+        times: dict[str, list[float]] = {"sacct": [], "status": []}
+        for _ in range(args.repeat):
+            took, out = timed(args.user, sacct)
+            times["sacct"].append(took)
+            took, out = timed(args.user, status)
+            times["status"].append(took)
+        document = json.loads(out)
+        counts = document["jobs"][0].get("task_counts")
+        report(job_id, args, times, counts)
+    finally:
+        as_user(args.user, ["scancel", job_id])
+
+
+def report(
+    job_id: str, args: argparse.Namespace, times: dict[str, list[float]], counts: object
+) -> None:
+    """The medians and their ratio, as pasted into benchmarks/README.md."""
+    sacct, status = (statistics.median(times[k]) for k in ("sacct", "status"))
+    print(f"array {job_id}: {args.tasks} tasks; task_counts in the document: {counts}")
+    for name, values in times.items():
+        shown = " ".join(f"{v:.3f}" for v in values)
+        print(f"{name:>7}: median {statistics.median(values):.3f} s  ({shown})")
+    print(f"ratio status/sacct (medians): {status / sacct:.2f}")
+
+
+if __name__ == "__main__":
+    main()
