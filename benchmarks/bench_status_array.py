@@ -13,7 +13,8 @@ then, alternating, `--repeat` times each:
   exactly what `SlurmScheduler.status` runs), through the same `runuser -u USER --`;
 - `jobsmith status --json ID`: the whole command, a new process each time.
 
-Wall time of each (runuser included in both). The array is cancelled at the end, even on
+Wall time of each (runuser included in both). jobsmith runs with the lab's site file
+(site_config/examples/lab.yaml). The array is cancelled at the end, even on
 failure. Run as root on the lab cluster:
 
     .venv/bin/python benchmarks/bench_status_array.py            # 1,000 tasks, 9 rounds
@@ -35,6 +36,7 @@ from jobsmith.adapters.slurm import argv
 from jobsmith.adapters.slurm.parse import SACCT_FIELDS, parse_sacct_parsable
 
 HERE = Path(__file__).resolve().parent.parent
+JOBSMITH = [f"{HERE}/.venv/bin/jobsmith", "--site", f"{HERE}/site_config/examples/lab.yaml"]
 USER_ENV = ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"]
 
 
@@ -55,7 +57,7 @@ def submit_array(user: str, tasks: int, workdir: str) -> str:
     as_user(user, ["touch", *names])
     params = folder / "params.json"
     as_user(user, ["tee", str(params)], input=json.dumps({"files": names, "program": "true"}))
-    command = [f"{HERE}/.venv/bin/jobsmith", "submit", "file_array", "--params-file", str(params)]
+    command = [*JOBSMITH, "submit", "file_array", "--params-file", str(params)]
     res = as_user(user, [*command, "--mem", "50M", "--time", "1"], cwd=workdir)
     if res.returncode != 0:
         sys.exit(f"submit failed: {res.stderr.strip()}")
@@ -86,10 +88,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--workdir", default="/scratch/alice")
     parser.add_argument("--wait-timeout", type=float, default=1800)
+    parser.add_argument(
+        "--existing", metavar="JOB_ID", help="measure an array this benchmark ran before"
+    )
+    parser.add_argument("--since-hours", type=float, default=0.1, help="with --existing")
     args = parser.parse_args()
-    since = datetime.now() - timedelta(minutes=5)
-    job_id = submit_array(args.user, args.tasks, args.workdir)
-    print(f"submitted array {job_id} ({args.tasks} tasks)", file=sys.stderr)
+    since = datetime.now() - timedelta(hours=args.since_hours if args.existing else 0.1)
+    job_id = args.existing or submit_array(args.user, args.tasks, args.workdir)
+    print(f"array {job_id} ({args.tasks} tasks)", file=sys.stderr)
     try:
         deadline = time.monotonic() + args.wait_timeout
         while (done := finished_tasks(args.user, job_id, since)) < args.tasks:
@@ -98,7 +104,7 @@ def main() -> None:
             print(f"  {done}/{args.tasks} tasks ended", file=sys.stderr)
             time.sleep(10)
         sacct = argv.sacct_jobs([job_id], since, SACCT_FIELDS)
-        status = [f"{HERE}/.venv/bin/jobsmith", "status", "--json", job_id]
+        status = [*JOBSMITH, "status", "--json", job_id]
         times: dict[str, list[float]] = {"sacct": [], "status": []}
         for _ in range(args.repeat):
             took, out = timed(args.user, sacct)
@@ -109,7 +115,8 @@ def main() -> None:
         counts = document["jobs"][0].get("task_counts")
         report(job_id, args, times, counts)
     finally:
-        as_user(args.user, ["scancel", job_id])
+        if not args.existing:
+            as_user(args.user, ["scancel", job_id])
 
 
 def report(

@@ -13,19 +13,53 @@ Every problem with a site file is raised as jobsmith.errors.ConfigError with one
 naming the file, the line and the field.
 """
 
-from jobsmith.site_config.check import Mismatch, Severity, check_site, has_errors
-from jobsmith.site_config.dump import dump_site
-from jobsmith.site_config.facts import ClusterFacts
-from jobsmith.site_config.generate import init_site
-from jobsmith.site_config.loader import (
-    SITE_ENV_VAR,
-    SYSTEM_SITE_FILE,
-    LoadedSite,
-    default_user_file,
-    load_site,
-    load_site_files,
-)
-from jobsmith.site_config.model import SiteConfig
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobsmith.site_config.check import Mismatch, Severity, check_site, has_errors
+    from jobsmith.site_config.dump import dump_site
+    from jobsmith.site_config.facts import ClusterFacts
+    from jobsmith.site_config.generate import init_site
+    from jobsmith.site_config.loader import (
+        SITE_ENV_VAR,
+        SYSTEM_SITE_FILE,
+        LoadedSite,
+        default_user_file,
+        load_site,
+        load_site_files,
+    )
+    from jobsmith.site_config.model import SiteConfig
+
+# Where each name lives. They are imported on first use, not with the package: importing
+# one module of it (facts.py, which the scheduler adapter needs) must not load the YAML
+# loader, the checker and the generator, which `jobsmith status` never uses.
+_WHERE = {
+    "Mismatch": "check",
+    "Severity": "check",
+    "check_site": "check",
+    "has_errors": "check",
+    "dump_site": "dump",
+    "ClusterFacts": "facts",
+    "init_site": "generate",
+    "SITE_ENV_VAR": "loader",
+    "SYSTEM_SITE_FILE": "loader",
+    "LoadedSite": "loader",
+    "default_user_file": "loader",
+    "load_site": "loader",
+    "load_site_files": "loader",
+    "SiteConfig": "model",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "SITE_ENV_VAR",

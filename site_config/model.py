@@ -202,6 +202,19 @@ class Budgets(_Section):
     max_failures_in_a_row: int | None = Field(
         5, ge=1, description="stop submitting after this many failed jobs in a row"
     )
+    model_tokens_per_session: int | None = Field(
+        None,
+        ge=0,
+        description="model tokens one session may spend: input + output + cache-creation "
+        "tokens of its calls; cache reads are recorded but not counted (the cached prefix, "
+        "billed at a tenth of input). Checked before each call, so one call may pass it",
+    )
+    model_tokens_per_day: int | None = Field(
+        None,
+        ge=0,
+        description="model tokens spent in the last 24 h over all sessions, counted as "
+        "model_tokens_per_session counts them",
+    )
 
 
 class Policy(_Section):

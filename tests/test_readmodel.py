@@ -29,7 +29,7 @@ from jobsmith.agent.runtime.payloads import (
     payload,
 )
 from jobsmith.agent.runtime.policy import History, history_from_events, history_from_folds
-from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds, fold_events
+from jobsmith.agent.runtime.readmodel import FORMAT, SessionFold, SessionFolds, fold_events
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import FileSessionStore, SessionNotFound
 
@@ -99,7 +99,7 @@ def test_a_fold_kept_on_disk_spares_the_next_process_the_whole_log(tmp_path: Pat
     "damage",
     [
         lambda text, other: "{not json",
-        lambda text, other: text.replace('"format":1', '"format":99'),
+        lambda text, other: text.replace(f'"format":{FORMAT}', '"format":99'),
         lambda text, other: other,  # another session's fold under this name
         lambda text, other: text.replace('"seq":3', '"seq":300'),  # ahead of the log
     ],
@@ -117,7 +117,9 @@ def test_a_damaged_or_foreign_fold_file_is_rebuilt_from_the_log(
     SessionFolds(store, tmp_path / "folds").of(session)
     SessionFolds(store, tmp_path / "folds").of(other)
     path = tmp_path / "folds" / f"{session}.json"
-    path.write_text(damage(path.read_text(), (tmp_path / "folds" / f"{other}.json").read_text()))
+    damaged = damage(path.read_text(), (tmp_path / "folds" / f"{other}.json").read_text())
+    assert damaged != path.read_text()  # each case really damages the kept fold
+    path.write_text(damaged)
     fold = SessionFolds(store, tmp_path / "folds").of(session)
     assert (fold.session_id, fold.seq, fold.job_states) == (session, 3, {"1": "COMPLETED"})
 

@@ -18,6 +18,10 @@ watcher records it and does not ask again. `decide` never raises.
 
 The stable prefix (tools, system prompt) carries cache breakpoints, so repeated calls
 read it from the prompt cache instead of paying for it again.
+
+It is a `ModelBrain`: when a model token budget of the policy is reached, the runner
+asks `decide_without_model` instead of `decide`, and the rules' re-run still applies
+(rules cost nothing); anything else is held for a person, the budget named.
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ class _Failed(Exception):
 
 class ClaudeBrain:
     """Asks a model what to do about a failed job, after the rule brain (see the module
-    docstring); a Brain."""
+    docstring); a ModelBrain."""
 
     name = "claude"
 
@@ -137,6 +141,15 @@ class ClaudeBrain:
             return self._error(base, str(exc))
         except Exception as exc:  # decide must not raise: the watcher records and moves on
             return self._error(base, f"deciding failed: {type(exc).__name__}: {exc}")
+
+    def decide_without_model(self, view: FailureView, refused: str) -> Decision:
+        """The rule brain's re-run if it has one; else a HOLD whose reason is refused."""
+        ruled = self.rules.decide(view)
+        if ruled.action is Action.RERUN:
+            return ruled
+        # the diagnoses' verdicts and remedies stay, so the person sees what was found
+        update = {"brain": self.name, "action": Action.HOLD, "reason": one_line(refused)}
+        return ruled.model_copy(update=update)
 
     def _ask(self, view: FailureView, base: Decision) -> Decision:
         """One model call; its tool call as a decision (ERROR if it is not a valid one)."""

@@ -8,19 +8,28 @@ cannot both act on it; and a person's `jobsmith rerun` is recorded the same way
 and a person is told when the watcher already did. Its steps then go through the
 executor like any other step: policy, budgets and approvals apply to a brain as to a
 person.
+
+A brain that calls a model (a `ModelBrain`) is first held to the policy's model token
+budgets, read from the folds as the executor reads the node-hour budget: the session's
+tokens, and the last day's over every session active in it. When one is reached the
+model is not called: the brain decides without it (its rules' re-run, else a hold that
+names the budget, its limit and what was used).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.agent.brains.protocol import Action, Brain, Decision, FailureView
+from jobsmith.agent.brains.protocol import Action, Brain, Decision, FailureView, ModelBrain
 from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, StderrTail, diagnose_record
 from jobsmith.agent.runtime.claims import Check
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
 from jobsmith.agent.runtime.jobstate import StateChange
+from jobsmith.agent.runtime.policy import model_token_refusal, model_tokens_from_folds
+from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.steps import Rerun, StepResult
 from jobsmith.errors import JobsmithError
@@ -69,13 +78,36 @@ def decide_failure(
     extra = () if executor.scheduler.has_accounting() else (NO_ACCOUNTING_NOTE,)
     diagnoses = tuple(diagnose_record(r, site, stderr_tail, status.reason, extra) for r in failed)
     view = FailureView(change=change, status=status, diagnoses=diagnoses, events=tuple(events))
-    decision = brain.decide(view)
+    decision = _asked(brain, executor, view)
     data = decision.model_dump(mode="json")
     try:
         log.append_if(EventKind.DECISION, data, None, _undecided(change.job_id))
     except AlreadyDecided:
         return None  # another watcher, or a person, got there first: theirs stands
     return {**_reported(decision), **_run_steps(executor, change.session_id, decision)}
+
+
+def _asked(brain: Brain, executor: Executor, view: FailureView) -> Decision:
+    """The brain's decision; without its model when a model token budget is reached."""
+    if isinstance(brain, ModelBrain):
+        refused = model_budget_refusal(executor, view.change.session_id)
+        if refused is not None:
+            return brain.decide_without_model(view, refused)
+    return brain.decide(view)
+
+
+def model_budget_refusal(executor: Executor, session_id: str) -> str | None:
+    """Why the session's model may not be asked now (a token budget reached), or None."""
+    budgets = executor.site.policy.budgets
+    if budgets.model_tokens_per_session is None and budgets.model_tokens_per_day is None:
+        return None  # no budget: no session needs reading
+    now = executor.clock()
+    # the executor's folds, which its own budget checks keep up to date, when it has them
+    folds = executor.folds if executor.folds is not None else SessionFolds(executor.store)
+    recent = now - timedelta(days=1)
+    active = [s.id for s in executor.store.list_sessions() if s.last_event_at >= recent]
+    read = [folds.of(sid) for sid in {*active, session_id}]
+    return model_token_refusal(budgets, model_tokens_from_folds(read, session_id, now))
 
 
 def record_person_rerun(

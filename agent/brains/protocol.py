@@ -8,6 +8,12 @@ decision as one typed `decision` event, at most one per failed job, and only the
 its steps through the executor, under the same policy and approvals as any other step.
 So a brain is a function of what it is shown, and swapping one changes nothing else.
 
+A brain that calls a model is also a `ModelBrain`: it says what it decides without the
+model (its rules, which cost nothing). The runner checks the policy's model token
+budgets before asking it and, when one is reached, asks only that: the model is never
+called over budget. A brain without that method calls no model, so existing brains and
+one's own need nothing new.
+
 Which brain runs is configuration: the site or user file's `brain:` names a built-in
 (`rules`, the default) or a factory as `module:attribute` (importable, called with no
 arguments, returning an object with a `name` and a `decide` method), so a brain of one's
@@ -101,6 +107,16 @@ class Brain(Protocol):
 
     def decide(self, view: FailureView) -> Decision:
         """The decision about view's job (steps for the executor, and why)."""
+        ...
+
+
+@runtime_checkable
+class ModelBrain(Brain, Protocol):
+    """A brain that may call a model, charged to the policy's model token budgets."""
+
+    def decide_without_model(self, view: FailureView, refused: str) -> Decision:
+        """The decision at no token cost, the model being refused for the reason given:
+        what rules decide where they can, else a HOLD that says why (refused)."""
         ...
 
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from jobsmith.text import holds_undecodable
+
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
 
@@ -128,7 +130,7 @@ def _undecodable(args: Sequence[str]) -> str | None:
     """Why an argument is not text, if one is not: Python hands argv bytes that are not
     UTF-8 over as lone surrogates, which no script, JSON document or log can carry."""
     for n, arg in enumerate(args, 1):
-        if any("\ud800" <= c <= "\udfff" for c in arg):
+        if holds_undecodable(arg):
             shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
             return (
                 f"argument {n} ({shown!r}) holds bytes that are not UTF-8 text; "

@@ -13,7 +13,15 @@ more; both still fold (tests/fixtures/sessions/ keeps a log of the current relea
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.events import Event, EventKind
@@ -39,11 +47,43 @@ class JobStatePayload(_Payload):
         return JobState.known(self.state)
 
 
+class UsagePayload(_Payload):
+    """A decision's `usage`: what its model call cost (agent/brains/protocol.TokenUsage)."""
+
+    model: str = Field("", description="the model that answered")
+    input_tokens: int = Field(0, ge=0, description="uncached input tokens")
+    output_tokens: int = Field(0, ge=0, description="tokens the model wrote")
+    cache_read_input_tokens: int = Field(0, ge=0, description="input read from the cache")
+    cache_creation_input_tokens: int = Field(0, ge=0, description="input written to the cache")
+
+    @property
+    def charged(self) -> int:
+        """The tokens the budgets count: input, output and cache writes. Cache reads are
+        left out: they are the stable prefix re-read at a tenth of the input price, and
+        counting them would charge a well-cached session as if it had no cache."""
+        return self.input_tokens + self.output_tokens + self.cache_creation_input_tokens
+
+
 class DecidedPayload(_Payload):
     """`decision` (and, in logs from before decisions were typed, a `model_output` that
     names a job): someone decided about a failed job."""
 
     job_id: str = Field(description="the failed job decided about")
+    # absent from the rule brain's and people's decisions, and from logs older than it
+    usage: UsagePayload | None = Field(None, description="what a model call cost, if one ran")
+
+    @field_validator("usage", mode="wrap")
+    @classmethod
+    def _damaged_usage_spent_nothing(
+        cls, value: object, handler: ValidatorFunctionWrapHandler
+    ) -> UsagePayload | None:
+        # a damaged usage costs nothing, but the decision still counts (as a damaged cost
+        # does in ResultPayload): the job must not look undecided and be decided again
+        try:
+            used: UsagePayload | None = handler(value)
+        except ValidationError:
+            return None
+        return used
 
 
 class ResultPayload(_Payload):

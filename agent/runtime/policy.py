@@ -3,9 +3,11 @@
 Hard rules refuse (the rule and the limit are named): more array tasks queued or running
 than the site allows, a daily node-hour or GPU-hour budget, submissions per hour, and a
 streak of failed jobs (which stops submissions until a person runs `jobsmith sessions
-unblock`). Soft thresholds ask a person: a submission above the core-hour, GPU-hour or
-node threshold waits for `jobsmith approve`. The size of a request is what it asks Slurm
-for: time limit x resources x array tasks (what it may spend, not what it will).
+unblock`). The model token budgets (per session, per day) refuse a model brain its call
+the same way (agent/brains/deciding.py). Soft thresholds ask a person: a submission
+above the core-hour, GPU-hour or node threshold waits for `jobsmith approve`. The size
+of a request is what it asks Slurm for: time limit x resources x array tasks (what it
+may spend, not what it will).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.options import JobOptions
 from jobsmith.agent.runtime.events import Event
 from jobsmith.agent.runtime.readmodel import SessionFold, fold_events
-from jobsmith.site_config.model import Policy
+from jobsmith.site_config.model import Budgets, Policy
 
 
 class Cost(BaseModel):
@@ -97,6 +99,46 @@ def history_from_folds(folds: Iterable[SessionFold], now: datetime) -> History:
             1 for at in fold.streak_failures if newest_reset is None or at > newest_reset
         )
     return hist
+
+
+@dataclass(frozen=True)
+class ModelTokens:
+    """What model calls cost, as the token budgets count them (UsagePayload.charged)."""
+
+    session: int = 0  # the session's own calls, ever
+    last_day: int = 0  # every session's calls in the last 24 h
+
+
+def model_tokens_from_folds(
+    folds: Iterable[SessionFold], session_id: str, now: datetime
+) -> ModelTokens:
+    """The session's tokens and the last day's over folds (which should hold the session's)."""
+    since = now - timedelta(days=1)
+    by_id = {fold.session_id: fold for fold in folds}  # a session counted once
+    mine = by_id.get(session_id)
+    return ModelTokens(
+        session=mine.tokens.charged if mine is not None else 0,
+        last_day=sum(fold.tokens_since(since) for fold in by_id.values()),
+    )
+
+
+def model_token_refusal(budgets: Budgets, used: ModelTokens) -> str | None:
+    """Why no model may be asked now (the budget, its limit and what was used), or None.
+
+    A budget is reached when what was used is at its limit: a call's cost is known only
+    after it, so the check is whether any budget is left, and one call may pass it.
+    """
+    checks = (
+        ("per session", budgets.model_tokens_per_session, used.session, "in this session"),
+        ("per day", budgets.model_tokens_per_day, used.last_day, "in the last 24 h"),
+    )
+    for label, limit, spent, where in checks:
+        if limit is not None and spent >= limit:
+            return (
+                f"model token budget {label} ({limit}) reached: {spent} used {where}; "
+                "left to a person"
+            )
+    return None
 
 
 def _number(value: object) -> float:

@@ -1,11 +1,12 @@
 """The read model: what a session's log adds up to, kept up to date by folding new events.
 
 A session's state (each job's last recorded state, the jobs decided about, what its
-submissions spent, its part of the failure streak) is one fold over its events. The log
-is append-only and gap-free, so a fold up to seq N stays true for ever: `SessionFolds`
-keeps each session's fold with the seq it reached and, when asked again, reads only the
-events after it (`SessionStore.read(id, from_seq=N + 1)`). A watcher cycle, a status
-poll or a budget check then costs the new events, not the whole log.
+submissions spent, the tokens its model calls cost, its part of the failure streak) is
+one fold over its events. The log is append-only and gap-free, so a fold up to seq N
+stays true for ever: `SessionFolds` keeps each session's fold with the seq it reached
+and, when asked again, reads only the events after it (`SessionStore.read(id,
+from_seq=N + 1)`). A watcher cycle, a status poll or a budget check then costs the new
+events, not the whole log.
 
 Folds are also kept on disk (`<state>/folds/<session>.json`), so a watcher started by
 cron every few minutes does not rebuild them either. That file is a cache and nothing
@@ -37,13 +38,14 @@ from jobsmith.agent.runtime.payloads import (
     JobStatePayload,
     ResultPayload,
     UnblockedPayload,
+    UsagePayload,
     payload,
 )
 from jobsmith.agent.runtime.store import SessionNotFound, SessionStore
 from jobsmith.files import replace_file
 
 #: the fold's on-disk format; another value is rebuilt from the log
-FORMAT = 2
+FORMAT = 3
 #: what settles a step held for a person: an answer, or a result
 _SETTLING = frozenset({EventKind.APPROVAL_GIVEN, EventKind.APPROVAL_REFUSED, EventKind.RESULT})
 #: submissions older than this are dropped from a fold: no budget window is longer
@@ -60,6 +62,37 @@ class Spending(BaseModel):
     gpu_hours: float = Field(0.0, description="GPUs x time limit, over all tasks")
 
 
+class TokenSpend(BaseModel):
+    """One model call, as the token budgets count it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    at: AwareDatetime = Field(description="when the decision it led to was recorded")
+    tokens: int = Field(description="input + output + cache-creation tokens (UsagePayload)")
+
+
+class TokenTotals(BaseModel):
+    """What a session's model calls cost in all, in the Messages API's own counts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: int = Field(0, description="decisions that record a model call")
+    input_tokens: int = Field(0, description="uncached input tokens")
+    output_tokens: int = Field(0, description="tokens the model wrote")
+    cache_read_input_tokens: int = Field(0, description="input read from the cache")
+    cache_creation_input_tokens: int = Field(0, description="input written to the cache")
+    charged: int = Field(0, description="what the token budgets count (UsagePayload.charged)")
+
+    def add(self, usage: UsagePayload) -> None:
+        """Count one call's usage in."""
+        self.calls += 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_input_tokens += usage.cache_read_input_tokens
+        self.cache_creation_input_tokens += usage.cache_creation_input_tokens
+        self.charged += usage.charged
+
+
 class SessionFold(BaseModel):
     """What one session's log adds up to, up to and including event `seq`."""
 
@@ -74,6 +107,12 @@ class SessionFold(BaseModel):
     decided: set[str] = Field(default_factory=set, description="jobs decided about")
     spending: list[Spending] = Field(
         default_factory=list, description="submissions of the last two days"
+    )
+    tokens: TokenTotals = Field(
+        default_factory=TokenTotals, description="what the session's model calls cost in all"
+    )
+    token_spending: list[TokenSpend] = Field(
+        default_factory=list, description="model calls of the last two days that cost tokens"
     )
     last_reset: AwareDatetime | None = Field(
         None, description="newest completed job or unblock: the streak starts after it"
@@ -101,11 +140,22 @@ class SessionFold(BaseModel):
             self._streak(event.at, data.job_state)
         elif isinstance(data, DecidedPayload):
             self.decided.add(data.job_id)
+            if data.usage is not None:
+                self._spend_tokens(event.at, data.usage)
         elif isinstance(data, ResultPayload) and data.submitted:
             node, gpu = data.spent("node_hours"), data.spent("gpu_hours")
             self.spending.append(Spending(at=event.at, node_hours=node, gpu_hours=gpu))
         elif isinstance(data, UnblockedPayload):
             self._reset(event.at)
+
+    def _spend_tokens(self, at: datetime, usage: UsagePayload) -> None:
+        self.tokens.add(usage)
+        if usage.charged:
+            self.token_spending.append(TokenSpend(at=at, tokens=usage.charged))
+
+    def tokens_since(self, since: datetime) -> int:
+        """The tokens the budgets count, spent at or after since (within the kept two days)."""
+        return sum(t.tokens for t in self.token_spending if t.at >= since)
 
     def _approvals(self, event: Event) -> None:
         """A request waits until an answer or a result settles its step (asked once).
@@ -132,11 +182,15 @@ class SessionFold(BaseModel):
             self.streak_failures = [f for f in self.streak_failures if f > at]
 
     def forget_old_spending(self) -> None:
-        """Drop submissions two days older than the session's newest one: no budget
-        window reaches back that far (keeps a long session's fold small)."""
+        """Drop submissions and model calls two days older than the session's newest one of
+        each: no budget window reaches back that far (keeps a long session's fold small;
+        the session's token totals keep counting everything)."""
         if self.spending:
             cutoff = max(s.at for s in self.spending) - _SPENDING_KEPT
             self.spending = [s for s in self.spending if s.at >= cutoff]
+        if self.token_spending:
+            cutoff = max(t.at for t in self.token_spending) - _SPENDING_KEPT
+            self.token_spending = [t for t in self.token_spending if t.at >= cutoff]
 
 
 def fold_events(events: Iterable[Event]) -> SessionFold:

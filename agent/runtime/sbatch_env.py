@@ -14,6 +14,7 @@ from __future__ import annotations
 from jobsmith.adapters.scheduler import EnvironmentDefault, EnvironmentInputs
 from jobsmith.agent.runtime.jobs import JobRequest, parse_unit
 from jobsmith.errors import InputError
+from jobsmith.text import holds_undecodable
 from jobsmith.units import parse_duration, parse_memory
 
 
@@ -29,7 +30,7 @@ def fold_sbatch_env(request: JobRequest, inputs: EnvironmentInputs) -> tuple[Job
     """
     refused = inputs.refused
     for default in inputs.defaults:
-        if any("\ud800" <= c <= "\udfff" for c in default.value):
+        if holds_undecodable(default.value):
             raise InputError(
                 f"{default.variable} in your environment holds bytes that are not UTF-8 text"
             )

@@ -25,6 +25,14 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def print_document(document: BaseModel) -> None:
+    """A document (agent/views/documents.py) on stdout, serialised by pydantic's own
+    encoder: the same JSON as print_json(document.full()), several times faster for the
+    large ones (a 1,000-task array's status)."""
+    sys.stdout.write(document.model_dump_json(indent=2))
+    sys.stdout.write("\n")
+
+
 def print_json(value: Any) -> None:
     """One JSON document on stdout."""
     sys.stdout.write(json.dumps(to_jsonable(value), indent=2, sort_keys=False, default=str))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from jobsmith.agent.views.output import print_json, print_table
+from jobsmith.agent.views.output import print_document, print_json, print_table
 
 if TYPE_CHECKING:
     from jobsmith.adapters.records import JobRecord
@@ -32,7 +32,7 @@ def show_status(
 
     document = StatusDocument.of(statuses, sessions)
     if as_json:
-        print_json(document.full())
+        print_document(document)
         return
     by_session: dict[str, list[JobStatusDocument]] = {}
     for job in document.jobs:
