@@ -20,6 +20,7 @@ from jobsmith.errors import ConfigError, InputError
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, Scheduler, TestOnlyResult
     from jobsmith.adapters.transport import Transport
+    from jobsmith.agent.brains.conversation import AskResult
     from jobsmith.agent.brains.protocol import Brain
     from jobsmith.agent.diagnosis.table import Diagnosis
     from jobsmith.agent.faces.sitecmd import SiteCheckReport, SiteInitResult
@@ -252,6 +253,32 @@ class App:
 
         key_file = self.paths.config_dir / KEY_FILE_NAME
         return ClaudeBrain(self.site.config.model, environ=self.environ, key_file=key_file)
+
+    def ask(self, text: str, session_id: str | None) -> AskResult:
+        """A person's request answered by the model with jobsmith's tools, in one session
+        (agent/brains/conversation.py); ApprovalNeeded if a submission waits for a person."""
+        # imported here: neither the conversation nor the SDK loads for other commands
+        from jobsmith.agent.brains.conversation import Conversation
+        from jobsmith.agent.brains.model_client import KEY_FILE_NAME
+        from jobsmith.agent.runtime.executor import ApprovalNeeded
+
+        conversation = Conversation(
+            settings=self.site.config.model,
+            environ=self.environ,
+            key_file=self.paths.config_dir / KEY_FILE_NAME,
+            executor=self.executor,
+            recent_jobs=self._recent_job_ids,
+        )
+        try:
+            return conversation.ask(text, session_id)
+        except ApprovalNeeded as err:
+            self.news.add("approval_asked", step_id=err.step_id)
+            raise
+
+    def _recent_job_ids(self) -> list[str]:
+        """The jobs jobsmith submitted for this user in the last 7 days."""
+        floor = datetime.now() - timedelta(days=7)
+        return [r.job_id for r in self.ledger.all() if r.submitted_at >= floor]
 
     def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
         """One watcher cycle: one poll for every open job, the brain for each failure;

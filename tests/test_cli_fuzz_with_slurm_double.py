@@ -86,6 +86,7 @@ _VALID = {
     "job_ids": "4242",
     "session_id": "20260101T000000.000Z-000000000000",
     "step_id": "st-0000000000",
+    "text": "what is running?",
 }
 #: extra arguments that keep a command short: no waiting, one watcher cycle (a watcher
 #: without --once never returns, and --install writes the user's crontab: not fuzzed)

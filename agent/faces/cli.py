@@ -568,6 +568,26 @@ def deny(ctx: click.Context, step_id: str, reason: str, as_json: bool) -> None:
         click.echo(f"denied {item.step_id} (session {item.session_id})")
 
 
+@cli.command()
+@click.argument("text")
+@click.option("--session", "session_id", help="Continue this session instead of opening one.")
+@json_command
+@click.pass_context
+def ask(ctx: click.Context, text: str, session_id: str | None, as_json: bool) -> None:
+    """Ask in words: a model answers with jobsmith's tools (templates, render, status,
+    logs, diagnose, submit), under the site's policy. Needs an API key."""
+    from jobsmith.agent.views.output import note, print_json
+
+    result = _app(ctx).ask(text, session_id)
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+        return
+    click.echo(result.answer)
+    if result.job_ids():
+        click.echo(f"submitted: {' '.join(result.job_ids())}")
+    note(f"jobsmith: session {result.session_id} (jobsmith sessions show {result.session_id})")
+
+
 @cli.group()
 def sessions() -> None:
     """Inspect, export and prune session logs."""

@@ -64,6 +64,19 @@ class UsagePayload(_Payload):
         return self.input_tokens + self.output_tokens + self.cache_creation_input_tokens
 
 
+def _usage_or_nothing(
+    cls: type[_Payload], value: object, handler: ValidatorFunctionWrapHandler
+) -> UsagePayload | None:
+    """A usage, or None where it is damaged: a damaged usage costs nothing, but its event
+    still counts (as a damaged cost does in ResultPayload): a decided job must not look
+    undecided and be decided again, a model turn is still read."""
+    try:
+        used: UsagePayload | None = handler(value)
+    except ValidationError:
+        return None
+    return used
+
+
 class DecidedPayload(_Payload):
     """`decision` (and, in logs from before decisions were typed, a `model_output` that
     names a job): someone decided about a failed job."""
@@ -72,18 +85,16 @@ class DecidedPayload(_Payload):
     # absent from the rule brain's and people's decisions, and from logs older than it
     usage: UsagePayload | None = Field(None, description="what a model call cost, if one ran")
 
-    @field_validator("usage", mode="wrap")
-    @classmethod
-    def _damaged_usage_spent_nothing(
-        cls, value: object, handler: ValidatorFunctionWrapHandler
-    ) -> UsagePayload | None:
-        # a damaged usage costs nothing, but the decision still counts (as a damaged cost
-        # does in ResultPayload): the job must not look undecided and be decided again
-        try:
-            used: UsagePayload | None = handler(value)
-        except ValidationError:
-            return None
-        return used
+    damaged_usage_spent_nothing = field_validator("usage", mode="wrap")(_usage_or_nothing)
+
+
+class ModelOutputPayload(_Payload):
+    """`model_output` of a conversation turn (agent/brains/conversation.py): what the
+    model said and called, and what the call cost (folded into the token totals)."""
+
+    usage: UsagePayload | None = Field(None, description="what the model call cost")
+
+    damaged_usage_spent_nothing = field_validator("usage", mode="wrap")(_usage_or_nothing)
 
 
 class ResultPayload(_Payload):
@@ -120,7 +131,14 @@ class UnblockedPayload(_Payload):
     by: str | None = Field(None, description="who lifted it")
 
 
-Payload = JobStatePayload | DecidedPayload | ResultPayload | IntentPayload | UnblockedPayload
+Payload = (
+    JobStatePayload
+    | DecidedPayload
+    | ModelOutputPayload
+    | ResultPayload
+    | IntentPayload
+    | UnblockedPayload
+)
 
 _MODELS: dict[EventKind, type[Payload]] = {
     EventKind.JOB_STATE: JobStatePayload,
@@ -147,8 +165,13 @@ def payload(event: Event) -> Payload | None:
     """event's typed payload, for the kinds above; None for other kinds or a misfit."""
     model = _MODELS.get(event.kind)
     if model is None and event.kind is EventKind.MODEL_OUTPUT:
-        # before decisions were typed, the rule brain's were model_output with a job_id
-        model = DecidedPayload if event.data.get("job_id") is not None else None
+        # before decisions were typed, the rule brain's were model_output with a job_id;
+        # one with a usage is a conversation's turn (agent/brains/conversation.py); any
+        # other has nothing to fold
+        if event.data.get("job_id") is not None:
+            model = DecidedPayload
+        elif "usage" in event.data:
+            model = ModelOutputPayload
     if model is None:
         return None
     try:

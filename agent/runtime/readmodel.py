@@ -36,6 +36,7 @@ from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.payloads import (
     DecidedPayload,
     JobStatePayload,
+    ModelOutputPayload,
     ResultPayload,
     UnblockedPayload,
     UsagePayload,
@@ -45,7 +46,7 @@ from jobsmith.agent.runtime.store import SessionNotFound, SessionStore
 from jobsmith.files import replace_file
 
 #: the fold's on-disk format; another value is rebuilt from the log
-FORMAT = 3
+FORMAT = 4
 #: what settles a step held for a person: an answer, or a result
 _SETTLING = frozenset({EventKind.APPROVAL_GIVEN, EventKind.APPROVAL_REFUSED, EventKind.RESULT})
 #: submissions older than this are dropped from a fold: no budget window is longer
@@ -67,7 +68,7 @@ class TokenSpend(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    at: AwareDatetime = Field(description="when the decision it led to was recorded")
+    at: AwareDatetime = Field(description="when its decision or model_output was recorded")
     tokens: int = Field(description="input + output + cache-creation tokens (UsagePayload)")
 
 
@@ -76,7 +77,7 @@ class TokenTotals(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    calls: int = Field(0, description="decisions that record a model call")
+    calls: int = Field(0, description="model calls recorded (decisions and conversation turns)")
     input_tokens: int = Field(0, description="uncached input tokens")
     output_tokens: int = Field(0, description="tokens the model wrote")
     cache_read_input_tokens: int = Field(0, description="input read from the cache")
@@ -142,6 +143,8 @@ class SessionFold(BaseModel):
             self.decided.add(data.job_id)
             if data.usage is not None:
                 self._spend_tokens(event.at, data.usage)
+        elif isinstance(data, ModelOutputPayload) and data.usage is not None:
+            self._spend_tokens(event.at, data.usage)  # a conversation's turn
         elif isinstance(data, ResultPayload) and data.submitted:
             node, gpu = data.spent("node_hours"), data.spent("gpu_hours")
             self.spending.append(Spending(at=event.at, node_hours=node, gpu_hours=gpu))
