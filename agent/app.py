@@ -73,11 +73,12 @@ class App:
 
     @cached_property
     def transport(self) -> Transport:
-        """How Slurm commands run: the site config's `scheduler.kind` (only `local` exists;
-        the config refuses `ssh` until its transport does).
+        """How Slurm commands run: the site config's `scheduler.kind`, `local` (this host)
+        or `ssh` (a login node, over one reused connection).
 
-        Commands that need no site config (status, cancel, logs) still work without one;
-        then only the default secret filter applies.
+        Commands that need no site config (status, cancel, logs) still work without one,
+        locally; then only the default secret filter applies. paramiko is imported only
+        for `ssh`, so local users never load it.
         """
         from jobsmith.adapters.slurm.jobenv import SecretFilter
         from jobsmith.adapters.slurm.transport import LocalTransport
@@ -85,10 +86,24 @@ class App:
         if self.transport_override is not None:
             return self.transport_override
         try:
-            extra = self.site.config.policy.secret_env
+            config = self.site.config
         except ConfigError:
-            extra = []
-        return LocalTransport(SecretFilter.with_site_names(extra))
+            return LocalTransport(SecretFilter())
+        secrets = SecretFilter.with_site_names(config.policy.secret_env)
+        access = config.scheduler
+        if access.kind == "local":
+            return LocalTransport(secrets)
+        from jobsmith.adapters.ssh.transport import ParamikoTransport
+
+        assert access.host is not None  # the site config requires it for ssh
+        return ParamikoTransport(
+            access.host,
+            port=access.port,
+            user=access.user,
+            key_file=access.key_file,
+            known_hosts=access.known_hosts,
+            is_secret=secrets.is_secret,
+        )
 
     @cached_property
     def scheduler(self) -> Scheduler:
@@ -100,11 +115,12 @@ class App:
         try:
             timeout_s = self.site.config.scheduler.command_timeout_s
             cluster = self.site.config.cluster
+            remote = self.site.config.scheduler.kind == "ssh"
         except ConfigError:
-            timeout_s = 30.0  # commands that need no site config still work without one
-            cluster = "no-site-config"
+            # commands that need no site config still work without one, here
+            timeout_s, cluster, remote = 30.0, "no-site-config", False
         memory = AccountingMemory(self.paths.state_dir / "clusters" / f"{cluster}.json")
-        return SlurmScheduler(self.transport, timeout_s=timeout_s, memory=memory)
+        return SlurmScheduler(self.transport, timeout_s=timeout_s, memory=memory, remote=remote)
 
     @cached_property
     def site(self) -> LoadedSite:

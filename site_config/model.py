@@ -55,8 +55,18 @@ class SchedulerAccess(_Section):
     )
     host: str | None = Field(None, description="ssh: the login node to connect to")
     port: int = Field(22, ge=1, le=65535, description="ssh: TCP port")
-    user: str | None = Field(None, description="ssh: remote user name (default: the same)")
-    key_file: Dir | None = Field(None, description="ssh: private key file, ~ expanded")
+    user: str | None = Field(
+        None, description="ssh: remote user name; default: the local user's name"
+    )
+    key_file: Dir | None = Field(
+        None,
+        description="ssh: private key file, ~ expanded; default: ssh-agent, then ~/.ssh/id_*",
+    )
+    known_hosts: Dir | None = Field(
+        None,
+        description="ssh: known_hosts file the login node's key must be in, ~ expanded; "
+        "default: ~/.ssh/known_hosts. An unknown or changed key is refused",
+    )
     command_timeout_s: float = Field(
         30.0,
         gt=0,
@@ -66,15 +76,11 @@ class SchedulerAccess(_Section):
 
     @model_validator(mode="after")
     def _ssh_fields_need_ssh(self) -> SchedulerAccess:
-        if self.kind == "ssh":
-            # No SSH transport exists yet: accepting the kind would run every Slurm
-            # command on this host while the file says they run on another.
-            raise _fault(
-                "kind 'ssh' is not supported yet: jobsmith runs Slurm's commands on this "
-                "host only; run it on a login node with kind 'local' (the default)",
-                ("kind",),
-            )
-        ssh_only = [f for f in ("host", "user", "key_file") if getattr(self, f) is not None]
+        if self.kind == "ssh" and not self.host:
+            raise _fault("kind 'ssh' needs host: the login node to connect to", ("host",))
+        ssh_only = [
+            f for f in ("host", "user", "key_file", "known_hosts") if getattr(self, f) is not None
+        ]
         if self.kind == "local" and ssh_only:
             verb = "applies" if len(ssh_only) == 1 else "apply"
             message = f"{' and '.join(ssh_only)} {verb} only to kind 'ssh', not 'local'"

@@ -408,11 +408,10 @@ def test_several_problems_are_one_message_in_reading_order(tmp_path: Path) -> No
     assert message.endswith("(and 1 more: partitions.gpu.max_time)")
 
 
-def test_scheduler_kind_ssh_is_refused_until_ssh_exists(tmp_path: Path) -> None:
-    user = write(tmp_path, "user.yaml", "cluster: x\nscheduler:\n  kind: ssh\n  host: login1\n")
+def test_scheduler_kind_ssh_needs_the_login_host(tmp_path: Path) -> None:
+    user = write(tmp_path, "user.yaml", "cluster: x\nscheduler:\n  kind: ssh\n")
     message = load_error(EXAMPLE, user)
-    assert message.startswith(f"{user}:3: scheduler.kind: kind 'ssh' is not supported yet")
-    assert "kind 'local'" in message
+    assert message.startswith(f"{user}:2: scheduler.host: kind 'ssh' needs host")
 
 
 def test_missing_required_fields_say_no_file_sets_them(tmp_path: Path) -> None:

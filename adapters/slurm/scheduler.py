@@ -77,8 +77,13 @@ class SlurmScheduler:
         retry_delay_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         memory: AccountingMemory | None = None,
+        remote: bool = False,
     ) -> None:
         self._transport = transport
+        # remote: the commands run on another host (SSH). A command that timed out or lost
+        # its connection there is not known to be dead, so "the tag is not found" is never
+        # final: no second sbatch, and no "never reached Slurm" for crash recovery.
+        self._remote = remote
         self._timeout = timeout_s
         self._attempts = submit_attempts
         self._delay = retry_delay_s
@@ -115,6 +120,8 @@ class SlurmScheduler:
                     argv.sbatch_submit(), timeout=self._timeout, stdin=script, env=env
                 )
             except SchedulerUnavailable as exc:
+                if self._remote:
+                    return self._recovered_or_unknown(options, started, exc)
                 last_error = exc  # sbatch was killed and reaped: the lookup above is final
                 continue
             job_id = _parse_job_id(res.stdout) if res.returncode == 0 else None
@@ -128,6 +135,19 @@ class SlurmScheduler:
             return _result(found[0], options, (), self._attempts, recovered=True)
         assert last_error is not None
         raise last_error
+
+    def _recovered_or_unknown(
+        self, options: JobOptions, since: datetime, lost: SchedulerUnavailable
+    ) -> SubmitResult:
+        """After a remote sbatch gave no answer: the job if Slurm shows it, else unknown."""
+        found = self.find_by_name(options.job_name, since)
+        if found:
+            return _result(found[0], options, (), 1, recovered=True)
+        raise SchedulerUnavailable(
+            f"{lost}; the sbatch on the login node may still submit {options.job_name}, so "
+            "it is not sent again: `jobsmith sessions resume SESSION` says later whether "
+            "Slurm got it"
+        ) from lost
 
     def find_by_name(self, job_name: str, since: datetime) -> list[str]:
         """Ids of jobs named job_name: controller first (current), then accounting."""
@@ -332,8 +352,10 @@ class SlurmScheduler:
         return environment_inputs(environ)
 
     def submission_in_flight(self, job_name: str) -> bool:
-        """True while an sbatch of this user's carrying job_name's tag still runs here."""
-        return orphan_sbatch_alive(job_name)
+        """True while an sbatch of this user's carrying job_name's tag still runs here;
+        always True over SSH, where this process cannot see the login node's processes
+        (so crash recovery leaves such a step to a person rather than submit it twice)."""
+        return self._remote or orphan_sbatch_alive(job_name)
 
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Partitions, nodes and the user's associations (three read-only commands)."""

@@ -1,0 +1,254 @@
+"""The SSH transport: the scheduler's commands run on a login node through paramiko.
+
+One connection per transport, opened on the first command and reused by every later
+one (a watcher cycle or a chat turn opens no new connection), with keepalives so an idle
+NAT or firewall does not drop it. A connection found dead before a command is sent is
+reopened once at no risk (nothing ran); one lost while a command runs raises
+SchedulerUnavailable, because whether the command ran is unknown, and the next command
+connects again. Every command has a deadline; past it, SchedulerUnavailable names the
+host. Output becomes text in adapters.transport.decode, as locally.
+
+The remote command line and its environment are command.py's; the host key check is
+hostkeys.py's. Authentication: the site's key file, else ssh-agent and the default keys
+(~/.ssh/id_*), as OpenSSH would try them. The session store, the watcher's state and
+the logs of jobsmith itself stay on the machine where jobsmith runs.
+
+Not done yet: a timed-out or cut-off remote command is not killed (the local transport
+kills and reaps it), ~/.ssh/config is not read, and there is no ProxyJump.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import select
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from jobsmith.adapters.ssh import hostkeys
+from jobsmith.adapters.ssh.command import remote_command
+from jobsmith.adapters.transport import CommandResult, decode
+from jobsmith.errors import ConfigError, SchedulerUnavailable
+
+# paramiko logs a dropped connection at ERROR; the caller gets SchedulerUnavailable for
+# it, so without a handler of ours Python's last-resort handler would print it twice.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+#: what a dead or dying connection raises from paramiko's calls
+_LOST = (paramiko.SSHException, OSError, EOFError)
+_CHUNK = 1 << 16
+
+
+class LoginRefused(ConfigError):
+    """The login node refused every key offered: a setting a person must fix."""
+
+
+class ParamikoTransport:
+    """Runs commands on `host` over one reused SSH connection (see the module docstring)."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        port: int = 22,
+        user: str | None = None,
+        key_file: Path | None = None,
+        known_hosts: Path | None = None,
+        keepalive_s: int = 30,
+        is_secret: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.user = user or getpass.getuser()
+        self._key_file = key_file
+        self._known_hosts = known_hosts or Path.home() / ".ssh" / "known_hosts"
+        self._keepalive_s = keepalive_s
+        self._is_secret = is_secret or (lambda _name: False)
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        """user@host:port, as messages name the login node."""
+        return f"{self.user}@{self.host}:{self.port}"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run argv remotely to completion, stdin sent and closed; deadline `timeout`."""
+        deadline = time.monotonic() + timeout
+        sent = {k: v for k, v in (env or {}).items() if not self._is_secret(k)}
+        command = remote_command(argv, sent)
+        channel = self._open_channel(deadline)
+        try:
+            channel.exec_command(command)
+            _send_stdin(channel, stdin, deadline)
+            out, err = self._collect(channel, deadline, argv, timeout)
+        except _LOST as exc:
+            self._drop()
+            raise self._lost(argv) from exc
+        finally:
+            channel.close()
+        return CommandResult(tuple(argv), _status(channel), decode(out), decode(err))
+
+    def close(self) -> None:
+        """Close the connection; a later command opens a new one."""
+        self._drop()
+
+    # --- the connection -----------------------------------------------------------------
+
+    def _open_channel(self, deadline: float) -> Any:
+        """A session channel on the live connection, reconnecting once if it died idle.
+
+        Connecting and opening count against the command's deadline.
+        """
+        with self._lock:
+            for fresh in (False, True):
+                client = self._connected(_left(deadline), fresh=fresh)
+                try:
+                    return client.get_transport().open_session(timeout=_left(deadline))
+                except _LOST as exc:
+                    self._drop_locked()
+                    if fresh:
+                        raise self._unreachable(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connected(self, timeout: float, *, fresh: bool) -> Any:
+        """The client, connecting first if there is none or its connection is down."""
+        current = None if self._client is None else self._client.get_transport()
+        if current is not None and current.is_active() and not fresh:
+            return self._client
+        self._drop_locked()
+        self._client = self._connect(timeout)
+        return self._client
+
+    def _connect(self, timeout: float) -> Any:
+        """Open and authenticate a new connection; host key checked before any login."""
+        client = paramiko.SSHClient()
+        if self._known_hosts.exists():
+            client.load_host_keys(str(self._known_hosts))
+        client.set_missing_host_key_policy(hostkeys.RefuseUnknown(self.port, self._known_hosts))
+        try:
+            client.connect(
+                self.host,
+                port=self.port,
+                username=self.user,
+                key_filename=None if self._key_file is None else str(self._key_file),
+                look_for_keys=self._key_file is None,
+                allow_agent=True,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+            )
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise hostkeys.changed(
+                self.host, self.port, exc.key, exc.expected_key, self._known_hosts
+            ) from exc
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise self._refused_login(exc) from exc
+        except hostkeys.HostKeyRefused:  # raised by RefuseUnknown, before any login
+            client.close()
+            raise
+        except _LOST as exc:
+            client.close()
+            raise self._unreachable(exc) from exc
+        client.get_transport().set_keepalive(self._keepalive_s)
+        return client
+
+    def _drop(self) -> None:
+        with self._lock:
+            self._drop_locked()
+
+    def _drop_locked(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # --- one command --------------------------------------------------------------------
+
+    def _collect(
+        self, channel: Any, deadline: float, argv: Sequence[str], timeout: float
+    ) -> tuple[bytes, bytes]:
+        """stdout and stderr until the server closes the channel (or the deadline).
+
+        The server closes a channel after its output, EOF and exit status; a channel
+        closed with no exit status means the connection died (paramiko closes every
+        channel of a lost connection) or the command was killed by a signal (paramiko
+        ignores exit-signal): either way, whether it did its work is unknown.
+        """
+        out, err = bytearray(), bytearray()
+        while True:
+            _drain(channel, out, err)
+            if channel.closed:
+                _drain(channel, out, err)  # what arrived just before the close
+                if channel.exit_status == -1:
+                    raise EOFError("channel closed without an exit status")
+                return bytes(out), bytes(err)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SchedulerUnavailable(
+                    f"{' '.join(argv[:2])} on {self.host} gave no answer within "
+                    f"{timeout:g}s; slurmctld or the login node may be busy or down, try again"
+                )
+            select.select([channel], [], [], min(remaining, 1.0))
+
+    def _lost(self, argv: Sequence[str]) -> SchedulerUnavailable:
+        return SchedulerUnavailable(
+            f"the SSH connection to {self.where} was lost while {' '.join(argv[:2])} ran "
+            "(or it ended without an exit status); whether it did its work is unknown; "
+            "the next command reconnects, try again"
+        )
+
+    def _unreachable(self, exc: BaseException) -> SchedulerUnavailable:
+        return SchedulerUnavailable(
+            f"cannot reach the login node {self.where} over SSH ({exc or type(exc).__name__}); "
+            "check the network and scheduler.host/port, then try again"
+        )
+
+    def _refused_login(self, exc: BaseException) -> LoginRefused:
+        keys = f"the key {self._key_file}" if self._key_file else "ssh-agent and ~/.ssh/id_*"
+        return LoginRefused(
+            f"{self.where} refused the login with {keys} ({exc}); "
+            "set scheduler.user and scheduler.key_file in the site file, or load a key "
+            "into ssh-agent"
+        )
+
+
+def _left(deadline: float) -> float:
+    """Seconds until deadline; a sliver when past it, so paramiko fails fast, not never."""
+    return max(deadline - time.monotonic(), 0.01)
+
+
+def _send_stdin(channel: Any, stdin: str | None, deadline: float) -> None:
+    """Send the whole input (a batch script) and close it, so the command sees its end."""
+    if stdin is not None:
+        channel.settimeout(_left(deadline))
+        channel.sendall(stdin.encode())
+        channel.settimeout(None)
+    channel.shutdown_write()
+
+
+def _drain(channel: Any, out: bytearray, err: bytearray) -> None:
+    """Move whatever output has arrived into out and err, without waiting."""
+    while channel.recv_ready():
+        out += channel.recv(_CHUNK)
+    while channel.recv_stderr_ready():
+        err += channel.recv_stderr(_CHUNK)
+
+
+def _status(channel: Any) -> int:
+    """The exit status the server sent (_collect made sure it did)."""
+    status: int = channel.exit_status
+    return status

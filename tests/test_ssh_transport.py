@@ -1,0 +1,469 @@
+"""The SSH transport (issue 12, first slice) against a real OpenSSH server on loopback.
+
+tests/sshd.py starts an unprivileged sshd as the test user, with its own host key and an
+authorized key made for the test. The pure tests need only that server; the lab test
+runs the jobsmith CLI with no Slurm command on its PATH, so every sbatch, squeue, sacct
+and cat goes through sshd to the lab cluster, as from a laptop.
+
+Loopback shares the filesystem with the "laptop": what jobsmith still does locally
+(creating the log directory, checking input paths) is not caught here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import paramiko
+import pytest
+from lab_cli import LAB_SITE, write_user_site
+from pydantic import ValidationError
+from sshd import HOSTILE_ENV, Sshd, keygen, kill_all, pids_running, start_sshd
+
+from jobsmith.adapters.ssh.command import remote_command
+from jobsmith.adapters.ssh.hostkeys import HostKeyRefused
+from jobsmith.adapters.ssh.transport import LoginRefused, ParamikoTransport
+from jobsmith.adapters.transport import CommandResult
+from jobsmith.errors import SchedulerUnavailable
+from jobsmith.site_config.model import SchedulerAccess
+
+VENV_BIN = Path(sys.executable).parent
+HOST = "127.0.0.1"
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """One server for the module; tests that drop connections kill only its children."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def known_hosts(tmp_path: Path, sshd: Sshd) -> Path:
+    """A known_hosts file that holds the test server's key."""
+    path = tmp_path / "known_hosts"
+    path.write_text(sshd.known_hosts_line())
+    return path
+
+
+@pytest.fixture
+def transport(sshd: Sshd, known_hosts: Path) -> Iterator[ParamikoTransport]:
+    """A transport to the test server, closed after the test."""
+    t = ParamikoTransport(HOST, port=sshd.port, key_file=sshd.client_key, known_hosts=known_hosts)
+    yield t
+    t.close()
+
+
+def host_fingerprint(pub: Path) -> str:
+    """ssh-keygen's own SHA256 fingerprint of a public key file."""
+    out = subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True)
+    return out.stdout.split()[1]
+
+
+# --- the command line ---------------------------------------------------------------------
+
+HOSTILE_WORDS = [
+    "two words",
+    "it's",
+    'say "hi"',
+    "$(touch pwned)",
+    "`id`",
+    "$HOME ${PATH}",
+    "line\nbreak",
+    "semi; rm -rf ~",
+    "*",
+    "",
+    "-n",
+    "back\\slash",
+    "tab\there",
+    "ünïcødé",
+]
+
+
+def test_hostile_arguments_arrive_exactly_as_given(transport: ParamikoTransport) -> None:
+    res = transport.run(["printf", r"%s\n", *HOSTILE_WORDS], timeout=20)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "".join(f"{w}\n" for w in HOSTILE_WORDS)
+
+
+def test_exit_status_stderr_and_stdin_come_back(transport: ParamikoTransport) -> None:
+    res = transport.run(["sh", "-c", "cat; echo oops >&2; exit 3"], timeout=20, stdin="a\nb\n")
+    assert (res.returncode, res.stdout, res.stderr) == (3, "a\nb\n", "oops\n")
+    bad = transport.run(["printf", r"\377ok"], timeout=20)
+    assert bad.stdout == "\ufffdok"  # adapters.transport.decode, as locally
+
+
+def test_program_names_env_would_misread_are_refused() -> None:
+    with pytest.raises(ValueError, match="holds '='"):
+        remote_command(["A=b", "sh"], {})
+    with pytest.raises(ValueError, match="not environment variable names"):
+        remote_command(["true"], {"X; rm -rf ~": "1"})
+
+
+# --- one connection -----------------------------------------------------------------------
+
+
+def test_many_commands_share_one_connection(sshd: Sshd, known_hosts: Path) -> None:
+    before = sshd.logins()
+    t = ParamikoTransport(HOST, port=sshd.port, key_file=sshd.client_key, known_hosts=known_hosts)
+    try:
+        results = [t.run(["echo", str(i)], timeout=20).stdout for i in range(25)]
+    finally:
+        t.close()
+    assert results == [f"{i}\n" for i in range(25)]
+    assert sshd.logins() - before == 1
+
+
+def test_a_command_past_its_timeout_is_unavailable_naming_the_host(
+    transport: ParamikoTransport, sshd: Sshd
+) -> None:
+    argv = ["sleep", "7.231"]
+    try:
+        started = time.monotonic()
+        with pytest.raises(SchedulerUnavailable, match=r"sleep 7\.231 on 127\.0\.0\.1 .*0\.5s"):
+            transport.run(argv, timeout=0.5)
+        assert time.monotonic() - started < 3
+    finally:
+        kill_all(pids_running(argv))
+    before = sshd.logins()
+    assert transport.run(["true"], timeout=20).returncode == 0  # the connection still serves
+    assert sshd.logins() == before
+
+
+def test_a_connection_dropped_mid_command_is_unavailable_then_reconnects(
+    transport: ParamikoTransport, sshd: Sshd
+) -> None:
+    argv = ["sleep", "29.517"]
+    assert transport.run(["true"], timeout=20).returncode == 0
+    before = sshd.logins()
+    caught: list[BaseException] = []
+    runner = threading.Thread(target=_run_catching, args=(transport, argv, caught))
+    runner.start()
+    try:
+        _wait_for(lambda: pids_running(argv), "the remote sleep to start")
+        kill_all(sshd.session_pids())  # the server side of the connection dies
+        runner.join(timeout=10)
+        assert not runner.is_alive(), "the transport did not notice the lost connection"
+    finally:
+        kill_all(pids_running(argv))
+    assert len(caught) == 1 and isinstance(caught[0], SchedulerUnavailable), caught
+    assert "connection to alice@127.0.0.1" in str(caught[0]) and "lost" in str(caught[0])
+    assert transport.run(["echo", "back"], timeout=20).stdout == "back\n"
+    assert sshd.logins() == before + 1
+
+
+@pytest.mark.parametrize("noticed", [True, False], ids=["noticed", "not-noticed-yet"])
+def test_a_connection_that_died_idle_is_reopened_without_an_error(
+    transport: ParamikoTransport, sshd: Sshd, monkeypatch: pytest.MonkeyPatch, noticed: bool
+) -> None:
+    assert transport.run(["true"], timeout=20).returncode == 0
+    before = sshd.logins()
+    if not noticed:  # paramiko has not read the close yet: only opening a channel fails
+        monkeypatch.setattr(paramiko.Transport, "is_active", lambda self: True)
+    kill_all(sshd.session_pids())
+    time.sleep(0.3)
+    assert transport.run(["echo", "again"], timeout=20).stdout == "again\n"
+    assert sshd.logins() == before + 1
+
+
+def _run_catching(transport: ParamikoTransport, argv: list[str], caught: list[Any]) -> None:
+    try:
+        transport.run(argv, timeout=60)
+    except BaseException as exc:  # handed to the test's thread, which checks it
+        caught.append(exc)
+
+
+def _wait_for(found: Any, what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not found():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+# --- host keys and login ------------------------------------------------------------------
+
+
+def test_an_unknown_host_is_refused_with_its_fingerprint_and_how_to_accept_it(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    known = tmp_path / "known_hosts"  # missing: an unknown host as well
+    before = sshd.logins()
+    t = ParamikoTransport(HOST, port=sshd.port, key_file=sshd.client_key, known_hosts=known)
+    with pytest.raises(HostKeyRefused) as refused:
+        t.run(["true"], timeout=20)
+    message = str(refused.value)
+    assert refused.value.exit_code == 2
+    assert host_fingerprint(sshd.root / "host_key.pub") in message
+    accept = f"ssh-keyscan -p {sshd.port} 127.0.0.1 >> {known}"
+    assert message.endswith(accept)
+    assert sshd.logins() == before  # refused before any key was offered
+    subprocess.run(accept, shell=True, check=True, capture_output=True)  # what it says works
+    assert t.run(["echo", "ok"], timeout=20).stdout == "ok\n"
+    t.close()
+
+
+def test_a_changed_host_key_is_refused_with_both_fingerprints(sshd: Sshd, tmp_path: Path) -> None:
+    impostor = keygen(tmp_path / "old_host_key")
+    old = (tmp_path / "old_host_key.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {' '.join(old)}\n")
+    t = ParamikoTransport(HOST, port=sshd.port, key_file=sshd.client_key, known_hosts=known)
+    with pytest.raises(HostKeyRefused, match="CHANGED") as refused:
+        t.run(["true"], timeout=20)
+    message = str(refused.value)
+    assert host_fingerprint(impostor.with_suffix(".pub")) in message
+    assert host_fingerprint(sshd.root / "host_key.pub") in message
+    assert f"ssh-keygen -R '[127.0.0.1]:{sshd.port}' -f {known}" in message
+
+
+def test_a_key_the_server_does_not_accept_is_a_refused_login(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path
+) -> None:
+    stranger = keygen(tmp_path / "stranger")
+    t = ParamikoTransport(HOST, port=sshd.port, key_file=stranger, known_hosts=known_hosts)
+    with pytest.raises(LoginRefused, match=f"refused the login with the key {stranger}"):
+        t.run(["true"], timeout=20)
+
+
+def test_nothing_listening_is_unavailable_naming_the_host(known_hosts: Path) -> None:
+    from sshd import free_port
+
+    port = free_port()
+    t = ParamikoTransport(HOST, port=port, known_hosts=known_hosts)
+    with pytest.raises(SchedulerUnavailable, match=f"login node alice@127.0.0.1:{port}"):
+        t.run(["true"], timeout=5)
+
+
+# --- the remote environment ---------------------------------------------------------------
+
+
+def test_the_remote_environment_is_the_allowlist_plus_the_given_variables(
+    transport: ParamikoTransport, sshd: Sshd, known_hosts: Path
+) -> None:
+    # control: a plain session on this server does get the hostile variables
+    assert _plain_session_env(sshd, known_hosts)["SBATCH_PARTITION"] == "high"
+    given = {"SLURM_TIME_FORMAT": "standard", "JOBSMITH_SUBMISSION": "job name; $(x)"}
+    res = transport.run(["env", "-0"], timeout=20, env=given)
+    env = dict(line.split("=", 1) for line in res.stdout.split("\0") if line)
+    assert set(env) == {"PATH", "HOME", "USER", "LOGNAME", "LANG", *given}
+    assert env["LANG"] == HOSTILE_ENV["LANG"]  # passed because the login environment has it
+    assert env["HOME"] == str(Path.home()) and env["USER"] == "alice"
+    assert {k: env[k] for k in given} == given
+
+
+def test_secret_variables_given_are_not_sent(sshd: Sshd, known_hosts: Path) -> None:
+    t = ParamikoTransport(
+        HOST,
+        port=sshd.port,
+        key_file=sshd.client_key,
+        known_hosts=known_hosts,
+        is_secret=lambda name: "KEY" in name,
+    )
+    try:
+        res = t.run(["env"], timeout=20, env={"MY_API_KEY": "sk-1", "KEEP": "1"})
+    finally:
+        t.close()
+    assert "KEEP=1" in res.stdout and "sk-1" not in res.stdout
+
+
+def _plain_session_env(sshd: Sshd, known_hosts: Path) -> dict[str, str]:
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(known_hosts))
+    client.connect(HOST, port=sshd.port, key_filename=str(sshd.client_key), look_for_keys=False)
+    try:
+        _, out, _ = client.exec_command("env")
+        text = out.read().decode()
+    finally:
+        client.close()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+# --- the site config and the composition root ---------------------------------------------
+
+
+def test_site_config_accepts_ssh_with_a_host_only() -> None:
+    access = SchedulerAccess.model_validate(
+        {"kind": "ssh", "host": "login1", "known_hosts": "/etc/ssh/ssh_known_hosts"}
+    )
+    assert (access.port, access.user, access.known_hosts) == (
+        22,
+        None,
+        Path("/etc/ssh/ssh_known_hosts"),
+    )
+    with pytest.raises(ValidationError, match="kind 'ssh' needs host"):
+        SchedulerAccess.model_validate({"kind": "ssh"})
+    with pytest.raises(ValidationError, match="known_hosts applies only to kind 'ssh'"):
+        SchedulerAccess.model_validate({"known_hosts": "/x"})
+
+
+def remote_site(tmp_path: Path, sshd: Sshd, known_hosts: Path) -> Path:
+    """The lab's site file with its scheduler reached over SSH through the test server."""
+    lab = LAB_SITE.read_text()
+    local = "  kind: local            # run sbatch & co. on this host (the login node)\n"
+    assert local in lab
+    remote = (
+        f"  kind: ssh\n  host: {HOST}\n  port: {sshd.port}\n"
+        f"  key_file: {sshd.client_key}\n  known_hosts: {known_hosts}\n"
+    )
+    path = tmp_path / "remote.yaml"
+    path.write_text(lab.replace(local, remote))
+    return path
+
+
+def test_only_an_ssh_site_loads_paramiko(tmp_path: Path, sshd: Sshd, known_hosts: Path) -> None:
+    site = remote_site(tmp_path, sshd, known_hosts)
+    probe = (
+        "import os, sys\n"
+        "from click.testing import CliRunner\n"
+        "from jobsmith.agent.app import App, Paths\n"
+        "from jobsmith.agent.faces.cli import cli\n"
+        "assert CliRunner().invoke(cli, ['--help']).exit_code == 0\n"
+        "paths = Paths(config_dir=Path(sys.argv[3]), state_dir=Path(sys.argv[3]))\n"
+        "local = App(paths=paths, environ=os.environ, site_file=Path(sys.argv[1])).transport\n"
+        "print(type(local).__name__, 'paramiko' in sys.modules)\n"
+        "remote = App(paths=paths, environ=os.environ, site_file=Path(sys.argv[2])).transport\n"
+        "print(type(remote).__name__, remote.where, 'paramiko' in sys.modules)\n"
+    )
+    args = (LAB_SITE, site, tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", "from pathlib import Path\n" + probe, *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out == [
+        "LocalTransport False",
+        f"ParamikoTransport alice@127.0.0.1:{sshd.port} True",
+    ]
+
+
+# --- the CLI, as from a laptop ------------------------------------------------------------
+
+
+def laptop_env(home: Path) -> dict[str, str]:
+    """A clean environment whose PATH has jobsmith and Python but no Slurm command."""
+    assert not any((VENV_BIN / c).exists() for c in ("sbatch", "squeue", "sacct", "cat"))
+    (home / "config").mkdir(parents=True, exist_ok=True)
+    (home / "state").mkdir(exist_ok=True)
+    return {
+        "PATH": str(VENV_BIN),
+        "HOME": os.environ["HOME"],
+        "USER": os.environ["USER"],
+        "LOGNAME": os.environ["LOGNAME"],
+        "LANG": "C.UTF-8",
+        "JOBSMITH_CONFIG_DIR": str(home / "config"),
+        "JOBSMITH_STATE_DIR": str(home / "state"),
+    }
+
+
+def jobsmith(env: dict[str, str], cwd: Path, site: Path, *args: str) -> Any:
+    """`jobsmith --site SITE ARGS…` as a process of its own (one connection each)."""
+    return subprocess.run(
+        [str(VENV_BIN / "jobsmith"), "--site", str(site), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_an_unknown_host_exits_2_from_the_cli(sshd: Sshd, tmp_path: Path) -> None:
+    site = remote_site(tmp_path, sshd, tmp_path / "empty_known_hosts")
+    res = jobsmith(laptop_env(tmp_path / "home"), tmp_path, site, "status", "1", "--json")
+    assert res.returncode == 2, res.stderr
+    error = json.loads(res.stdout)
+    assert error["error"] == "HostKeyRefused" and "ssh-keyscan -p" in error["message"]
+
+
+@pytest.mark.usefixtures("lab_cluster")
+def test_submit_status_logs_and_a_watcher_cycle_through_sshd(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, workdir: Path
+) -> None:
+    site = remote_site(tmp_path, sshd, known_hosts)
+    env = laptop_env(tmp_path / "home")
+    write_user_site(tmp_path / "home" / "config", workdir)
+    logs = str(workdir / "logs")
+
+    def run(*args: str) -> Any:
+        """One CLI process; it must succeed, over exactly one SSH login."""
+        logins = sshd.logins()
+        res = jobsmith(env, workdir, site, *args)
+        assert res.returncode == 0, (args, res.stdout, res.stderr)
+        assert sshd.logins() - logins == 1, args  # it reached Slurm, over one connection
+        return res
+
+    sub = run("submit", "command", "-p", "command=echo hi", "--log-dir", logs)
+    job_id = sub.stdout.strip()
+    assert job_id.isdigit()
+    cycle = json.loads(run("watch", "--once", "--json").stdout)
+    assert cycle["scheduler_ok"] is True and cycle["watched"] == 1, cycle
+    run("wait", job_id, "--timeout", "120", "--json")
+    (job,) = json.loads(run("status", job_id, "--json").stdout)["jobs"]
+    assert job["state"] == "COMPLETED" and job["record"]["exit_code"] == 0
+    out = json.loads(run("logs", job_id, "--json").stdout)
+    assert out["lines"] == ["hi"] and out["path"] == f"{logs}/command_{job_id}.out"
+
+
+# --- what a remote transport changes in the adapter: no second sbatch on a guess --------
+
+
+class _LostAnswers:
+    """A transport whose sbatch never answers (a dropped connection); squeue and sacct
+    answer with what `found` says."""
+
+    def __init__(self, found: str = "") -> None:
+        self.found = found
+        self.commands: list[str] = []
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        self.commands.append(argv[0])
+        if argv[0] == "sbatch":
+            raise SchedulerUnavailable("the connection to login:22 was lost")
+        return CommandResult(tuple(argv), 0, self.found, "")
+
+
+@pytest.mark.parametrize("remote", [True, False])
+def test_over_ssh_a_lost_sbatch_answer_is_never_followed_by_a_second_sbatch(
+    remote: bool,
+) -> None:
+    from jobsmith.adapters.options import JobOptions
+    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+
+    lost = _LostAnswers()
+    slurm = SlurmScheduler(lost, remote=remote, sleep=lambda s: None)
+    options = JobOptions(job_name="job.js-0123456789ab")
+    with pytest.raises(SchedulerUnavailable) as err:
+        slurm.submit("#!/bin/bash\ntrue\n", options)
+    # locally the timed-out sbatch is killed and reaped, so it is tried again; over SSH
+    # it may still be running on the login node, so it is not
+    assert lost.commands.count("sbatch") == (1 if remote else 3)
+    assert ("not sent again" in str(err.value)) is remote
+    assert slurm.submission_in_flight(options.job_name) is remote  # resume never guesses
+
+
+def test_over_ssh_a_lost_sbatch_answer_is_recovered_by_its_tag() -> None:
+    from jobsmith.adapters.options import JobOptions
+    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+
+    lost = _LostAnswers(found="4711\n")
+    result = SlurmScheduler(lost, remote=True).submit(
+        "#!/bin/bash\ntrue\n", JobOptions(job_name="job.js-0123456789ab")
+    )
+    assert (result.job_id, result.recovered) == ("4711", True)
+    assert lost.commands.count("sbatch") == 1
