@@ -141,10 +141,6 @@ def model_token_refusal(budgets: Budgets, used: ModelTokens) -> str | None:
     return None
 
 
-def _number(value: object) -> float:
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
 def evaluate(cost: Cost, policy: Policy, history: History, active_tasks: int) -> Decision:
     """The verdict on one submission: the first hard rule broken refuses it."""
     for rule in (_streak, _concurrency, _per_hour, _node_budget, _gpu_budget):
