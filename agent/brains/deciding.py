@@ -29,7 +29,6 @@ from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
 from jobsmith.agent.runtime.jobstate import StateChange
 from jobsmith.agent.runtime.policy import model_token_refusal, model_tokens_from_folds
-from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.steps import Rerun, StepResult
 from jobsmith.errors import JobsmithError
@@ -102,11 +101,9 @@ def model_budget_refusal(executor: Executor, session_id: str) -> str | None:
     if budgets.model_tokens_per_session is None and budgets.model_tokens_per_day is None:
         return None  # no budget: no session needs reading
     now = executor.clock()
-    # the executor's folds, which its own budget checks keep up to date, when it has them
-    folds = executor.folds if executor.folds is not None else SessionFolds(executor.store)
-    recent = now - timedelta(days=1)
-    active = [s.id for s in executor.store.list_sessions() if s.last_event_at >= recent]
-    read = [folds.of(sid) for sid in {*active, session_id}]
+    read = executor.folds_active_since(now - timedelta(days=1))
+    if all(f.session_id != session_id for f in read) and executor.folds is not None:
+        read.append(executor.folds.of(session_id))
     return model_token_refusal(budgets, model_tokens_from_folds(read, session_id, now))
 
 

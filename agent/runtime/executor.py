@@ -30,7 +30,7 @@ from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.limits import check_limits
 from jobsmith.agent.runtime.payloads import intent_payload
 from jobsmith.agent.runtime.policy import Cost, Decision, evaluate, history_from_folds
-from jobsmith.agent.runtime.readmodel import SessionFolds
+from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
 from jobsmith.agent.runtime.sbatch_env import fold_sbatch_env
 from jobsmith.agent.runtime.session_log import SessionLog
@@ -352,15 +352,18 @@ class Executor:
         header = self.scheduler.script_header
         return assemble(template, request, self.site, cwd=self.cwd, header=header)
 
-    def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
-        # budgets look back a day; a failure streak is only read from sessions active in
-        # the last week, so a long-lived store does not slow every submission down
-        # the folds read only what each session appended since the last check
-        recent = self.clock() - timedelta(days=7)
+    def folds_active_since(self, since: datetime) -> list[SessionFold]:
+        """The folds of the sessions with an event since `since`, for the budgets' windows
+        (each fold reads only what its session appended since the last check)."""
         if self.folds is None:
             self.folds = SessionFolds(self.store)
         folds = self.folds
-        sessions = [folds.of(s.id) for s in self.store.list_sessions() if s.last_event_at >= recent]
+        return [folds.of(s.id) for s in self.store.list_sessions() if s.last_event_at >= since]
+
+    def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
+        # budgets look back a day; a failure streak is only read from sessions active in
+        # the last week, so a long-lived store does not slow every submission down
+        sessions = self.folds_active_since(self.clock() - timedelta(days=7))
         history = history_from_folds(sessions, self.clock())
         decision = evaluate(cost, self.site.policy, history, self.scheduler.active_tasks())
         if approval_given and decision.verdict == "approve":
