@@ -30,6 +30,7 @@ from jobsmith.agent.runtime.jobstate import StateChange, record_job_states
 from jobsmith.agent.runtime.ledger import SubmissionRecord
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval, open_jobs, watch_cycle
+from jobsmith.errors import SchedulerError
 
 
 @pytest.fixture
@@ -179,6 +180,26 @@ def test_a_cycle_slurm_does_not_answer_changes_nothing(h: AgentHarness) -> None:
     assert decide.asked == [] and states(h, job) == []
     assert next_interval(out, 60, 60, 600) == 120
     h.slurm.unavailable = None
+    assert [d["job_id"] for d in cycle(h, decide).decisions] == [job]
+
+
+def test_a_cycle_whose_poll_gets_an_error_answer_changes_nothing_and_says_so(
+    h: AgentHarness,
+) -> None:
+    """Around a slurmctld restart Slurm's clients can fail with words that are not the
+    transient ones (seen in CI on 24.11): the cycle reports it instead of ending the watcher."""
+    job = submit(h)
+    h.slurm.set_state(job, JobState.FAILED, exit_code=1)
+    decide = Decider()
+
+    def refusing(ids: list[str], since: object) -> dict[str, Any]:
+        raise SchedulerError("squeue failed: Unexpected message received")
+
+    out = watch_cycle(h.store, h.ledger, refusing, decide)
+    assert out == WatchCycle(
+        watched=1, scheduler_ok=False, error="squeue failed: Unexpected message received"
+    )
+    assert decide.asked == [] and states(h, job) == []
     assert [d["job_id"] for d in cycle(h, decide).decisions] == [job]
 
 

@@ -306,8 +306,10 @@ def test_watcher_through_a_slurmctld_restart_reports_no_false_failure(js, workdi
     slowest = 0.0
     while time.monotonic() < deadline and "COMPLETED" not in states:
         started = time.monotonic()
-        cycle = json.loads(js("watch", "--once", "--json").stdout)
+        ran = js("watch", "--once", "--json")
         slowest = max(slowest, time.monotonic() - started)
+        cycle = json.loads(ran.stdout)
+        assert "scheduler_ok" in cycle, (ran.exit_code, ran.stdout, ran.stderr)
         silent_cycles += not cycle["scheduler_ok"]
         states += [c["state"] for c in cycle["changes"] if c["job_id"] == job_id]
         time.sleep(1)

@@ -24,7 +24,7 @@ from jobsmith.agent.runtime.jobstate import StateChange, record_job_states
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.store import SessionStore
-from jobsmith.errors import SchedulerUnavailable
+from jobsmith.errors import SchedulerError
 
 
 class WatchCycle(BaseModel):
@@ -33,7 +33,9 @@ class WatchCycle(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     watched: int = Field(description="jobs polled")
-    scheduler_ok: bool = Field(description="false if Slurm did not answer (nothing changed)")
+    scheduler_ok: bool = Field(
+        description="false if Slurm did not answer, or answered with an error (nothing changed)"
+    )
     error: str | None = Field(None, description="why the poll failed")
     changes: list[StateChange] = Field(default_factory=list, description="new job states")
     decisions: list[dict[str, object]] = Field(
@@ -91,7 +93,10 @@ def watch_cycle(
     since = min(r.submitted_at for r in records) - timedelta(minutes=5)
     try:
         statuses = status(ids, since)
-    except SchedulerUnavailable as err:
+    except SchedulerError as err:
+        # not only "unavailable": around a slurmctld restart its clients also give answers
+        # that are no answer (found in CI on Slurm 24.11); a cycle that learned nothing
+        # reports it and changes nothing, and the next one asks again
         return WatchCycle(watched=len(ids), scheduler_ok=False, error=str(err))
     changes = record_job_states(store, ledger, statuses, on_change, folds=folds)
     decisions = [
