@@ -20,8 +20,9 @@ from jobsmith.errors import ConfigError, InputError
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, Scheduler, TestOnlyResult
     from jobsmith.adapters.transport import Transport
-    from jobsmith.agent.brains.conversation import AskResult
+    from jobsmith.agent.brains.conversation import AskResult, Conversation
     from jobsmith.agent.brains.protocol import Brain
+    from jobsmith.agent.brains.waking import WakeOutcome
     from jobsmith.agent.diagnosis.table import Diagnosis
     from jobsmith.agent.faces.sitecmd import SiteCheckReport, SiteInitResult
     from jobsmith.agent.runtime.approvals import PendingApproval
@@ -270,26 +271,44 @@ class App:
         key_file = self.paths.config_dir / KEY_FILE_NAME
         return ClaudeBrain(self.site.config.model, environ=self.environ, key_file=key_file)
 
-    def ask(self, text: str, session_id: str | None) -> AskResult:
-        """A person's request answered by the model with jobsmith's tools, in one session
-        (agent/brains/conversation.py); ApprovalNeeded if a submission waits for a person."""
+    @cached_property
+    def conversation(self) -> Conversation:
+        """The model conversations of ask, chat and the wakes, with the site's `model:`
+        settings; the key is read when one starts (agent/brains/conversation.py)."""
         # imported here: neither the conversation nor the SDK loads for other commands
         from jobsmith.agent.brains.conversation import Conversation
         from jobsmith.agent.brains.model_client import KEY_FILE_NAME
-        from jobsmith.agent.runtime.executor import ApprovalNeeded
 
-        conversation = Conversation(
+        return Conversation(
             settings=self.site.config.model,
             environ=self.environ,
             key_file=self.paths.config_dir / KEY_FILE_NAME,
             executor=self.executor,
             recent_jobs=self._recent_job_ids,
         )
+
+    def ask(self, text: str, session_id: str | None) -> AskResult:
+        """A person's request answered by the model with jobsmith's tools, in one session
+        (agent/brains/conversation.py); ApprovalNeeded if a submission waits for a person."""
+        from jobsmith.agent.runtime.executor import ApprovalNeeded
+
         try:
-            return conversation.ask(text, session_id)
+            return self.conversation.ask(text, session_id)
         except ApprovalNeeded as err:
             self.news.add("approval_asked", step_id=err.step_id)
             raise
+
+    def wake_brains(self) -> list[WakeOutcome]:
+        """Take up the conversations whose jobs ended since their brain last spoke
+        (agent/brains/waking.py): the sessions of the last 7 days' submissions."""
+        from jobsmith.agent.brains.waking import Waker
+
+        floor = datetime.now() - timedelta(days=7)
+        sessions = {
+            r.session_id for r in self.ledger.all() if r.session_id and r.submitted_at >= floor
+        }
+        waker = Waker(self.conversation, self.store, self.folds, self.news.add)
+        return waker.wake(sessions)
 
     def _recent_job_ids(self) -> list[str]:
         """The jobs jobsmith submitted for this user in the last 7 days."""
@@ -306,6 +325,8 @@ class App:
             return decide_failure(self.brain, self.executor, self._stderr_tail, change, status)
 
         cycle = watch_cycle(self.store, self.ledger, self._poll, decide, self.tell, self.folds)
+        if cycle.scheduler_ok:
+            cycle = cycle.model_copy(update={"woken": self.wake_brains()})
         for decision in cycle.decisions:
             if decision.get("outcome") == "awaiting_approval":
                 self.news.add("approval_asked", step_id=decision.get("step_id"))

@@ -23,19 +23,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from jobsmith.agent.brains import model_client
-from jobsmith.agent.brains.ask_tools import AskTools, as_data, tool_definitions
+from jobsmith.agent.brains.ask_tools import AskTools, ToolOutcome, as_data, tool_definitions
 from jobsmith.agent.brains.claude import token_usage
 from jobsmith.agent.brains.deciding import model_budget_refusal
-from jobsmith.agent.brains.protocol import TokenUsage
 from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.executor import Executor
+from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
 from jobsmith.agent.runtime.payloads import UsagePayload
 from jobsmith.agent.runtime.readmodel import TokenTotals
 from jobsmith.agent.runtime.session_log import SessionLog
@@ -105,6 +104,51 @@ class AskResult(BaseModel):
         return [str(s.summary["job_id"]) for s in self.steps if s.summary.get("submitted")]
 
 
+class Listener(Protocol):
+    """What a face sees of a conversation while it runs (agent/faces/chat.py shows it all;
+    `ask` and the watcher's wakes show nothing until the end: `Quiet`)."""
+
+    #: stream the model's text as it comes (a chat) rather than ask for whole replies
+    streaming: bool
+
+    def text(self, delta: str) -> None:
+        """A piece of the model's text, as streamed."""
+
+    def tool_call(self, name: str, arguments: object) -> None:
+        """The model called a tool; it runs next."""
+
+    def tool_done(self, name: str, outcome: ToolOutcome) -> None:
+        """The call's outcome, as the model will see it."""
+
+    def held(self, err: ApprovalNeeded) -> ToolOutcome | None:
+        """A submission waits for a person: the person's answer as the call's outcome, or
+        None to end the conversation with err (no person is there to answer)."""
+
+
+class Quiet:
+    """The listener of a conversation nobody watches: a held step ends it."""
+
+    streaming = False
+
+    def text(self, delta: str) -> None:
+        """Nothing is shown."""
+
+    def tool_call(self, name: str, arguments: object) -> None:
+        """Nothing is shown."""
+
+    def tool_done(self, name: str, outcome: ToolOutcome) -> None:
+        """Nothing is shown."""
+
+    def held(self, err: ApprovalNeeded) -> ToolOutcome | None:
+        """No person: the hold ends the conversation (exit 8 for ask)."""
+        return None
+
+
+class Interrupted(KeyboardInterrupt):
+    """The person pressed Ctrl-C while the model streamed: the turn is recorded as cut
+    short (with what it cost so far), and the conversation can go on."""
+
+
 def no_key_paragraph(key_file: Path) -> str:
     """How to give jobsmith a key (and an endpoint), in one paragraph."""
     return (
@@ -137,27 +181,38 @@ class Conversation:
 
     def ask(self, text: str, session_id: str | None = None) -> AskResult:
         """Answer text with the tools; ApprovalNeeded if a submission waits for a person."""
-        request = _checked_request(text)
+        run = self.open("ask", text, session_id)
+        return run.exchange(run.opening(text))
+
+    def open(
+        self, origin: str, title: str, session_id: str | None, listener: Listener | None = None
+    ) -> Run:
+        """A run of model turns in a new session (origin and title name it) or in an
+        existing one; ConfigError (nothing recorded) without a key."""
         key = self._key()  # before any session exists: no key, nothing recorded
         client = model_client.make_client(self.settings, key, self.environ)
         store = self.executor.store
         if session_id is None:
-            title = "ask: " + " ".join(request.split())[:60]
-            session_id = store.create({"title": title, "origin": "ask"})
+            named = f"{origin}: " + " ".join(title.split())[:60]
+            session_id = store.create({"title": named, "origin": origin})
         else:
             store.info(session_id)  # SessionNotFound (exit 6) for an unknown session
-        earlier = SessionDocument(events=tuple(store.read(session_id))).compact()
         log = SessionLog(store, session_id)
-        log.append(EventKind.USER_INPUT, {"text": request, "origin": "ask"}, None)
         tools = AskTools(self.executor, session_id, self.recent_jobs)
-        run = _Run(self, client, key, log, tools)
-        return run.loop(_first_message(request, earlier))
+        return Run(self, client, key, log, tools, listener or Quiet(), origin)
 
     def _key(self) -> SecretStr:
         key = model_client.load_api_key(self.environ, self.key_file)
         if key is None:
             raise ConfigError(no_key_paragraph(self.key_file))
         return key
+
+    def has_key(self) -> bool:
+        """Whether a model can be asked now (a key file that is refused counts as none)."""
+        try:
+            return model_client.load_api_key(self.environ, self.key_file) is not None
+        except ConfigError:
+            return False
 
     def system(self) -> list[TextBlockParam]:
         """The system blocks: instructions, then the site's summary (cached to there)."""
@@ -169,61 +224,90 @@ class Conversation:
 
 
 @dataclass
-class _Run:
-    """One ask's loop: its messages, its steps and what it has cost so far."""
+class Run:
+    """Model turns in one session: the messages so far, and what they have cost.
+
+    `exchange` sends one message of the person's (or of the watcher's, for a wake) and
+    runs model turns and tool calls until the model answers without a call. A chat calls
+    it once per line the person types, on the same messages.
+    """
 
     conversation: Conversation
     client: anthropic.Anthropic
     key: SecretStr
     log: SessionLog
     tools: AskTools
+    listener: Listener
+    origin: str
+    messages: list[MessageParam] = field(default_factory=list)
+    totals: TokenTotals = field(default_factory=TokenTotals)
+    turns: int = 0
+    #: input tokens of the last call (the context's size: a chat compacts above a bound)
+    last_input_tokens: int = 0
 
-    def loop(self, first: str) -> AskResult:
+    @property
+    def session_id(self) -> str:
+        """The session the run writes to."""
+        return self.log.session_id
+
+    def opening(self, request: str) -> str:
+        """The first message of a run: request (recorded as the person's input), after the
+        session's earlier events (as data) when it has any."""
+        checked = _checked_request(request)
+        earlier = SessionDocument(events=tuple(self.log.store.read(self.session_id))).compact()
+        self.record_input(checked)
+        return _first_message(checked, earlier)
+
+    def record_input(self, text: str) -> None:
+        """The person's words as a user_input event."""
+        self.log.append(EventKind.USER_INPUT, {"text": text, "origin": self.origin}, None)
+
+    def exchange(self, content: str) -> AskResult:
         """Model turns until an answer without tool calls, within the bounds."""
-        messages: list[MessageParam] = [{"role": "user", "content": first}]
+        self.messages.append({"role": "user", "content": content})
         steps: list[StepResult] = []
-        totals = TokenTotals()
-        for turn in range(1, self.conversation.max_turns + 1):
-            self._check_budgets(totals)
-            message = self._call(messages)
-            usage = token_usage(message)
-            totals.add(UsagePayload.model_validate(usage.model_dump()))
-            self._record(turn, message, usage)
+        for _ in range(self.conversation.max_turns):
+            self._check_budgets()
+            message = self._call()
+            calls = [block for block in message.content if block.type == "tool_use"]
+            self.messages.append({"role": "assistant", "content": _assistant_blocks(message)})
             if message.stop_reason == "max_tokens":
                 raise AskFailed(f"the model's answer was cut off at max_tokens ({self._where()})")
-            calls = [block for block in message.content if block.type == "tool_use"]
             if not calls:
-                return self._answer(message, steps, totals)
-            messages.append({"role": "assistant", "content": _assistant_blocks(message)})
-            messages.append({"role": "user", "content": self._results(calls, steps)})
+                return self._answer(message, steps)
+            self.messages.append({"role": "user", "content": self._results(calls, steps)})
         raise AskFailed(
             f"the model did not finish within {self.conversation.max_turns} turns ({self._where()})"
         )
 
-    def _check_budgets(self, totals: TokenTotals) -> None:
-        """The policy's model token budgets, then the ask's own bound: before each call."""
-        refused = model_budget_refusal(self.conversation.executor, self.log.session_id)
+    def _check_budgets(self) -> None:
+        """The policy's model token budgets, then the run's own bound: before each call."""
+        refused = model_budget_refusal(self.conversation.executor, self.session_id)
         if refused is not None:
             raise PolicyError(f"refused by policy: {refused} ({self._where()})")
-        if totals.charged >= self.conversation.max_ask_tokens:
+        if self.totals.charged >= self.conversation.max_ask_tokens:
             raise AskFailed(
-                f"the ask used {totals.charged} tokens, its bound is "
+                f"this conversation used {self.totals.charged} tokens, its bound is "
                 f"{self.conversation.max_ask_tokens} ({self._where()})"
             )
 
-    def _call(self, messages: list[MessageParam]) -> Message:
-        """One model call, after the SDK's retries; AskFailed with one line if none."""
+    def _call(self) -> Message:
+        """One model call, recorded with its cost; AskFailed with one line if none."""
         import anthropic
 
         conversation = self.conversation
+        request: dict[str, Any] = {
+            "model": conversation.settings.model,
+            "max_tokens": conversation.settings.max_tokens,
+            "system": conversation.system(),
+            "tools": _cached_tools(),
+            "messages": self.messages,
+        }
         try:
-            return self.client.messages.create(
-                model=conversation.settings.model,
-                max_tokens=conversation.settings.max_tokens,
-                system=conversation.system(),
-                tools=_cached_tools(),
-                messages=messages,
-            )
+            if self.listener.streaming:
+                message = self._stream(request)
+            else:
+                message = self.client.messages.create(**request)
         except anthropic.APIStatusError as exc:
             said = f"the model API answered HTTP {exc.status_code}: {exc.message}"
             raise self._failed(said) from None
@@ -233,33 +317,74 @@ class _Run:
             raise self._failed(said) from None
         except model_client.RetryWaitTooLong as exc:
             raise self._failed(str(exc)) from None
+        self._record(message)
+        return message
+
+    def _stream(self, request: dict[str, Any]) -> Message:
+        """The reply streamed to the listener; Interrupted (the cut turn recorded, with
+        what it cost so far) if the person presses Ctrl-C meanwhile."""
+        with self.client.messages.stream(**request) as stream:
+            try:
+                for delta in stream.text_stream:
+                    self.listener.text(delta)
+            except KeyboardInterrupt:
+                self._record_cut(stream)
+                raise Interrupted from None
+            return stream.get_final_message()
+
+    def _record_cut(self, stream: Any) -> None:
+        """A turn cut short: what it said and cost up to there, so nothing spent is lost."""
+        try:
+            partial: Message = stream.current_message_snapshot
+        except (AssertionError, AttributeError, RuntimeError):
+            partial = None  # type: ignore[assignment]  # cut before message_start
+        text = "" if partial is None else _text_of(partial)
+        if partial is not None:
+            self._record(partial, stop_reason="interrupted")
+        cut = (text + "\n[the person interrupted this answer]").strip()
+        self.messages.append({"role": "assistant", "content": cut})
 
     def _failed(self, reason: str) -> AskFailed:
         scrubbed = reason.replace(self.key.get_secret_value(), "[API key]")
         return AskFailed(f"{' '.join(scrubbed.split())} ({self._where()})")
 
-    def _record(self, turn: int, message: Message, usage: TokenUsage) -> None:
+    def _record(self, message: Message, stop_reason: str | None = None) -> None:
         """The turn as a model_output event: its text, its calls and what it cost."""
+        usage = token_usage(message)
+        self.totals.add(UsagePayload.model_validate(usage.model_dump()))
+        self.turns += 1
+        self.last_input_tokens = (
+            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+        )
         calls = [
             {"id": b.id, "name": b.name, "input": b.input}
             for b in message.content
             if b.type == "tool_use"
         ]
         data = {
-            "origin": "ask",
-            "turn": turn,
+            "origin": self.origin,
+            "turn": self.turns,
             "text": _text_of(message),
             "tool_calls": calls,
-            "stop_reason": message.stop_reason,
+            "stop_reason": stop_reason or message.stop_reason,
             "usage": usage.model_dump(),
         }
         self.log.append(EventKind.MODEL_OUTPUT, data, None)
 
     def _results(self, calls: list[Any], steps: list[StepResult]) -> list[Any]:
-        """Each call run as a step; its tool_result block (ApprovalNeeded propagates)."""
+        """Each call run as a step; its tool_result block (a hold ends the run unless the
+        listener has a person's answer)."""
         blocks: list[Any] = []
         for call in calls:
-            outcome = self.tools.run(call.name, call.input)
+            self.listener.tool_call(call.name, call.input)
+            try:
+                outcome = self.tools.run(call.name, call.input)
+            except ApprovalNeeded as err:
+                answered = self.listener.held(err)
+                if answered is None:
+                    raise
+                outcome = answered
+            self.listener.tool_done(call.name, outcome)
             if outcome.step is not None:
                 steps.append(outcome.step)
             blocks.append(
@@ -272,16 +397,16 @@ class _Run:
             )
         return blocks
 
-    def _answer(self, message: Message, steps: list[StepResult], totals: TokenTotals) -> AskResult:
+    def _answer(self, message: Message, steps: list[StepResult]) -> AskResult:
         return AskResult(
-            session_id=self.log.session_id,
+            session_id=self.session_id,
             answer=_text_of(message),
             steps=tuple(steps),
-            usage=totals.model_dump(),
+            usage=self.totals.model_dump(),
         )
 
     def _where(self) -> str:
-        return f"see `jobsmith sessions show {self.log.session_id}`"
+        return f"see `jobsmith sessions show {self.session_id}`"
 
 
 def _checked_request(text: str) -> str:

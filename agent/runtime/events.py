@@ -38,6 +38,8 @@ class EventKind(StrEnum):
     RESULT = "result"  # a step's structured outcome, committed after it ran
     JOB_STATE = "job_state"  # a Slurm job changed state
     UNBLOCKED = "unblocked"  # a person lifted a failure-streak stop
+    BRAIN_WOKEN = "brain_woken"  # a conversation's brain taken up again: its jobs ended
+    BRAIN_WAITING = "brain_waiting"  # its jobs ended, but no model key where they were seen
     NOTE = "note"  # anything worth keeping that is none of the above
     SESSION_CLOSED = "session_closed"
 

@@ -125,6 +125,20 @@ class IntentPayload(_Payload):
     host: str | None = Field(None, description="the host whose process runs the step")
 
 
+class OpenedPayload(_Payload):
+    """`session_opened`: the session's metadata; a conversation's names its origin."""
+
+    title: str | None = Field(None, description="what the session is about")
+    origin: str | None = Field(None, description="ask, chat, or absent for a command's")
+
+
+class WakePayload(_Payload):
+    """`brain_woken` and `brain_waiting` (agent/brains/waking.py): the ended jobs a
+    conversation's brain was (or is to be) told about."""
+
+    job_ids: list[str] = Field(description="the jobs that ended")
+
+
 class UnblockedPayload(_Payload):
     """`unblocked`: a person lifted a failure-streak stop."""
 
@@ -138,6 +152,8 @@ Payload = (
     | ResultPayload
     | IntentPayload
     | UnblockedPayload
+    | OpenedPayload
+    | WakePayload
 )
 
 _MODELS: dict[EventKind, type[Payload]] = {
@@ -146,6 +162,9 @@ _MODELS: dict[EventKind, type[Payload]] = {
     EventKind.RESULT: ResultPayload,
     EventKind.INTENT: IntentPayload,
     EventKind.UNBLOCKED: UnblockedPayload,
+    EventKind.SESSION_OPENED: OpenedPayload,
+    EventKind.BRAIN_WOKEN: WakePayload,
+    EventKind.BRAIN_WAITING: WakePayload,
 }
 
 

@@ -37,16 +37,20 @@ from jobsmith.agent.runtime.payloads import (
     DecidedPayload,
     JobStatePayload,
     ModelOutputPayload,
+    OpenedPayload,
     ResultPayload,
     UnblockedPayload,
     UsagePayload,
+    WakePayload,
     payload,
 )
 from jobsmith.agent.runtime.store import SessionNotFound, SessionStore
 from jobsmith.files import replace_file
 
 #: the fold's on-disk format; another value is rebuilt from the log
-FORMAT = 4
+FORMAT = 5
+#: the origins of sessions a model converses in (ask, chat): their brains are woken
+CONVERSATIONS = frozenset({"ask", "chat"})
 #: what settles a step held for a person: an answer, or a result
 _SETTLING = frozenset({EventKind.APPROVAL_GIVEN, EventKind.APPROVAL_REFUSED, EventKind.RESULT})
 #: submissions older than this are dropped from a fold: no budget window is longer
@@ -125,6 +129,15 @@ class SessionFold(BaseModel):
         default_factory=dict,
         description="steps waiting for a person: step id -> seq of its approval_asked event",
     )
+    conversational: bool = Field(
+        False, description="opened by ask or chat: its brain is woken when its jobs end"
+    )
+    unwoken: set[str] = Field(
+        default_factory=set, description="its jobs that ended and its brain was not told of"
+    )
+    waiting: set[str] = Field(
+        default_factory=set, description="of those, the ones a brain_waiting event announced"
+    )
 
     def fold(self, events: Iterable[Event]) -> None:
         """Apply events (the ones after `seq`, in order) to this fold."""
@@ -139,6 +152,11 @@ class SessionFold(BaseModel):
         if isinstance(data, JobStatePayload):
             self.job_states[data.job_id] = data.state
             self._streak(event.at, data.job_state)
+            self._ended(data)
+        elif isinstance(data, OpenedPayload):
+            self.conversational = data.origin in CONVERSATIONS
+        elif isinstance(data, WakePayload):
+            self._woken(event.kind, data)
         elif isinstance(data, DecidedPayload):
             self.decided.add(data.job_id)
             if data.usage is not None:
@@ -150,6 +168,18 @@ class SessionFold(BaseModel):
             self.spending.append(Spending(at=event.at, node_hours=node, gpu_hours=gpu))
         elif isinstance(data, UnblockedPayload):
             self._reset(event.at)
+
+    def _ended(self, data: JobStatePayload) -> None:
+        state = data.job_state
+        if self.conversational and state is not None and state.is_terminal:
+            self.unwoken.add(data.job_id)
+
+    def _woken(self, kind: EventKind, data: WakePayload) -> None:
+        if kind is EventKind.BRAIN_WOKEN:
+            self.unwoken -= set(data.job_ids)
+            self.waiting -= set(data.job_ids)
+        else:
+            self.waiting |= set(data.job_ids) & self.unwoken
 
     def _spend_tokens(self, at: datetime, usage: UsagePayload) -> None:
         self.tokens.add(usage)

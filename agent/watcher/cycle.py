@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
+from jobsmith.agent.brains.waking import WakeOutcome
 from jobsmith.agent.runtime.jobstate import StateChange, record_job_states
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.readmodel import SessionFolds
@@ -40,6 +41,11 @@ class WatchCycle(BaseModel):
     changes: list[StateChange] = Field(default_factory=list, description="new job states")
     decisions: list[dict[str, object]] = Field(
         default_factory=list, description="what the decision-maker did about failures"
+    )
+    woken: list[WakeOutcome] = Field(
+        default_factory=list,
+        description="conversations taken up again because their jobs ended "
+        "(agent/brains/waking.py)",
     )
     warnings: list[str] = Field(
         default_factory=list,

@@ -1,0 +1,163 @@
+"""Waking a conversation's brain when the jobs it started end.
+
+A person says "transcode this, join the chunks when they are done, re-run any chunk that
+fails" and leaves. The chunks end while nobody is there; whoever sees them end (the
+watcher, usually from cron; a `status` or `wait`; an open chat) records their states, and
+the session's fold (agent/runtime/readmodel.py) lists the ended jobs of an ask or chat
+session that its brain was not told of yet. `Waker.wake` then takes the session up again:
+one model turn, on the session's log as data and the ended jobs, through the same tools,
+policy, budgets and approvals as the person's own ask. The rule brain has already had its
+say by then (the watcher decides about failures first, at no token cost), and the model
+sees what it did.
+
+Exactly one waker tells a brain about a job: `brain_woken` is appended only if no earlier
+one names any of the same jobs (a conditional append, agent/runtime/claims.py), before
+the model is called; a watcher and an open chat racing for the same session wake it once.
+A crash after that append loses that wake's turn rather than paying for it twice.
+
+Where there is no key (the watcher runs from cron, the key lives in a chat's
+environment), `brain_waiting` records that the session's brain waits, once for each set of
+jobs, and the news says so; the next waker with a key (a chat, an ask, a watcher) picks
+it up, since the jobs stay unwoken until a `brain_woken` names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.agent.brains.ask_tools import as_data
+from jobsmith.agent.brains.conversation import Conversation
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.executor import ApprovalNeeded
+from jobsmith.agent.runtime.jobstate import last_states
+from jobsmith.agent.runtime.payloads import WakePayload, payload
+from jobsmith.agent.runtime.readmodel import SessionFolds
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.store import SessionStore
+from jobsmith.agent.views.documents import SessionDocument
+from jobsmith.errors import JobsmithError
+
+WAKE_PROMPT = """\
+You are taken up again because jobs of this session ended; no person is watching now. \
+Above is the session so far (the person's requests, your earlier turns, the steps and \
+the jobs' states) and below are the jobs that ended. If what the person asked for needs \
+a next step now (join the chunks, merge the alignments, re-run what failed and was not \
+re-run already), take it with your tools. A submission that needs approval waits for \
+the person. Otherwise, or after that, say in one or two sentences what happened and \
+what the person can do next."""
+
+
+class WakeOutcome(BaseModel):
+    """What waking one session's brain did (`watch --once --json`'s `woken`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str = Field(description="the session")
+    job_ids: list[str] = Field(description="the ended jobs it was woken for")
+    outcome: Literal["answered", "held", "waiting", "failed"] = Field(
+        description="answered: the model went on; held: a submission waits for approval; "
+        "waiting: no model key here (the next chat, ask or watcher with one goes on); "
+        "failed: the model could not be asked (the reason says why)"
+    )
+    detail: str = Field("", description="the model's answer, the step held, or the reason")
+    submitted: list[str] = Field(default_factory=list, description="job ids it submitted")
+
+
+class WakeTaken(JobsmithError):
+    """Another waker already took up these jobs."""
+
+
+@dataclass
+class Waker:
+    """Takes up the brains of conversation sessions whose jobs ended (module docstring)."""
+
+    conversation: Conversation
+    store: SessionStore
+    folds: SessionFolds
+    #: the user's news (kind, fields): what the next interactive command mentions
+    tell: Callable[..., None]
+
+    def wake(self, session_ids: Iterable[str]) -> list[WakeOutcome]:
+        """Each given session with ended jobs its brain was not told of, taken up once."""
+        outcomes: list[WakeOutcome] = []
+        has_key: bool | None = None  # read once per call, and only if a session needs it
+        for session_id in sorted(set(session_ids)):
+            fold = self.folds.of(session_id)
+            if not (fold.conversational and fold.unwoken):
+                continue
+            jobs = sorted(fold.unwoken)
+            has_key = self.conversation.has_key() if has_key is None else has_key
+            if not has_key:
+                outcomes.append(self._waiting(session_id, jobs, fold.waiting))
+                continue
+            outcome = self._wake_one(session_id, jobs)
+            if outcome is not None:
+                outcomes.append(outcome)
+        return outcomes
+
+    def _waiting(self, session_id: str, jobs: list[str], announced: set[str]) -> WakeOutcome:
+        """No key here: say so once for these jobs, in the session and in the news."""
+        if not set(jobs) <= announced:
+            SessionLog(self.store, session_id).append(
+                EventKind.BRAIN_WAITING, {"job_ids": jobs}, None
+            )
+            self.tell("brain_waiting", session_id=session_id)
+        return WakeOutcome(
+            session_id=session_id,
+            job_ids=jobs,
+            outcome="waiting",
+            detail="no model key here: `jobsmith chat --session "
+            f"{session_id}` (or a watcher with a key) goes on",
+        )
+
+    def _wake_one(self, session_id: str, jobs: list[str]) -> WakeOutcome | None:
+        """One wake: claim the jobs, then one run of model turns (None: taken already)."""
+        log = SessionLog(self.store, session_id)
+        try:
+            log.append_if(EventKind.BRAIN_WOKEN, {"job_ids": jobs}, None, _not_woken(jobs))
+        except WakeTaken:
+            return None
+        done = WakeOutcome(session_id=session_id, job_ids=jobs, outcome="answered")
+        try:
+            run = self.conversation.open("wake", "", session_id)
+            result = run.exchange(wake_message(self.store.read(session_id), jobs))
+        except ApprovalNeeded as err:
+            self.tell("approval_asked", step_id=err.step_id)
+            return done.model_copy(update={"outcome": "held", "detail": str(err)})
+        except JobsmithError as err:
+            return done.model_copy(update={"outcome": "failed", "detail": str(err)})
+        self.tell("brain_answered", session_id=session_id)
+        update = {"detail": result.answer, "submitted": result.job_ids()}
+        return done.model_copy(update=update)
+
+
+def _not_woken(jobs: list[str]) -> Callable[[list[Event]], None]:
+    """Precondition of a brain_woken: no earlier one names any of these jobs."""
+    wanted = set(jobs)
+
+    def check(events: list[Event]) -> None:
+        for event in events:
+            data = payload(event) if event.kind is EventKind.BRAIN_WOKEN else None
+            taken = wanted & set(data.job_ids) if isinstance(data, WakePayload) else set()
+            if taken:
+                raise WakeTaken(f"event {event.seq} took up jobs {sorted(taken)} already")
+
+    return check
+
+
+def wake_message(events: list[Event], jobs: list[str]) -> str:
+    """What the woken model is told: the session so far and the ended jobs, as data."""
+    earlier = SessionDocument(events=tuple(events)).compact()
+    ended = [
+        {"job_id": job, "state": state}
+        for job, state in sorted(last_states(events).items())
+        if job in set(jobs)
+    ]
+    return (
+        f"The session so far:\n{as_data(earlier)}\n\n"
+        f"The jobs that ended:\n{as_data(ended)}\n\n{WAKE_PROMPT}"
+    )
