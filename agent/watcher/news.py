@@ -61,10 +61,11 @@ class News:
 
 def summarise(items: list[dict[str, object]]) -> str | None:
     """'since you last looked: 3 jobs completed (12, 13, 14), 1 failed (15); 1 step awaits
-    approval (jobsmith pending)'."""
+    approval (jobsmith pending); the model went on in 1 conversation'."""
     ended: Counter[str] = Counter()
     ids: dict[str, list[str]] = {}
     approvals = 0
+    brains: Counter[str] = Counter()
     for item in items:
         if item.get("kind") == "job_ended":
             state = str(item.get("state", "?")).lower()
@@ -72,10 +73,22 @@ def summarise(items: list[dict[str, object]]) -> str | None:
             ids.setdefault(state, []).append(str(item.get("job_id")))
         elif item.get("kind") == "approval_asked":
             approvals += 1
+        elif item.get("kind") in ("brain_waiting", "brain_answered"):
+            brains[str(item["kind"])] += 1
     parts = [
         f"{n} {'job' if n == 1 else 'jobs'} {state} ({', '.join(ids[state][:5])})"
         for state, n in sorted(ended.items())
     ]
     if approvals:
         parts.append(f"{approvals} step(s) await approval (jobsmith pending)")
+    if brains["brain_answered"]:
+        parts.append(f"the model went on in {_conversations(brains['brain_answered'])}")
+    if brains["brain_waiting"]:
+        n = brains["brain_waiting"]
+        waits = "waits" if n == 1 else "wait"
+        parts.append(f"{_conversations(n)} {waits} for a model key (jobsmith chat --session ID)")
     return "since you last looked: " + "; ".join(parts) if parts else None
+
+
+def _conversations(n: int) -> str:
+    return f"{n} conversation" + ("" if n == 1 else "s")

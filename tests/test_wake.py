@@ -1,0 +1,269 @@
+"""Waking a conversation's brain when its jobs end (issue 9, section 2): the real anthropic
+SDK over HTTP against the loopback Messages-API server (tests/messages_server.py), and for
+the scenario at the end, real ffmpeg jobs on the lab cluster followed by the real watcher.
+
+What is proved: an ask session whose job ended is taken up once, with the session and the
+ended jobs shown as data; without a key the session's brain is recorded as waiting (once)
+and the next waker with a key takes it up; a session of plain commands is never woken;
+two wakers racing for the same jobs wake the brain once; and "transcode this clip in 3
+chunks, then join them" runs while nobody watches: the ask submits the chunks, the
+watcher wakes the brain when they end, the brain submits the join, and the joined file
+lasts as long as the source.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lab_cli import LAB_SITE, js
+from messages_server import MessagesServer, message, text, tool_use, usage
+from test_ask import KEY, events
+
+from jobsmith.agent.app import App, build_app
+from jobsmith.agent.brains.waking import Waker
+from jobsmith.agent.runtime.events import EventKind
+from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
+from jobsmith.agent.runtime.session_log import SessionLog
+
+lab = pytest.mark.usefixtures("lab_cluster")
+
+
+@pytest.fixture
+def server() -> Iterator[MessagesServer]:
+    with MessagesServer() as running:
+        yield running
+
+
+@pytest.fixture
+def site_yaml(server: MessagesServer, jobsmith_home: Path) -> Path:
+    site = jobsmith_home / "config" / "site.yaml"
+    site.write_text(f"model:\n  base_url: '{server.url}'\n  max_retries: 0\n")
+    return site
+
+
+def app_with(key: str | None) -> App:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    if key is not None:
+        environ["ANTHROPIC_API_KEY"] = key
+    return build_app(LAB_SITE, environ)
+
+
+def ended_session(app: App, origin: str | None = "ask", job: str = "101") -> str:
+    """A session (of `origin`) that submitted `job`, which then COMPLETED."""
+    session = app.store.create({"title": "t", **({"origin": origin} if origin else {})})
+    log = SessionLog(app.store, session)
+    log.append(EventKind.USER_INPUT, {"text": "run it, then tell me", "origin": origin}, None)
+    log.append(EventKind.JOB_STATE, {"job_id": job, "state": "RUNNING"}, None)
+    log.append(EventKind.JOB_STATE, {"job_id": job, "state": "COMPLETED"}, None)
+    return session
+
+
+def waker(app: App) -> Waker:
+    return Waker(app.conversation, app.store, app.folds, app.news.add)
+
+
+def kinds(app: App, session: str) -> list[str]:
+    return [e.kind.value for e in app.store.read(session)]
+
+
+def unwrap(block: str) -> Any:
+    return json.loads(block.split("<tool_data>\n", 1)[1].split("\n</tool_data>", 1)[0])
+
+
+def test_an_ask_session_whose_job_ended_is_taken_up_once_with_the_jobs_as_data(
+    server: MessagesServer, site_yaml: Path
+) -> None:
+    app = app_with(KEY)
+    session = ended_session(app)
+    server.script(message(text("Job 101 completed; nothing else to do."), tokens=usage(80, 12)))
+    (outcome,) = waker(app).wake([session])
+    assert (outcome.outcome, outcome.job_ids, outcome.submitted) == ("answered", ["101"], [])
+    assert outcome.detail == "Job 101 completed; nothing else to do."
+
+    (request,) = server.requests
+    (shown,) = request.body["messages"]
+    content = shown["content"]
+    assert content.startswith("The session so far:\n<tool_data>")
+    ended = unwrap(content.split("The jobs that ended:\n", 1)[1])
+    assert ended == [{"job_id": "101", "state": "COMPLETED"}]
+    assert "no person is watching" in content
+    assert kinds(app, session)[-2:] == ["brain_woken", "model_output"]
+    fold = app.folds.of(session)
+    assert fold.unwoken == set() and fold.tokens.calls == 1
+
+    # told once: the next wake asks nothing
+    assert waker(app_with(KEY)).wake([session]) == []
+    assert len(server.requests) == 1
+
+
+def test_without_a_key_the_brain_waits_once_and_the_next_waker_with_a_key_goes_on(
+    server: MessagesServer, site_yaml: Path
+) -> None:
+    keyless = app_with(None)
+    session = ended_session(keyless)
+    (first,) = waker(keyless).wake([session])
+    (again,) = waker(app_with(None)).wake([session])
+    assert first.outcome == again.outcome == "waiting"
+    assert f"jobsmith chat --session {session}" in first.detail
+    assert kinds(keyless, session).count("brain_waiting") == 1  # said once, not per cycle
+    assert "1 conversation waits for a model key" in (keyless.news.take() or "")
+    assert server.requests == []
+
+    server.script(message(text("Done.")))
+    (taken,) = waker(app_with(KEY)).wake([session])
+    assert taken.outcome == "answered" and len(server.requests) == 1
+    assert app_with(None).folds.of(session).waiting == set()
+
+
+def test_a_session_of_plain_commands_is_never_woken(
+    server: MessagesServer, site_yaml: Path
+) -> None:
+    app = app_with(KEY)
+    session = ended_session(app, origin=None)
+    assert waker(app).wake([session]) == []
+    assert server.requests == [] and "brain_woken" not in kinds(app, session)
+
+
+def test_two_wakers_racing_for_the_same_jobs_wake_the_brain_once(
+    server: MessagesServer, site_yaml: Path
+) -> None:
+    first, second = app_with(KEY), app_with(KEY)
+    session = ended_session(first)
+    # the second waker read the session before the first took it up: its fold still
+    # lists job 101 as unwoken, so only the conditional append can stop it
+    stale = SessionFolds(second.store).of(session)
+    assert stale.unwoken == {"101"}
+    server.script(message(text("Done.")), message(text("never asked")))
+    assert [o.outcome for o in waker(first).wake([session])] == ["answered"]
+    late = Waker(second.conversation, second.store, _Frozen(stale), second.news.add)  # type: ignore[arg-type]
+    assert late.wake([session]) == []
+    assert len(server.requests) == 1
+    assert kinds(first, session).count("brain_woken") == 1
+
+
+class _Frozen:
+    """Folds read before another waker appended: what a racing waker has in hand."""
+
+    def __init__(self, fold: SessionFold) -> None:
+        self.fold = fold
+
+    def of(self, session_id: str) -> SessionFold:
+        return self.fold
+
+
+def test_a_failed_model_call_is_reported_and_not_repeated(
+    server: MessagesServer, site_yaml: Path
+) -> None:
+    from messages_server import error
+
+    app = app_with(KEY)
+    session = ended_session(app)
+    server.script(error(400, "invalid_request_error", "bad request"))
+    (outcome,) = waker(app).wake([session])
+    assert outcome.outcome == "failed" and "HTTP 400" in outcome.detail
+    assert KEY not in outcome.detail
+    assert waker(app_with(KEY)).wake([session]) == []  # a wake is paid for once at most
+
+
+# --- on the lab cluster: transcode in chunks, joined while nobody watches ---------------------
+
+
+def _probe(path: Path) -> float:
+    out = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout)
+
+
+@lab
+def test_transcode_in_chunks_then_the_woken_brain_joins_them(
+    server: MessagesServer,
+    user_site: Callable[[str], None],
+    workdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    user_site(f"model:\n  base_url: '{server.url}'\n  max_retries: 0\n")
+    subprocess.run(
+        ["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
+         "testsrc=duration=6:size=160x120:rate=25", "-c:v", "libx264", "clip.mp4"],
+        check=True, cwd=workdir,
+    )  # fmt: skip
+    source = _probe(workdir / "clip.mp4")
+    chunks = {
+        "template": "ffmpeg_chunks",
+        "params": {
+            "input": "clip.mp4",
+            "output_dir": "chunks",
+            "duration_s": source,
+            "chunk_seconds": 2,
+            "preset": "ultrafast",
+            "audio": "none",
+        },
+        "log_dir": str(workdir),
+    }
+    join = {
+        "template": "ffmpeg_concat",
+        "params": {"chunk_dir": "chunks", "chunks": 3, "output": "clip-joined.mkv"},
+        "log_dir": str(workdir),
+    }
+    server.script(
+        message(text("Submitting 3 chunks."), tool_use("submit", {"job": chunks})),
+        message(text("The chunks are running; I will join them when they end.")),
+        # woken when the chunks' array ends: the join
+        message(text("All chunks done; joining."), tool_use("submit", {"job": join})),
+        message(text("The join is submitted.")),
+        # woken when the join ends
+        message(text("clip-joined.mkv is ready.")),
+    )
+    asked = js("ask", "transcode clip.mp4 in 3 chunks and join them", "--json")
+    assert asked.exit_code == 0, asked.output
+    doc = json.loads(asked.stdout)
+    session, (array,) = doc["session_id"], [s["summary"]["job_id"] for s in doc["steps"]]
+
+    waited = js("wait", array, "--timeout", "300", "--json")
+    assert waited.exit_code == 0, waited.output
+    (woken,) = watch_until_woken()
+    assert (woken["session_id"], woken["job_ids"], woken["outcome"]) == (
+        session,
+        [array],
+        "answered",
+    )
+    (concat,) = woken["submitted"]
+    assert js("wait", concat, "--timeout", "300").exit_code == 0
+    assert abs(_probe(workdir / "clip-joined.mkv") - source) < 0.5
+
+    (last,) = watch_until_woken()
+    assert (last["job_ids"], last["detail"]) == ([concat], "clip-joined.mkv is ready.")
+    assert json.loads(js("watch", "--once", "--json").stdout)["woken"] == []
+    assert len(server.requests) == 5
+    # the woken turn saw the array's end as data; the session tells the whole story
+    woke = server.requests[2].body["messages"][0]["content"]
+    assert unwrap(woke.split("The jobs that ended:\n", 1)[1]) == [
+        {"job_id": array, "state": "COMPLETED"}
+    ]
+    story = [e["kind"] for e in events(session)]
+    assert story.count("brain_woken") == 2 and story.count("result") == 2
+
+
+def watch_until_woken() -> list[dict[str, Any]]:
+    """Watcher cycles until one wakes a brain (the job's end may need one more poll)."""
+    import time
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        cycle = json.loads(js("watch", "--once", "--json").stdout)
+        if cycle["woken"]:
+            return list(cycle["woken"])
+        time.sleep(1)
+    raise AssertionError("no watcher cycle woke the brain within 120 s")
