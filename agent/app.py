@@ -173,6 +173,25 @@ class App:
         """Slurm's own pre-flight verdict (`sbatch --test-only`)."""
         return self.scheduler.test_only(job.script)
 
+    def start_estimate(self, script: str | None) -> str | None:
+        """When Slurm would start script, in words (None if it cannot say): shown before
+        a person approves it."""
+        from jobsmith.errors import SchedulerError
+
+        if not script:
+            return None
+        try:
+            verdict = self.scheduler.test_only(script)
+        except SchedulerError:
+            return None
+        if not verdict.ok:
+            return f"Slurm would not accept it as is: {verdict.message}"
+        if verdict.estimated_start is None:
+            return None
+        where = f" in partition {verdict.partition}" if verdict.partition else ""
+        caveat = "" if verdict.estimate_reliable else " (unreliable here: GRES on Slurm 22.05)"
+        return f"{verdict.estimated_start:%Y-%m-%d %H:%M:%S}{where}{caveat}"
+
     @cached_property
     def store(self) -> FileSessionStore:
         """The session log store, in the user's state directory."""

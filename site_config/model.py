@@ -278,6 +278,13 @@ class ModelSettings(_Section):
         le=600,
         description="a retry-after longer than this ends the call instead of waiting",
     )
+    chat_context_tokens: int = Field(
+        60_000,
+        ge=2_000,
+        le=1_000_000,
+        description="a chat whose last call sent more input tokens than this starts its "
+        "next turn from the session's log, compacted, instead of the whole conversation",
+    )
 
 
 class SiteConfig(_Section):

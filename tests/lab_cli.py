@@ -13,9 +13,11 @@ from jobsmith.agent.faces.cli import cli
 LAB_SITE = Path(__file__).resolve().parent.parent / "site_config" / "examples" / "lab.yaml"
 
 
-def js(*args: str) -> Result:
-    """`jobsmith --site <lab example> ARGS…`, with the environment the test set up."""
-    return CliRunner().invoke(cli, ["--site", str(LAB_SITE), *args], catch_exceptions=False)
+def js(*args: str, input: str | None = None) -> Result:
+    """`jobsmith --site <lab example> ARGS…`, with the environment the test set up (and
+    input as its stdin)."""
+    argv = ["--site", str(LAB_SITE), *args]
+    return CliRunner().invoke(cli, argv, input=input, catch_exceptions=False)
 
 
 def write_user_site(config_dir: Path, workdir: Path, extra_yaml: str = "") -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +31,8 @@ class Reply:
     body: Json | None = None
     events: tuple[tuple[str, Json], ...] | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    #: seconds to wait after each streamed event (a slow model, for Ctrl-C and kill tests)
+    pause_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -132,8 +135,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("cache-control", "no-cache")
         self.end_headers()
         for name, data in events:
-            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-            self.wfile.flush()
+            try:
+                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client went away mid-stream (interrupted, killed)
+            time.sleep(reply.pause_s)
 
 
 # --- building replies ------------------------------------------------------------------

@@ -148,7 +148,7 @@ class AskTools:
                 step_id=step.id, action=step.action, outcome=_outcome(err), error=str(err)
             )
             return ToolOutcome(content=as_data({"error": str(err)}), is_error=True, step=failed)
-        return ToolOutcome(content=as_data(_compact(result)), is_error=False, step=result)
+        return step_outcome(result)
 
     def _step(self, name: str, arguments: object) -> Step:
         """The step a call asks for (ValueError/ValidationError if it is not one)."""
@@ -163,6 +163,13 @@ class AskTools:
         if name == "logs":
             given["tail"] = min(int(given.get("tail") or MAX_LOG_LINES), MAX_LOG_LINES)
         return STEP_ADAPTER.validate_python({**given, "action": action})
+
+
+def step_outcome(result: StepResult) -> ToolOutcome:
+    """A step's result as a call's outcome: its bounded document, marked as data (a step
+    approved by a person in a chat answers the model's held call this way)."""
+    failed = result.outcome is not Outcome.DONE
+    return ToolOutcome(content=as_data(_compact(result)), is_error=failed, step=result)
 
 
 def _compact(result: StepResult) -> dict[str, Any]:

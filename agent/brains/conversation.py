@@ -149,10 +149,10 @@ class Interrupted(KeyboardInterrupt):
     short (with what it cost so far), and the conversation can go on."""
 
 
-def no_key_paragraph(key_file: Path) -> str:
+def no_key_paragraph(key_file: Path, command: str = "ask") -> str:
     """How to give jobsmith a key (and an endpoint), in one paragraph."""
     return (
-        "`jobsmith ask` needs a model API key, and found none. Set ANTHROPIC_API_KEY in "
+        f"`jobsmith {command}` needs a model API key, and found none. Set ANTHROPIC_API_KEY in "
         f"your environment, or put the key alone on one line in {key_file} and run "
         f"`chmod 600 {key_file}` (a key file anyone else can read is refused; the key is "
         "never read from a site file). For a self-hosted endpoint that speaks Anthropic's "
@@ -181,15 +181,15 @@ class Conversation:
 
     def ask(self, text: str, session_id: str | None = None) -> AskResult:
         """Answer text with the tools; ApprovalNeeded if a submission waits for a person."""
-        run = self.open("ask", text, session_id)
-        return run.exchange(run.opening(text))
+        request = _checked_request(text)
+        return self.open("ask", request, session_id).say(request)
 
     def open(
         self, origin: str, title: str, session_id: str | None, listener: Listener | None = None
     ) -> Run:
         """A run of model turns in a new session (origin and title name it) or in an
         existing one; ConfigError (nothing recorded) without a key."""
-        key = self._key()  # before any session exists: no key, nothing recorded
+        key = self.require_key(origin)  # before any session exists: no key, nothing recorded
         client = model_client.make_client(self.settings, key, self.environ)
         store = self.executor.store
         if session_id is None:
@@ -201,10 +201,11 @@ class Conversation:
         tools = AskTools(self.executor, session_id, self.recent_jobs)
         return Run(self, client, key, log, tools, listener or Quiet(), origin)
 
-    def _key(self) -> SecretStr:
+    def require_key(self, command: str = "ask") -> SecretStr:
+        """The API key; ConfigError saying in one paragraph how to set one if none."""
         key = model_client.load_api_key(self.environ, self.key_file)
         if key is None:
-            raise ConfigError(no_key_paragraph(self.key_file))
+            raise ConfigError(no_key_paragraph(self.key_file, command))
         return key
 
     def has_key(self) -> bool:
@@ -244,23 +245,40 @@ class Run:
     turns: int = 0
     #: input tokens of the last call (the context's size: a chat compacts above a bound)
     last_input_tokens: int = 0
+    #: the last event of the session this run has shown the model (-1: none yet)
+    seen: int = -1
 
     @property
     def session_id(self) -> str:
         """The session the run writes to."""
         return self.log.session_id
 
-    def opening(self, request: str) -> str:
-        """The first message of a run: request (recorded as the person's input), after the
-        session's earlier events (as data) when it has any."""
-        checked = _checked_request(request)
-        earlier = SessionDocument(events=tuple(self.log.store.read(self.session_id))).compact()
-        self.record_input(checked)
-        return _first_message(checked, earlier)
+    def say(self, text: str) -> AskResult:
+        """The person's words, recorded, then model turns until the model answers.
 
-    def record_input(self, text: str) -> None:
-        """The person's words as a user_input event."""
-        self.log.append(EventKind.USER_INPUT, {"text": text, "origin": self.origin}, None)
+        A run's first message (and the first after `forget`) shows the session so far as
+        data; a later one shows what others added to the session meanwhile (the watcher's
+        job states, a wake's turn), so the model never works from a stale picture.
+        """
+        request = _checked_request(text)
+        events = self.log.store.read(self.session_id, self.seen + 1)
+        if not self.messages:
+            earlier = SessionDocument(events=tuple(self.log.store.read(self.session_id)))
+            content = _first_message(request, earlier.compact())
+        elif events:
+            content = _meanwhile(request, SessionDocument(events=tuple(events)).compact())
+        else:
+            content = request
+        self.log.append(EventKind.USER_INPUT, {"text": request, "origin": self.origin}, None)
+        try:
+            return self.exchange(content)
+        finally:
+            self.seen = self.log.store.last_seq(self.session_id)
+
+    def forget(self) -> None:
+        """Drop the messages: the next `say` starts from the session's log (compaction:
+        the log is the memory, the messages only a cache of it)."""
+        self.messages.clear()
 
     def exchange(self, content: str) -> AskResult:
         """Model turns until an answer without tool calls, within the bounds."""
@@ -417,6 +435,11 @@ def _checked_request(text: str) -> str:
         size = len(request)
         raise InputError(f"ask: the request is {size} characters; at most {MAX_REQUEST_CHARS}")
     return request
+
+
+def _meanwhile(request: str, added: dict[str, Any]) -> str:
+    """The person's request after what others added to the session since the last turn."""
+    return f"Meanwhile in the session:\n{as_data(added)}\n\nThe person says now:\n{request}"
 
 
 def _first_message(request: str, earlier: dict[str, Any]) -> str:

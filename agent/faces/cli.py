@@ -588,6 +588,37 @@ def ask(ctx: click.Context, text: str, session_id: str | None, as_json: bool) ->
     note(f"jobsmith: session {result.session_id} (jobsmith sessions show {result.session_id})")
 
 
+@cli.command()
+@click.option("--session", "session_id", help="Continue this session (its log is the memory).")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(min=5, max=3600),
+    default=30.0,
+    show_default=True,
+    help="Seconds between polls while no watcher runs for you.",
+)
+@json_command
+@click.pass_context
+def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json: bool) -> None:
+    """Talk to the model at this terminal: it uses jobsmith's tools under the site's
+    policy; held submissions are shown whole for you to approve. Needs an API key.
+    With --json, what the chat cost is printed at the end as a JSON document."""
+    from jobsmith.agent.faces.chat import Chat
+    from jobsmith.agent.faces.terminal import terminal_for
+    from jobsmith.agent.views.output import print_json
+
+    app = _app(ctx)
+    term = terminal_for(app.paths.state_dir / "chat_history")
+    session = Chat(app, term, session_id=session_id, interval_s=interval_s)
+    session.start()
+    session.loop()
+    if as_json:
+        print_json(session.summary())
+    else:
+        term.write(session.cost_line() + "\n")
+
+
 @cli.group()
 def sessions() -> None:
     """Inspect, export and prune session logs."""
