@@ -85,7 +85,7 @@ class ChatListener:
         self.term.write(f"    {_verdict(outcome)}\n")
         if self.stop_requested:
             self.stop_requested = False
-            raise Interrupted
+            raise KeyboardInterrupt  # the step is recorded; the turn stops here
 
     def held(self, err: ApprovalNeeded) -> ToolOutcome | None:
         """The held step shown whole; the person's key decides."""
@@ -156,7 +156,7 @@ class Chat:
         poller = _Poller(self)
         interrupted_at_prompt = False
         self.term.write(f"jobsmith chat. {HELP}\n")
-        with self.term.session(), poller:
+        with poller:
             while True:
                 try:
                     text = self.term.line(PROMPT).strip()
@@ -190,7 +190,14 @@ class Chat:
                     run.forget()  # the log is the memory: compact by starting from it
                 run.say(text)
                 self.listener._end_line()
-            except Interrupted:
+            except Interrupted:  # the streamed answer was cut: the messages say so
+                self.listener._end_line()
+                self.term.write("[interrupted]\n")
+            except KeyboardInterrupt:
+                # cut elsewhere (waiting for the model, between steps): the messages may
+                # end half-way through a turn, so the next one starts from the log
+                if self.run is not None:
+                    self.run.forget()
                 self.listener._end_line()
                 self.term.write("[interrupted]\n")
             except (AskFailed, JobsmithError) as err:

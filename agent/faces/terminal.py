@@ -11,11 +11,9 @@ Ctrl-D (or the end of stdin) EOFError, in both.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol, TextIO
 
@@ -31,9 +29,6 @@ class Terminal(Protocol):
 
     def write(self, text: str) -> None:
         """Text, as is (streamed pieces, whole lines), from any thread."""
-
-    def session(self) -> contextlib.AbstractContextManager[None]:
-        """The span of the chat (a terminal's output goes above its prompt meanwhile)."""
 
 
 class Pipes:
@@ -64,11 +59,6 @@ class Pipes:
             self._out.write(text)
             self._out.flush()
 
-    @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
-        """Nothing to set up."""
-        yield
-
 
 class Console:
     """A person at a terminal (see the module docstring)."""
@@ -85,8 +75,12 @@ class Console:
         self._lock = threading.Lock()
 
     def line(self, prompt: str) -> str:
-        """A line, with editing and history."""
-        return self._prompt.prompt(prompt)
+        """A line, with editing and history; what other threads write meanwhile goes
+        above it (and only then: a turn's own text is written straight to the terminal)."""
+        from prompt_toolkit.patch_stdout import patch_stdout
+
+        with patch_stdout(raw=True):
+            return self._prompt.prompt(prompt)
 
     def key(self, prompt: str, choices: str) -> str:
         """One key press, no Enter needed (Enter: the first choice)."""
@@ -104,18 +98,11 @@ class Console:
                 return pressed
 
     def write(self, text: str) -> None:
-        """Written and flushed (above the prompt while one is shown)."""
+        """Written and flushed (above the prompt while one is shown: sys.stdout is then
+        prompt_toolkit's proxy)."""
         with self._lock:
             sys.stdout.write(text)
             sys.stdout.flush()
-
-    @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
-        """Output from other threads goes above the prompt meanwhile."""
-        from prompt_toolkit.patch_stdout import patch_stdout
-
-        with patch_stdout(raw=True):
-            yield
 
 
 def terminal_for(history: Path) -> Terminal:
