@@ -248,3 +248,12 @@ def _block_events(index: int, block: Json, chunk: int) -> list[tuple[str, Json]]
         *deltas,
         ("content_block_stop", {"type": "content_block_stop", "index": index}),
     ]
+
+
+def content_text(sent: Json) -> str:
+    """The text of one message as the SDK sent it: a string, or the text of its blocks (a
+    message carrying a cache breakpoint is sent as blocks)."""
+    content = sent["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(str(block.get("text", "")) for block in content)

@@ -25,7 +25,15 @@ from typing import Any
 
 import pytest
 from lab_cli import LAB_SITE, js
-from messages_server import MessagesServer, Recorded, message, text, tool_use, usage
+from messages_server import (
+    MessagesServer,
+    Recorded,
+    content_text,
+    message,
+    text,
+    tool_use,
+    usage,
+)
 from test_documents import README, documented_keys
 
 from jobsmith.agent.app import build_app
@@ -172,7 +180,7 @@ def test_session_continues_an_earlier_ask_showing_it_as_data(
     again = js("ask", "second question", "--session", session, "--json")
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["session_id"] == session
-    shown = server.requests[1].body["messages"][0]["content"]
+    shown = content_text(server.requests[1].body["messages"][0])
     assert shown.startswith("The session so far:\n<tool_data>") and "first question" in shown
     assert shown.endswith("The person asks now:\nsecond question")
     inputs = [e["data"]["text"] for e in events(session) if e["kind"] == "user_input"]

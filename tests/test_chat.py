@@ -29,8 +29,16 @@ from typing import IO, Any
 
 import pytest
 from lab_cli import LAB_SITE, js
-from messages_server import MessagesServer, Reply, message, text, tool_use, usage
-from test_ask import KEY, events, ledger, prefix
+from messages_server import (
+    MessagesServer,
+    Reply,
+    content_text,
+    message,
+    text,
+    tool_use,
+    usage,
+)
+from test_ask import EPHEMERAL, KEY, events, ledger, prefix
 
 from jobsmith.agent.app import build_app
 from jobsmith.agent.faces.chat import Chat
@@ -99,7 +107,20 @@ def test_a_chat_streams_keeps_the_conversation_and_shows_its_cost(
     # the second line of the person's went on the same conversation
     roles = [m["role"] for m in third.body["messages"]]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
-    assert third.body["messages"][-1]["content"] == "thanks"
+    last = third.body["messages"][-1]
+    assert last["content"] == [{"type": "text", "text": "thanks", "cache_control": EPHEMERAL}]
+    # one rolling breakpoint, at the end of the conversation: the next turn reads all of
+    # it from the cache; the earlier messages go back exactly as they were
+    marked = [
+        block
+        for sent in third.body["messages"]
+        if isinstance(sent["content"], list)
+        for block in sent["content"]
+        if "cache_control" in block
+    ]
+    assert marked == [last["content"][-1]]
+    assert third.body["messages"][0] == {"role": "user", "content": "which templates?"}
+    assert third.body["messages"][1] == second.body["messages"][1]  # as it was sent before
     inputs = [e["data"] for e in events(session_of(said)) if e["kind"] == "user_input"]
     said_in_order = [(i["text"], i["origin"]) for i in inputs]
     assert said_in_order == [("which templates?", "chat"), ("thanks", "chat")]
@@ -123,7 +144,7 @@ def test_session_continues_a_chat_from_its_log(
     session = session_of(first.stdout)
     again = chat("which word?", args=("--session", session))
     assert again.exit_code == 0, again.output
-    shown = server.requests[1].body["messages"][0]["content"]
+    shown = content_text(server.requests[1].body["messages"][0])
     assert shown.startswith("The session so far:\n<tool_data>") and "heron" in shown
     assert session_of(again.stdout) == session
     assert chat("x", args=("--session", "no-such-session")).exit_code == 6
@@ -140,8 +161,9 @@ def test_a_chat_past_its_context_bound_starts_its_next_turn_from_the_log(
     out = chat("first", "second")
     assert out.exit_code == 0, out.output
     (only,) = server.requests[1].body["messages"]  # not the whole conversation again
-    assert only["content"].startswith("The session so far:\n<tool_data>")
-    assert "A long answer." in only["content"] and only["content"].endswith("second")
+    said = content_text(only)
+    assert said.startswith("The session so far:\n<tool_data>")
+    assert "A long answer." in said and said.endswith("second")
 
 
 def test_what_others_add_meanwhile_is_shown_to_the_model(
@@ -158,7 +180,7 @@ def test_what_others_add_meanwhile_is_shown_to_the_model(
         EventKind.JOB_STATE, {"job_id": "4242", "state": "COMPLETED"}, None
     )
     session.turn("and now?")
-    content = server.requests[1].body["messages"][-1]["content"]
+    content = content_text(server.requests[1].body["messages"][-1])
     assert content.startswith("Meanwhile in the session:\n<tool_data>")
     assert "4242" in content and "COMPLETED" in content
     assert content.endswith("The person says now:\nand now?")
@@ -326,7 +348,7 @@ def test_a_chat_killed_mid_stream_continues_without_a_second_submission(
 
     again = chat("did it run?", args=("--session", session))
     assert again.exit_code == 0, again.output
-    shown = server.requests[2].body["messages"][0]["content"]
+    shown = content_text(server.requests[2].body["messages"][0])
     assert shown.startswith("The session so far:") and '\\"submitted\\": true' in shown
     assert ledger(jobsmith_home) == [record]  # no second submission
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from lab_cli import LAB_SITE, js
-from messages_server import MessagesServer, message, text, tool_use, usage
+from messages_server import MessagesServer, content_text, message, text, tool_use, usage
 from test_ask import KEY, events
 
 from jobsmith.agent.app import App, build_app
@@ -89,7 +89,7 @@ def test_an_ask_session_whose_job_ended_is_taken_up_once_with_the_jobs_as_data(
 
     (request,) = server.requests
     (shown,) = request.body["messages"]
-    content = shown["content"]
+    content = content_text(shown)
     assert content.startswith("The session so far:\n<tool_data>")
     ended = unwrap(content.split("The jobs that ended:\n", 1)[1])
     assert ended == [{"job_id": "101", "state": "COMPLETED"}]
@@ -248,7 +248,7 @@ def test_transcode_in_chunks_then_the_woken_brain_joins_them(
     assert json.loads(js("watch", "--once", "--json").stdout)["woken"] == []
     assert len(server.requests) == 5
     # the woken turn saw the array's end as data; the session tells the whole story
-    woke = server.requests[2].body["messages"][0]["content"]
+    woke = content_text(server.requests[2].body["messages"][0])
     assert unwrap(woke.split("The jobs that ended:\n", 1)[1]) == [
         {"job_id": array, "state": "COMPLETED"}
     ]

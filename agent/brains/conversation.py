@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -319,7 +319,7 @@ class Run:
             "max_tokens": conversation.settings.max_tokens,
             "system": conversation.system(),
             "tools": _cached_tools(),
-            "messages": self.messages,
+            "messages": _with_rolling_breakpoint(self.messages),
         }
         try:
             if self.listener.streaming:
@@ -468,6 +468,28 @@ def _cached_tools() -> list[ToolParam]:
     tools = list(tool_definitions())
     tools[-1] = {**tools[-1], "cache_control": _CACHED}
     return tools
+
+
+def _with_rolling_breakpoint(messages: list[MessageParam]) -> list[MessageParam]:
+    """The messages with a cache breakpoint at the end of the last one (a copy: the kept
+    messages carry none, so there are never more than three breakpoints in a request).
+
+    The next request then reads the whole conversation so far from the cache, and pays in
+    full only for what was added since; without it a long chat pays for its whole history
+    on every turn (benchmarks/README.md: bench_chat.py).
+    """
+    if not messages:
+        return messages
+    *earlier, last = messages
+    content = last["content"]
+    blocks: list[Any] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    )
+    if not blocks:
+        return messages
+    blocks[-1] = {**blocks[-1], "cache_control": _CACHED}
+    rolled = cast("MessageParam", {"role": last["role"], "content": blocks})
+    return [*earlier, rolled]
 
 
 def _assistant_blocks(message: Message) -> list[Any]:

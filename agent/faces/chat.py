@@ -150,6 +150,8 @@ class Chat:
         self.app.conversation.require_key("chat")
         if self.session_id is not None:
             self.run = self._open(self.session_id)
+        else:  # the SDK loads while the person types, not after their first Enter
+            threading.Thread(target=_import_sdk, name="sdk-import", daemon=True).start()
 
     def loop(self) -> None:
         """Lines until the person leaves; the poller runs meanwhile."""
@@ -305,6 +307,10 @@ class _Poller:
             self._chat.show_cycle(self._chat.app.watch_cycle(self._chat.interval_s))
         except JobsmithError as err:
             self._chat.term.write(f"\n[poll: {err}]\n")
+
+
+def _import_sdk() -> None:
+    import anthropic  # noqa: F401  (imported for its side effect: loaded once, ahead of use)
 
 
 def _verdict(outcome: ToolOutcome) -> str:
