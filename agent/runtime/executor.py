@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler
@@ -129,12 +129,21 @@ class Executor:
     #: the sessions' folds, for the budgets (built on the store if not given)
     folds: SessionFolds | None = None
 
-    def run(self, session_id: str, step: st.Step) -> st.StepResult:
-        """Run one step in a session; the result is also the session's last event."""
+    def run(
+        self, session_id: str, step: st.Step, *, person_first: str | None = None
+    ) -> st.StepResult:
+        """Run one step in a session; the result is also the session's last event.
+
+        person_first, for a step that changes existing jobs (cancel, hold, release): why a
+        person must approve it before it runs, whatever the policy says (a model asked for
+        it: nothing a model reads may cancel a person's jobs).
+        """
         log = SessionLog(self.store, session_id)
         try:
             if isinstance(step, st.Submit | st.Rerun):  # the one submit path
                 return self._submit_step(log, step)
+            if step.risk is st.Risk.CONTROL and person_first is not None:
+                self._ask_person(log, step, person_first)
             if step.risk is st.Risk.CONTROL:
                 self._check_foreign(log, step)
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
@@ -380,10 +389,14 @@ class Executor:
         foreign = [j for j in job_ids if self.ledger.get(j) is None]
         if foreign:
             reason = f"{step.action} of jobs jobsmith did not submit: {', '.join(foreign)}"
-            intent = {"step": _dump(step), "risk": step.risk}
-            log.intent(step.id, intent)
-            log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": reason}, step.id)
-            raise ApprovalNeeded(step.id, reason)
+            self._ask_person(log, step, reason)
+
+    def _ask_person(self, log: SessionLog, step: st.Step, reason: str) -> NoReturn:
+        """Hold the step for a person (`jobsmith approve` runs it), with the reason."""
+        intent = {"step": _dump(step), "risk": step.risk}
+        log.intent(step.id, intent)
+        log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": reason}, step.id)
+        raise ApprovalNeeded(step.id, reason)
 
     def run_approved_control(self, session_id: str, step: st.Step) -> st.StepResult:
         """Run a control step a person approved."""
