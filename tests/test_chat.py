@@ -33,7 +33,9 @@ from messages_server import (
     MessagesServer,
     Reply,
     content_text,
+    error,
     message,
+    stream_events,
     text,
     tool_use,
     usage,
@@ -184,6 +186,77 @@ def test_what_others_add_meanwhile_is_shown_to_the_model(
     assert content.startswith("Meanwhile in the session:\n<tool_data>")
     assert "4242" in content and "COMPLETED" in content
     assert content.endswith("The person says now:\nand now?")
+
+
+# --- the stream as the API sends it ----------------------------------------------------------
+
+
+def test_text_and_two_tool_calls_in_one_streamed_reply_with_split_inputs(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    two_calls = message(
+        text("Two looks."),
+        tool_use("show_template", {"name": "command"}),
+        tool_use("show_template", {"name": "ffmpeg_chunks"}),
+    )
+    events = stream_events(two_calls, chunk=3)  # each input arrives in several pieces
+    pieces = [e for e in events if e[1].get("delta", {}).get("type") == "input_json_delta"]
+    assert len(pieces) > 6
+    server.script(Reply(events=events), message(text("Both shown.")))
+    out = chat("show me command and ffmpeg_chunks")
+    assert out.exit_code == 0, out.output
+    assert out.stdout.count("· show_template") == 2 and "Both shown." in out.stdout
+    results = server.requests[1].body["messages"][2]["content"]
+    assert [r["type"] for r in results] == ["tool_result", "tool_result"]
+    assert all(not r["is_error"] for r in results)
+    assert "ffmpeg_chunks" in results[1]["content"]
+
+
+def test_an_answer_cut_at_max_tokens_is_one_line_and_the_chat_goes_on(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    server.script(
+        message(text("This answer is cut"), stop_reason="max_tokens"),
+        message(text("Fine now.")),
+    )
+    out = chat("a long one", "again")
+    assert out.exit_code == 0, out.output
+    assert "jobsmith: the model's answer was cut off at max_tokens" in out.stdout
+    assert "Fine now." in out.stdout
+    # the cut answer stays in the conversation, the next line follows it
+    roles = [m["role"] for m in server.requests[1].body["messages"]]
+    assert roles == ["user", "assistant", "user"]
+
+
+def test_429_and_529_with_retry_after_are_retried_then_the_answer_streams(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    site = Path(os.environ["JOBSMITH_CONFIG_DIR"]) / "site.yaml"
+    site.write_text(site.read_text().replace("max_retries: 0", "max_retries: 2"))
+    server.script(
+        error(429, "rate_limit_error", "slow down", retry_after="0"),
+        error(529, "overloaded_error", "overloaded", retry_after="0"),
+        message(text("Third time lucky.")),
+    )
+    out = chat("hello")
+    assert out.exit_code == 0, out.output
+    assert "Third time lucky." in out.stdout and len(server.requests) == 3
+    turns = [e for e in events(session_of(out.stdout)) if e["kind"] == "model_output"]
+    assert len(turns) == 1  # the refused attempts cost nothing and are not turns
+
+
+def test_an_error_event_in_the_middle_of_a_stream_is_one_line_and_the_chat_goes_on(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    broken = stream_events(message(text("Half of an answer that will break")))[:5]
+    failure = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    server.script(Reply(events=(*broken, ("error", failure))), message(text("Recovered.")))
+    out = chat("first", "second")
+    assert out.exit_code == 0, out.output
+    assert "Traceback" not in out.output
+    line = next(x for x in out.stdout.splitlines() if "jobsmith: " in x)
+    assert "Overloaded" in line and KEY not in out.output
+    assert "Recovered." in out.stdout
 
 
 # --- on the lab cluster: approvals by key -----------------------------------------------------
