@@ -159,6 +159,7 @@ def test_watch_once_polls_all_sessions_in_one_sacct_and_records_states(js, workd
         "error": None,
         "changes": [],
         "decisions": [],
+        "woken": [],
         "warnings": [],
     }
 
