@@ -32,11 +32,13 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.jobstate import StateChange
     from jobsmith.agent.runtime.lastpoll import LastPoll, LastPollFile
     from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+    from jobsmith.agent.runtime.planrun import Judgement
     from jobsmith.agent.runtime.readmodel import SessionFolds
     from jobsmith.agent.runtime.replay import ReplayedStep
     from jobsmith.agent.runtime.resume import ResumeReport
     from jobsmith.agent.runtime.steps import Step, StepResult
     from jobsmith.agent.runtime.store import FileSessionStore
+    from jobsmith.agent.views.documents import PlanStatusDocument
     from jobsmith.agent.views.results import ControlResult, LogView
     from jobsmith.agent.watcher.cycle import WatchCycle
     from jobsmith.agent.watcher.lock import WatchLock
@@ -226,11 +228,11 @@ class App:
 
         return SessionFolds(self.store, self.paths.state_dir / "folds")
 
-    def one_step(self, title: str, step: Step) -> tuple[str, StepResult]:
+    def one_step(self, title: str, step: Step, origin: str = "cli") -> tuple[str, StepResult]:
         """A CLI action is a one-step session: open it, run the step, return both."""
         from jobsmith.agent.runtime.executor import ApprovalNeeded
 
-        session_id = self.store.create({"title": title, "origin": "cli"})
+        session_id = self.store.create({"title": title, "origin": origin})
         try:
             return session_id, self.executor.run(session_id, step)
         except ApprovalNeeded as err:
@@ -242,6 +244,39 @@ class App:
         from jobsmith.agent.runtime.steps import Submit
 
         return self.one_step(f"submit {request.template}", Submit(job=request))
+
+    # --- plans ---------------------------------------------------------------------
+
+    def plan_check(self, path: Path) -> Judgement:
+        """A plan file read, every job rendered and checked, the plan judged whole."""
+        from jobsmith.agent.runtime.planrun import judge
+        from jobsmith.agent.runtime.plans import load_plan
+
+        return judge(self.executor, load_plan(path))
+
+    def plan_run(self, path: Path) -> tuple[str, StepResult]:
+        """Submit a plan's jobs at once, with Slurm's dependencies, as one session."""
+        from jobsmith.agent.runtime.plans import load_plan
+        from jobsmith.agent.runtime.steps import RunPlan
+
+        plan = load_plan(path)
+        return self.one_step(f"plan {plan.name}", RunPlan(plan=plan), origin="plan")
+
+    def plan_status(self, session_id: str | None) -> PlanStatusDocument:
+        """A plan's steps with their jobs' states (one poll): session_id's plan, or the
+        newest plan's."""
+        from jobsmith.agent.runtime.planrun import plan_of, status_document
+        from jobsmith.errors import NotFound
+
+        if session_id is None:
+            plans = [i.id for i in self.store.list_sessions() if i.meta.get("origin") == "plan"]
+            if not plans:
+                raise NotFound("no plan has run yet (`jobsmith plan run FILE` starts one)")
+            session_id = plans[-1]
+        record = plan_of(self.store.read(session_id))
+        ids = list(record.job_ids.values())
+        statuses = self.status(ids, "30d") if ids else {}
+        return status_document(session_id, record, statuses)
 
     def rerun(
         self, job_id: str, *, failed_only: bool, mem_mb: int | None, time_limit_s: int | None
@@ -502,6 +537,8 @@ class App:
         if item.action == "submit":
             return self.executor.submit_approved(item.session_id, step_id, item.data)
         step = STEP_ADAPTER.validate_python(item.data["step"])
+        if item.action == "run_plan":  # the plan checks the approved hash itself
+            return self.executor.run(item.session_id, step)
         return self.executor.run_approved_control(item.session_id, step)
 
     def deny(self, step_id: str, reason: str) -> PendingApproval:

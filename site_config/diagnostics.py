@@ -25,11 +25,16 @@ _SHOWN_INPUT = 60  # characters of a bad value quoted back; whole mappings are n
 
 
 def describe_validation_error(
-    exc: ValidationError, model: type[BaseModel], provenance: Provenance, files: Sequence[Path]
+    exc: ValidationError,
+    model: type[BaseModel],
+    provenance: Provenance,
+    files: Sequence[Path],
+    document: str = "site file",
 ) -> str:
-    """One message for every problem in exc: the first in full, the others by field path."""
+    """One message for every problem in exc: the first in full, the others by field path
+    (document: what the files are, for "required, but no site file sets it")."""
     problems = sorted(exc.errors(include_url=False), key=lambda e: _position(e, provenance, files))
-    first = _describe(problems[0], model, provenance, files)
+    first = _describe(problems[0], model, provenance, files, document)
     others = [_dotted(_paths(p)[0]) for p in problems[1:]]
     if not others:
         return first
@@ -49,7 +54,11 @@ def _position(
 
 
 def _describe(
-    error: ErrorDetails, model: type[BaseModel], provenance: Provenance, files: Sequence[Path]
+    error: ErrorDetails,
+    model: type[BaseModel],
+    provenance: Provenance,
+    files: Sequence[Path],
+    document: str,
 ) -> str:
     paths = _paths(error)
     origins: list[Origin] = []
@@ -57,7 +66,7 @@ def _describe(
         origins += [o for o in provenance.origins_of(path) if o not in origins]
     where = ", ".join(str(o) for o in origins) or " + ".join(str(f) for f in files)
     shown = " and ".join(_dotted(p) for p in paths)
-    return f"{where}: {shown}: {_what(error, model)}"
+    return f"{where}: {shown}: {_what(error, model, document)}"
 
 
 def _paths(error: ErrorDetails) -> list[KeyPath]:
@@ -69,10 +78,10 @@ def _paths(error: ErrorDetails) -> list[KeyPath]:
     return [(*loc, *sub) for sub in fields]
 
 
-def _what(error: ErrorDetails, model: type[BaseModel]) -> str:
+def _what(error: ErrorDetails, model: type[BaseModel], document: str) -> str:
     kind = error["type"]
     if kind == "missing":
-        return "required, but no site file sets it"
+        return f"required, but no {document} sets it"
     if kind == "extra_forbidden":
         return _unknown_key(error["loc"], model)
     if kind in ("site_config", "duration", "memory", "path_expansion", "name"):

@@ -20,6 +20,10 @@ from jobsmith.agent.views.documents import (
     JobStatusDocument,
     PendingDocument,
     PendingItem,
+    PlanCheckDocument,
+    PlanStatusDocument,
+    PlanStepCheck,
+    PlanStepStatus,
     RenderDocument,
     SessionDocument,
     SubmissionDocument,
@@ -63,6 +67,10 @@ def documented_keys(command: str, inside: str | None = None) -> set[str]:
         ("`sessions show`", None, SessionDocument),
         ("`diagnose`", "diagnoses", Diagnosis),
         ("`diagnose`", None, DiagnosisDocument),
+        ("`plan check`", None, PlanCheckDocument),
+        ("`plan check`", "steps", PlanStepCheck),
+        ("`plan status`", None, PlanStatusDocument),
+        ("`plan status`", "steps", PlanStepStatus),
     ],
 )
 def test_documented_keys_are_the_models_fields(

@@ -143,7 +143,7 @@ class AskTools:
         try:
             step = self._step(name, arguments)
         except (ValidationError, ValueError) as exc:
-            return _refused(f"{name}: invalid input: {_first_error(exc)}")
+            return _refused(f"{name}: invalid input: {first_error(exc)}")
         if isinstance(step, Status) and not step.job_ids:
             # no jobs to ask about: Slurm is not asked (an empty sacct -j lists everyone's)
             return ToolOutcome(content=as_data({"jobs": []}), is_error=False, step=None)
@@ -212,7 +212,8 @@ def _refused(message: str) -> ToolOutcome:
     return ToolOutcome(content=as_data({"error": message}), is_error=True, step=None)
 
 
-def _first_error(exc: Exception) -> str:
+def first_error(exc: Exception) -> str:
+    """The first problem of a validation error (or the error itself), as 'field: message'."""
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "input"

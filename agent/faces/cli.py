@@ -619,6 +619,113 @@ def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json:
         term.write(session.cost_line() + "\n")
 
 
+@cli.command()
+@click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="HTTP port."
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="HTTP bearer token, in a file only you can read (default: mcp_token in your "
+    "jobsmith config directory).",
+)
+@click.option("--session", "session_id", help="Record into this session instead of a new one.")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(min=1, max=3600),
+    default=15.0,
+    show_default=True,
+    help="Seconds between polls while wait_for_jobs waits and no watcher runs for you.",
+)
+@click.option(
+    "--token-ttl",
+    "token_ttl_s",
+    type=click.FloatRange(min=1, max=86400),
+    default=600.0,
+    show_default=True,
+    help="Seconds a check_job token may be used to submit.",
+)
+@click.pass_context
+def mcp(
+    ctx: click.Context,
+    http: bool,
+    port: int,
+    token_file: Path | None,
+    session_id: str | None,
+    interval_s: float,
+    token_ttl_s: float,
+) -> None:
+    """Serve jobsmith's tools to an MCP client (Claude Code, …): check and submit jobs
+    with a one-time token, wait for them, read logs and diagnoses, under the site's
+    policy. stdio by default; needs the `mcp` extra."""
+    from jobsmith.errors import JobsmithError
+
+    app = _app(ctx)
+    try:
+        from jobsmith.agent.faces import mcp_server
+    except ImportError as exc:
+        click.echo(
+            f"jobsmith: error: the MCP server needs the mcp extra ({exc}): "
+            "pip install 'jobsmith[mcp]'",
+            err=True,
+        )
+        sys.exit(2)
+    options = mcp_server.ServeOptions(session_id, interval_s, token_ttl_s)
+    try:
+        if session_id is not None:
+            app.store.info(session_id)  # a clear error now, not at the first call
+        if http:
+            tokens = token_file or app.paths.config_dir / "mcp_token"
+            mcp_server.serve_http(app, options, port=port, token_file=tokens)
+        else:
+            mcp_server.serve_stdio(app, options)
+    except JobsmithError as err:
+        click.echo(f"jobsmith: error: {err}", err=True)
+        sys.exit(err.exit_code)
+
+
+@cli.group()
+def plan() -> None:
+    """Several jobs and their dependencies, run as Slurm's own dependencies."""
+
+
+@plan.command("check")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@json_command
+@click.pass_context
+def plan_check(ctx: click.Context, file: Path, as_json: bool) -> None:
+    """Validate a plan file and print every job's script (submits nothing; exit 3 if the
+    policy would refuse it, 8 if it would wait for a person)."""
+    from jobsmith.agent.views import render as views
+
+    views.show_plan_check(_app(ctx).plan_check(file), as_json)
+
+
+@plan.command("run")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@json_command
+@click.pass_context
+def plan_run(ctx: click.Context, file: Path, as_json: bool) -> None:
+    """Submit every job of a plan at once, each waiting for its steps' jobs (prints one
+    'JOBID<TAB>STEP' line per job)."""
+    from jobsmith.agent.views import render as views
+
+    views.show_plan_run(*_app(ctx).plan_run(file), as_json)
+
+
+@plan.command("status")
+@click.argument("session_id", required=False)
+@json_command
+@click.pass_context
+def plan_status(ctx: click.Context, session_id: str | None, as_json: bool) -> None:
+    """A plan's steps as a tree with each job's state (default: the newest plan)."""
+    from jobsmith.agent.views import render as views
+
+    views.show_plan_status(_app(ctx).plan_status(session_id), as_json)
+
+
 @cli.group()
 def sessions() -> None:
     """Inspect, export and prune session logs."""

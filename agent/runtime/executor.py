@@ -29,6 +29,7 @@ from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.limits import check_limits
 from jobsmith.agent.runtime.payloads import intent_payload
+from jobsmith.agent.runtime.planrun import PlanStepUndecided, run_plan
 from jobsmith.agent.runtime.policy import Cost, Decision, evaluate, history_from_folds
 from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
@@ -142,13 +143,15 @@ class Executor:
         try:
             if isinstance(step, st.Submit | st.Rerun):  # the one submit path
                 return self._submit_step(log, step)
+            if isinstance(step, st.RunPlan):  # judged whole, then a submit step per job
+                return run_plan(self, log, step)
             if step.risk is st.Risk.CONTROL and person_first is not None:
                 self._ask_person(log, step, person_first)
             if step.risk is st.Risk.CONTROL:
                 self._check_foreign(log, step)
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
             summary = self._handle(step)
-        except (ApprovalNeeded, StepSettled):
+        except (ApprovalNeeded, StepSettled, PlanStepUndecided):
             raise  # a settled step must not get a failure result on top of its result
         except JobsmithError as err:
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
@@ -156,26 +159,77 @@ class Executor:
             raise
         return self._finish(log, step, st.Outcome.DONE, summary, None)
 
+    def submit_prepared(
+        self, log: SessionLog, step: st.Submit, template: str, script: str, options: JobOptions
+    ) -> st.StepResult:
+        """Submit a script already checked and allowed as part of a whole (a plan's job):
+        exactly these bytes, as a submit step of its own; the approval thresholds are not
+        asked again, the budgets are (time has passed)."""
+        cost = Cost.of(options)
+        try:
+            log.intent(step.id, self._submission_intent(step, template, script, options, cost))
+            decision = self._decide(cost, approval_given=True)
+            if decision.verdict == "refuse":
+                raise PolicyError(refusal(decision))
+            return self._submit(log, step.id, step.action, template, script, options, cost)
+        except StepSettled:
+            raise
+        except JobsmithError as err:
+            self._finish(log, step, _outcome_of(err), {}, str(err))
+            raise
+
+    def decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
+        """The policy's verdict on spending cost now (budgets, limits, thresholds)."""
+        return self._decide(cost, approval_given=approval_given)
+
+    def finish(
+        self,
+        log: SessionLog,
+        step: st.Step,
+        outcome: st.Outcome,
+        summary: dict[str, Any],
+        error: str | None,
+    ) -> st.StepResult:
+        """Record the step's result (once) and return it."""
+        return self._finish(log, step, outcome, summary, error)
+
     # --- submission ------------------------------------------------------------------
 
-    def _submit_step(self, log: SessionLog, step: st.Submit | st.Rerun) -> st.StepResult:
+    def submit_checked(
+        self, session_id: str, step: st.Submit, checked: CheckedJob
+    ) -> st.StepResult:
+        """Submit a job an earlier check assembled (the MCP server's two-step submission):
+        exactly its bytes (its script, tag and options, not a new rendering), on the one
+        submit path; policy judges it again now (time has passed since the check)."""
+        log = SessionLog(self.store, session_id)
+        try:
+            return self._submit_step(log, step, checked)
+        except (ApprovalNeeded, StepSettled):
+            raise
+        except JobsmithError as err:
+            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            self._finish(log, step, _outcome_of(err), {}, str(err))
+            raise
+
+    def _submit_step(
+        self,
+        log: SessionLog,
+        step: st.Submit | st.Rerun,
+        checked: CheckedJob | None = None,
+    ) -> st.StepResult:
         if isinstance(step, st.Rerun):
             template, script, options, extra = self._prepare_rerun(step)
             cost = Cost.of(options)
             decision = self._decide(cost)
         else:
-            checked = self.check(step.job)
-            job, cost, decision = checked.job, checked.cost, checked.decision
+            if checked is None:
+                checked = self.check(step.job)
+                decision = checked.decision
+            else:
+                decision = self._decide(checked.cost)
+            job, cost = checked.job, checked.cost
             template, script, options, extra = job.template, job.script, job.options, {}
-        intent = {
-            "step": _dump(step),
-            "risk": step.risk,
-            **_job_facts(template, script, options, cost),
-            "script": script,  # resume submits exactly this, with the same tag
-            "host": socket.gethostname(),  # where an orphaned sbatch could still be running
-            "cwd": str(self.cwd),  # what relative paths meant, for replay
-            **extra,
-        }
+        intent = self._submission_intent(step, template, script, options, cost, extra)
         log.intent(step.id, intent)
         if decision.verdict == "refuse":
             raise PolicyError(refusal(decision))
@@ -184,6 +238,26 @@ class Executor:
             log.append(EventKind.APPROVAL_ASKED, asked, step.id)
             raise ApprovalNeeded(step.id, decision.message)
         return self._submit(log, step.id, step.action, template, script, options, cost)
+
+    def _submission_intent(
+        self,
+        step: st.Submit | st.Rerun,
+        template: str,
+        script: str,
+        options: JobOptions,
+        cost: Cost,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A submission's intent: what approvals bind to and what resume submits."""
+        return {
+            "step": _dump(step),
+            "risk": step.risk,
+            **_job_facts(template, script, options, cost),
+            "script": script,  # resume submits exactly this, with the same tag
+            "host": socket.gethostname(),  # where an orphaned sbatch could still be running
+            "cwd": str(self.cwd),  # what relative paths meant, for replay
+            **(extra or {}),
+        }
 
     def _prepare_rerun(self, step: st.Rerun) -> tuple[str, str, JobOptions, dict[str, Any]]:
         """The original submission's script with new directives (see agent/runtime/rerun.py)."""

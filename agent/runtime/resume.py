@@ -54,6 +54,7 @@ from jobsmith.agent.runtime.claims import (
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
 from jobsmith.agent.runtime.payloads import intent_payload, result_payload
+from jobsmith.agent.runtime.planrun import PlanStepUndecided
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.steps import STEP_ADAPTER
 
@@ -117,7 +118,8 @@ def resume_session(
         if e.kind is EventKind.APPROVAL_GIVEN and e.data.get("script_sha256")
     }
     report = ResumeReport(session_id=session_id)
-    for intent in in_flight(events):
+    # a plan goes on only after its jobs that were in flight are settled (planrun.py)
+    for intent in sorted(in_flight(events), key=_is_plan):
         step_id = intent.step_id or "?"
         try:
             start_by = _claim(log, step_id, host, orphan_wait_s, clock, sleep)
@@ -129,7 +131,14 @@ def resume_session(
             report.undecided[step_id] = str(held)
         except StepClaimed as busy:
             report.undecided[step_id] = _still_held(busy.holder, host, orphan_wait_s)
+        except PlanStepUndecided as open_job:  # a job of the plan is left undecided above
+            report.undecided[step_id] = str(open_job)
     return report
+
+
+def _is_plan(intent: Event) -> bool:
+    step = intent_payload(intent).step or {}
+    return step.get("action") == "run_plan"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jobsmith.adapters.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
 from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.plans import Plan
 from jobsmith.agent.views.documents import StatusDocument
 
 if TYPE_CHECKING:
@@ -179,6 +180,21 @@ class Rerun(_Step):
         return Risk.SUBMIT
 
 
+class RunPlan(_Step):
+    """Submit a plan's jobs at once, each waiting for the jobs of the steps it names
+    through Slurm's dependencies (agent/runtime/plans.py); policy and approval judge the
+    plan whole (agent/runtime/planrun.py)."""
+
+    action: Literal["run_plan"] = "run_plan"
+    submits: ClassVar[bool] = True
+    plan: Plan = Field(description="the plan: named steps, each a job and what it waits for")
+
+    @property
+    def risk(self) -> Risk:
+        """Submitting spends allocation."""
+        return Risk.SUBMIT
+
+
 class Status(_Step):
     """States of jobs (one sacct call for all)."""
 
@@ -277,6 +293,7 @@ Step = Annotated[
     | TestOnly
     | Submit
     | Rerun
+    | RunPlan
     | Status
     | ReadOutput
     | Diagnose

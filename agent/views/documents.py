@@ -158,6 +158,46 @@ class RenderDocument(_Document):
         return doc
 
 
+class PlanStepCheck(_Document):
+    """One step of a checked plan: its name, what it waits for, and its render document."""
+
+    name: str = Field(description="the step's name in the plan")
+    waits_for: dict[str, list[str]] = Field(description="after_ok/after_any/after_not_ok")
+    job: RenderDocument = Field(description="the step's script and the policy's verdict")
+
+
+class PlanCheckDocument(_Document):
+    """`plan check`: every step rendered and judged, and the plan judged whole."""
+
+    plan: str = Field(description="the plan's name")
+    order: tuple[str, ...] = Field(description="the steps in the order they are submitted")
+    steps: tuple[PlanStepCheck, ...] = Field(description="each step, in that order")
+    cost: dict[str, Any] = Field(description="the plan's total: tasks, core-, GPU-, node-hours")
+    policy: dict[str, Any] = Field(description="verdict (allow, approve, refuse) and message")
+    script_sha256: str = Field(description="what an approval of the whole plan binds to")
+
+
+class PlanStepStatus(_Document):
+    """One step of a running plan."""
+
+    name: str = Field(description="the step's name in the plan")
+    depth: int = Field(description="how many steps deep (the tree's indentation)")
+    waits_for: dict[str, list[str]] = Field(description="after_ok/after_any/after_not_ok")
+    job_id: str | None = Field(description="Slurm's job id (None: not submitted)")
+    state: str | None = Field(description="the job's state (None: not submitted)")
+    reason: str | None = Field(description="why it waits, from the controller")
+    task_counts: dict[str, int] = Field(description="an array's tasks by state")
+
+
+class PlanStatusDocument(_Document):
+    """`plan status`: the plan's steps as a tree, each with its job's state."""
+
+    session_id: str = Field(description="the plan's session")
+    plan: str = Field(description="the plan's name")
+    outcome: str | None = Field(description="the plan step's outcome (None: still running)")
+    steps: tuple[PlanStepStatus, ...] = Field(description="each step, in submission order")
+
+
 #: a compact session document shows at most this many of its newest events
 MAX_COMPACT_EVENTS = 30
 #: and at most this much of each event's data, as JSON text

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.events import Event, SessionInfo
     from jobsmith.agent.runtime.executor import CheckedJob
+    from jobsmith.agent.runtime.planrun import Judgement
     from jobsmith.agent.runtime.steps import StepResult
     from jobsmith.agent.runtime.store import PruneReport
-    from jobsmith.agent.views.documents import JobStatusDocument
+    from jobsmith.agent.views.documents import JobStatusDocument, PlanStatusDocument
     from jobsmith.agent.views.results import ControlResult, LogView
     from jobsmith.job_templates import Template
 
@@ -307,3 +308,56 @@ def show_prune(report: PruneReport, as_json: bool) -> None:
         return
     verb = "would remove" if report.dry_run else "removed"
     print(f"{verb} {len(report.removed)} sessions, {_mem(report.bytes_freed)}")
+
+
+def show_plan_check(judged: Judgement, as_json: bool) -> None:
+    """Print `jobsmith plan check`: every script in order, then the plan's cost and verdict
+    (exit 3 if the policy would refuse the plan, 8 if it would wait for a person)."""
+    from jobsmith.agent.runtime.plans import approval_text
+
+    doc = judged.document()
+    if as_json:
+        print_json(doc.full())
+    else:
+        scripts = {step.name: step.job.script for step in doc.steps}
+        print(approval_text(judged.plan, scripts), end="")
+        cost = doc.cost
+        print(
+            f"### plan {doc.plan}: {len(doc.steps)} jobs, {cost['tasks']} task(s), "
+            f"{cost['core_hours']:g} core-hours, {cost['gpu_hours']:g} GPU-hours: "
+            f"{doc.policy['verdict']}"
+            + (f" ({doc.policy['message']})" if doc.policy["message"] else "")
+        )
+    if doc.policy["verdict"] == "refuse":
+        raise SystemExit(3)
+    if doc.policy["verdict"] == "approve":
+        raise SystemExit(8)
+
+
+def show_plan_run(session_id: str, result: StepResult, as_json: bool) -> None:
+    """Print `jobsmith plan run`: one line per job, Slurm's id first."""
+    from jobsmith.agent.views.output import note
+
+    if as_json:
+        print_json({"session_id": session_id, "step_id": result.step_id, **result.summary})
+        return
+    for name, job_id in result.summary["jobs"].items():
+        print(f"{job_id}\t{name}")
+    note(f"plan {result.summary['plan']} submitted (jobsmith plan status {session_id})")
+
+
+def show_plan_status(doc: PlanStatusDocument, as_json: bool) -> None:
+    """Print `jobsmith plan status`: the steps as a tree, each with its job's state."""
+    if as_json:
+        print_json(doc.full())
+        return
+    print(f"plan {doc.plan} (session {doc.session_id}): {doc.outcome or 'submitting'}")
+    for step in doc.steps:
+        indent = "  " * step.depth + ("└ " if step.depth else "")
+        waits = "; ".join(f"{k} {', '.join(v)}" for k, v in step.waits_for.items())
+        state = step.state or "not submitted"
+        if step.reason and step.state == "PENDING":
+            state += f" ({step.reason})"
+        tasks = ", ".join(f"{n} {s.lower()}" for s, n in sorted(step.task_counts.items()))
+        line = f"{indent}{step.name}  {step.job_id or '-'}  {state}"
+        print(line + (f"  [{tasks}]" if tasks else "") + (f"  ({waits})" if waits else ""))

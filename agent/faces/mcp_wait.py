@@ -1,0 +1,186 @@
+"""`wait_for_jobs` for the MCP server: the states it reads, and who polls meanwhile.
+
+A waiting client costs Slurm nothing per job: the states come from what the batched poll
+already keeps, the newest poll's answer (`<state>/last_poll.json`, agent/runtime/lastpoll.py)
+and the job states the sessions recorded. When no watcher runs for the user, the server
+is the poller while a wait lasts: it takes the per-user watcher lock and runs watcher
+cycles (one sacct for every open job, as `jobsmith watch` would, rules and all); when a
+watcher holds the lock, the server only reads what that watcher's polls leave, at its
+pace. Only jobs jobsmith follows can be waited for (`jobsmith adopt` brings in others):
+the watcher never polls anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.adapters.jobid import WholeJobIdText
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.lastpoll import PolledJob
+from jobsmith.errors import JobsmithError, NotFound
+
+if TYPE_CHECKING:
+    from jobsmith.agent.app import App
+    from jobsmith.agent.watcher.lock import WatchLock
+
+#: at most this many jobs in one wait (a bigger set is an array, or several waits)
+MAX_WAIT_JOBS = 100
+#: the longest one call may block (a client's own request timeout is usually shorter:
+#: the progress notifications keep it alive)
+MAX_WAIT_S = 3600.0
+
+
+class WaitInput(BaseModel):
+    """wait_for_jobs' arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_ids: list[WholeJobIdText] = Field(
+        min_length=1,
+        max_length=MAX_WAIT_JOBS,
+        description="Slurm job ids jobsmith submitted (an array: its job id)",
+    )
+    timeout_s: float = Field(
+        300.0, ge=1, le=MAX_WAIT_S, allow_inf_nan=False, description="give up after, seconds"
+    )
+
+
+def not_followed(app: App, job_ids: Sequence[str]) -> None:
+    """NotFound naming the jobs jobsmith does not follow (so no poll would see them)."""
+    foreign = [j for j in job_ids if app.ledger.get(j) is None]
+    if foreign:
+        raise NotFound(
+            f"wait_for_jobs: jobsmith did not submit {', '.join(foreign)}, so no poll "
+            "follows them: `jobsmith adopt JOB_ID` first, or ask `status`"
+        )
+
+
+def job_states(app: App, job_ids: Sequence[str]) -> dict[str, PolledJob | None]:
+    """Each job's newest known state (None: no poll has seen it yet), asking no one.
+
+    An end a session recorded wins (a job that ended leaves later polls); otherwise the
+    newest poll's answer; otherwise what the session recorded last.
+    """
+    poll = app.last_poll()
+    polled = {job.job_id: job for job in poll.jobs} if poll else {}
+    out: dict[str, PolledJob | None] = {}
+    for job_id in job_ids:
+        record = app.ledger.get(job_id)
+        recorded = None
+        if record is not None and record.session_id is not None:
+            recorded = JobState.known(app.folds.of(record.session_id).job_states.get(job_id))
+        if recorded is not None and recorded.is_terminal:
+            out[job_id] = PolledJob(job_id=job_id, state=recorded)
+        elif job_id in polled:
+            out[job_id] = polled[job_id]
+        elif recorded is not None:
+            out[job_id] = PolledJob(job_id=job_id, state=recorded)
+        else:
+            out[job_id] = None
+    return out
+
+
+def fingerprint(job: PolledJob | None) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """What counts as a change: the state, and an array's counts per state."""
+    if job is None:
+        return ("", ())
+    return (job.state.value, tuple(sorted(job.task_counts.items())))
+
+
+def all_ended(states: Mapping[str, PolledJob | None]) -> bool:
+    """True if every job has ended."""
+    return all(job is not None and job.state.is_terminal for job in states.values())
+
+
+def progress_text(states: Mapping[str, PolledJob | None]) -> str:
+    """'41 RUNNING, 42 PENDING (Resources)' for a progress notification."""
+    parts = []
+    for job_id, job in states.items():
+        if job is None:
+            parts.append(f"{job_id} not polled yet")
+            continue
+        text = f"{job_id} {job.state.value}"
+        if job.task_counts:
+            text += " (" + ", ".join(f"{n} {s}" for s, n in sorted(job.task_counts.items())) + ")"
+        elif job.reason and not job.state.is_terminal:
+            text += f" ({job.reason})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def wait_document(
+    states: Mapping[str, PolledJob | None],
+    changed: Sequence[str],
+    *,
+    timed_out: bool,
+    poller: str,
+    app: App,
+) -> dict[str, Any]:
+    """wait_for_jobs' answer: every job's state, which changed, and how fresh it is."""
+    poll = app.last_poll()
+    jobs = [
+        job.model_dump(mode="json")
+        if job is not None
+        else {"job_id": job_id, "state": None, "note": "no poll has seen it yet"}
+        for job_id, job in states.items()
+    ]
+    return {
+        "jobs": jobs,
+        "changed": list(changed),
+        "all_ended": all_ended(states),
+        "timed_out": timed_out,
+        "polled_at": poll.at.isoformat() if poll else None,
+        "poller": poller,
+    }
+
+
+class Poller:
+    """The server as the user's poller while any wait runs and no watcher does."""
+
+    def __init__(self, app: App, interval_s: float) -> None:
+        self.app = app
+        self.interval_s = interval_s
+        self._lock: WatchLock | None = None
+        self._holding = False
+        self._waits = 0
+        self._mutex = threading.Lock()
+
+    def begin(self) -> None:
+        """A wait starts."""
+        with self._mutex:
+            self._waits += 1
+
+    def end(self) -> None:
+        """A wait ended: the last one gives the watcher lock back."""
+        with self._mutex:
+            self._waits -= 1
+            if self._waits == 0 and self._holding and self._lock is not None:
+                self._lock.release()
+                self._holding = False
+
+    def poll(self) -> str:
+        """One watcher cycle if this server may poll; who polls ('this server' or 'your
+        watcher'). A cycle that fails changes nothing (the next one tries again)."""
+        from jobsmith.agent.watcher.lock import WatcherRunning
+
+        with self._mutex:
+            if self._lock is None:
+                self._lock = self.app.watch_lock(self.interval_s)
+            try:
+                if self._holding:
+                    self._lock.heartbeat()
+                else:
+                    self._lock.acquire()
+                    self._holding = True
+            except WatcherRunning:
+                self._holding = False
+                return "your watcher"
+            # a cycle that failed learned nothing: the states stay as they were
+            with contextlib.suppress(JobsmithError):
+                self.app.watch_cycle(self.interval_s)
+            return "this server"

@@ -1,0 +1,317 @@
+"""Running a plan (agent/runtime/plans.py) as one step of a session.
+
+The plan is judged whole before anything reaches Slurm: every step is rendered and
+checked on the submit path's own policy (a step the policy refuses refuses the plan,
+naming it), and the plan's total cost is judged against the budgets and approval
+thresholds once, so a person approves the plan once, shown every script. That approval
+is bound to the sha256 of the text shown (the scripts in order, without the
+dependencies, whose job ids do not exist yet); the plan is rendered again when it runs
+and refused if the text changed since.
+
+Then each step is a submit step of its own in the same session (`<plan step id>.<name>`),
+in dependency order, waiting through Slurm's `--dependency` for the job ids of the steps
+before it. So the machinery of single submissions covers each job: intent before, result
+after, and after a crash `sessions resume` finds or resubmits each job that was in
+flight first, then continues the plan (agent/runtime/resume.py runs plan steps last),
+which skips every step that already has a job and submits only what Slurm never got.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.adapters.options import JobOptions
+from jobsmith.agent.runtime import steps as st
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.payloads import intent_payload, result_payload
+from jobsmith.agent.runtime.plans import Plan, approval_text, sha256, summary_of
+from jobsmith.agent.runtime.policy import Cost, Decision
+from jobsmith.agent.runtime.rerun import with_directives
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.views.documents import (
+    PlanCheckDocument,
+    PlanStatusDocument,
+    PlanStepCheck,
+    PlanStepStatus,
+)
+from jobsmith.errors import JobsmithError, NotFound, PolicyError
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import JobStatus
+    from jobsmith.agent.runtime.executor import CheckedJob, Executor
+
+
+class PlanStepUndecided(JobsmithError):
+    """A job of the plan was in flight when its process died and is not settled yet."""
+
+    exit_code = 9
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A plan judged whole: each job checked, the text shown for approval, the total."""
+
+    plan: Plan
+    checked: dict[str, CheckedJob]
+    text: str
+    total: Cost
+    decision: Decision
+
+    def refusal(self) -> str | None:
+        """Why the policy refuses the plan (a step, or the whole), or None."""
+        from jobsmith.agent.runtime.executor import refusal
+
+        for name, job in self.checked.items():
+            if job.decision.verdict == "refuse":
+                return f"refused by policy: plan step {name}: {refusal(job.decision)}"
+        if self.decision.verdict == "refuse":
+            return f"refused by policy: plan {self.plan.name}: {refusal(self.decision)}"
+        return None
+
+    def approval_reason(self) -> str | None:
+        """Why a person must approve the plan: its total, or any one job of it."""
+        jobs = {name: PlannedJob.of(job) for name, job in self.checked.items()}
+        return _approval_reason(self.decision, jobs)
+
+    def document(self) -> PlanCheckDocument:
+        """`plan check`'s document."""
+        refused, wanted = self.refusal(), self.approval_reason()
+        verdict = "refuse" if refused else "approve" if wanted else "allow"
+        return PlanCheckDocument(
+            plan=self.plan.name,
+            order=tuple(self.checked),
+            steps=tuple(
+                PlanStepCheck(name=name, waits_for=self.plan.edges(name), job=job.document())
+                for name, job in self.checked.items()
+            ),
+            cost=self.total.model_dump(),
+            policy={"verdict": verdict, "message": refused or wanted},
+            script_sha256=sha256(self.text),
+        )
+
+
+def judge(executor: Executor, plan: Plan, *, approval_given: bool = False) -> Judgement:
+    """Every job of plan rendered and checked (without its dependencies), and the total
+    cost judged; nothing is recorded."""
+    checked = {name: executor.check(plan.request(name, {})) for name in plan.order()}
+    text = approval_text(plan, {name: job.job.script for name, job in checked.items()})
+    total = total_cost(job.cost for job in checked.values())
+    decision = executor.decide(total, approval_given=approval_given)
+    return Judgement(plan, checked, text, total, decision)
+
+
+class PlannedJob(BaseModel):
+    """One job of a plan as checked: what is shown for approval and then submitted, byte
+    for byte (its script gets only the dependency directive, once the job ids exist)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    template: str = Field(description="template name")
+    script: str = Field(description="the exact script, without dependencies")
+    options: JobOptions = Field(description="its sbatch options, without dependencies")
+    person_first: str | None = Field(description="why a person must approve it, if so")
+
+    @classmethod
+    def of(cls, checked: CheckedJob) -> PlannedJob:
+        """The job an executor check assembled."""
+        wanted = checked.decision.message if checked.decision.verdict == "approve" else None
+        job = checked.job
+        return cls(
+            template=job.template, script=job.script, options=job.options, person_first=wanted
+        )
+
+
+def run_plan(executor: Executor, log: SessionLog, step: st.RunPlan) -> st.StepResult:
+    """Judge the plan whole, then submit each job not submitted yet (module docstring).
+
+    The jobs are checked once; a later run of the same step (after an approval, or a
+    crash) submits the jobs recorded then, so what was approved is what is submitted.
+    """
+    from jobsmith.agent.runtime.executor import ApprovalNeeded, refusal
+
+    plan = step.plan
+    events = log.events()
+    approved = _approved_sha(events, step.id)
+    jobs = _recorded_jobs(events, step.id) or _checked_jobs(executor, plan)
+    text = approval_text(plan, {name: job.script for name, job in jobs.items()})
+    total = total_cost(Cost.of(job.options) for job in jobs.values())
+    decision = executor.decide(total, approval_given=approved is not None)
+    intent = _intent(step, text, total, jobs)
+    log.intent(step.id, intent)
+    if decision.verdict == "refuse":
+        raise PolicyError(f"refused by policy: plan {plan.name}: {refusal(decision)}")
+    if approved is not None and approved != sha256(text):
+        raise PolicyError(f"plan {plan.name}: the approved scripts changed; nothing submitted")
+    wanted = _approval_reason(decision, jobs)
+    if approved is None and wanted is not None:
+        log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": wanted}, step.id)
+        raise ApprovalNeeded(step.id, wanted)
+    job_ids = _submit_each(executor, log, step, jobs, events)
+    summary = {**summary_of(plan, job_ids), "cost": total.model_dump()}
+    return executor.finish(log, step, st.Outcome.DONE, summary, None)
+
+
+def _checked_jobs(executor: Executor, plan: Plan) -> dict[str, PlannedJob]:
+    """Every job checked now; PolicyError naming the first step the policy refuses."""
+    judged = judge(executor, plan)
+    refused = judged.refusal()
+    if refused is not None:
+        raise PolicyError(refused)
+    return {name: PlannedJob.of(job) for name, job in judged.checked.items()}
+
+
+def _recorded_jobs(events: list[Event], step_id: str) -> dict[str, PlannedJob] | None:
+    """The jobs an earlier run of this plan step checked and recorded, if one did."""
+    for event in reversed(events):
+        if event.kind is EventKind.INTENT and event.step_id == step_id:
+            jobs = event.data.get("jobs")
+            if isinstance(jobs, dict):
+                return {name: PlannedJob.model_validate(job) for name, job in jobs.items()}
+    return None
+
+
+def _approval_reason(decision: Decision, jobs: Mapping[str, PlannedJob]) -> str | None:
+    """Why a person must approve the plan: its total, or any one job of it."""
+    if decision.verdict == "approve":
+        return f"the plan as a whole: {decision.message}"
+    for name, job in jobs.items():
+        if job.person_first is not None:
+            return f"plan step {name}: {job.person_first}"
+    return None
+
+
+def total_cost(costs: Any) -> Cost:
+    """The plan's cost: every job's tasks and hours added up (nodes: the most any asks)."""
+    items = list(costs)
+    return Cost(
+        tasks=sum(c.tasks for c in items),
+        nodes=max(c.nodes for c in items),
+        core_hours=round(sum(c.core_hours for c in items), 3),
+        gpu_hours=round(sum(c.gpu_hours for c in items), 3),
+        node_hours=round(sum(c.node_hours for c in items), 3),
+    )
+
+
+def sub_step_id(plan_step_id: str, name: str) -> str:
+    """The submit step of one job of a plan."""
+    return f"{plan_step_id}.{name}"
+
+
+def _submit_each(
+    executor: Executor,
+    log: SessionLog,
+    step: st.RunPlan,
+    jobs: Mapping[str, PlannedJob],
+    events: list[Event],
+) -> dict[str, str]:
+    """Each job in order, waiting for its steps' jobs; those submitted already are kept."""
+    plan = step.plan
+    job_ids = _submitted(events, step.id, plan)
+    for name in plan.order():
+        if name in job_ids:
+            continue
+        sub_id = sub_step_id(step.id, name)
+        if any(e.step_id == sub_id and e.kind is EventKind.INTENT for e in events):
+            raise PlanStepUndecided(
+                f"plan {plan.name}: the job of step {name} was being submitted when its "
+                f"process stopped and is not settled; run `jobsmith sessions resume "
+                f"{log.session_id}` (it settles that job first, then goes on with the plan)"
+            )
+        request = plan.request(name, job_ids)
+        job = jobs[name]
+        options = job.options.model_copy(update={"dependencies": request.dependencies})
+        script = with_directives(job.script, options, executor.scheduler)
+        submit = st.Submit(id=sub_id, job=request)
+        result = executor.submit_prepared(log, submit, job.template, script, options)
+        job_ids[name] = str(result.summary["job_id"])
+    return job_ids
+
+
+def _submitted(events: list[Event], plan_step_id: str, plan: Plan) -> dict[str, str]:
+    """The plan's jobs that have a submitted result already (from an earlier run)."""
+    found: dict[str, str] = {}
+    for name in plan.steps:
+        sub_id = sub_step_id(plan_step_id, name)
+        for event in events:
+            if event.kind is EventKind.RESULT and event.step_id == sub_id:
+                result = result_payload(event)
+                if result.submitted and result.job_id:
+                    found[name] = result.job_id
+    return found
+
+
+def _approved_sha(events: list[Event], step_id: str) -> str | None:
+    """The hash a person approved the plan step for, if one did."""
+    for event in reversed(events):
+        if event.step_id == step_id and event.kind is EventKind.APPROVAL_GIVEN:
+            sha = event.data.get("script_sha256")
+            return str(sha) if sha else ""
+    return None
+
+
+def _intent(
+    step: st.RunPlan, text: str, total: Cost, jobs: Mapping[str, PlannedJob]
+) -> dict[str, Any]:
+    """The plan step's intent: the plan, the jobs as checked, the text a person approves
+    (with its hash) and the total cost."""
+    return {
+        "step": step.model_dump(mode="json"),
+        "risk": step.risk,
+        "plan": step.plan.name,
+        "jobs": {name: job.model_dump(mode="json") for name, job in jobs.items()},
+        "script": text,
+        "script_sha256": sha256(text),
+        "cost": total.model_dump(),
+    }
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """What a session's log says about the plan it ran."""
+
+    step_id: str
+    plan: Plan
+    job_ids: dict[str, str]
+    outcome: str | None  # the plan step's result outcome; None while it has none
+
+
+def plan_of(events: list[Event]) -> PlanRecord:
+    """The plan of a session (the first plan step in it); NotFound if it ran none."""
+    for event in events:
+        intent = intent_payload(event) if event.kind is EventKind.INTENT else None
+        if intent is not None and (intent.step or {}).get("action") == "run_plan":
+            step = st.RunPlan.model_validate(intent.step)
+            results = [e for e in events if e.kind is EventKind.RESULT and e.step_id == step.id]
+            outcome = result_payload(results[-1]).outcome if results else None
+            return PlanRecord(step.id, step.plan, _submitted(events, step.id, step.plan), outcome)
+    session = events[0].session_id if events else "?"
+    raise NotFound(f"session {session} ran no plan (`jobsmith plan run FILE` starts one)")
+
+
+def status_document(
+    session_id: str, record: PlanRecord, statuses: Mapping[str, JobStatus]
+) -> PlanStatusDocument:
+    """`plan status`'s document: each step with its job's state, in submission order."""
+    plan = record.plan
+    rows = []
+    for name in plan.order():
+        job_id = record.job_ids.get(name)
+        status = statuses.get(job_id) if job_id else None
+        rows.append(
+            PlanStepStatus(
+                name=name,
+                depth=plan.depth(name),
+                waits_for=plan.edges(name),
+                job_id=job_id,
+                state=status.state.value if status else None,
+                reason=status.reason if status else None,
+                task_counts=dict(status.task_counts) if status else {},
+            )
+        )
+    return PlanStatusDocument(
+        session_id=session_id, plan=plan.name, outcome=record.outcome, steps=tuple(rows)
+    )

@@ -1,0 +1,175 @@
+"""Plans: several jobs and the dependencies between them, run as Slurm's own dependencies.
+
+A plan is a small YAML document of named steps, each a job from a template (its
+parameters and resources, as `submit` takes them) and the steps it waits for:
+
+    name: transcode
+    steps:
+      chunks:
+        template: ffmpeg_chunks
+        params: {input: clip.mp4, output_dir: chunks, duration_s: 12, chunk_seconds: 4}
+      join:
+        template: ffmpeg_concat
+        params: {chunk_dir: chunks, chunks: 3, output: clip.mkv}
+        after_ok: [chunks]
+
+Fan-out is an array template (one step, many tasks); fan-in is a step waiting for
+several. `jobsmith plan run` submits every step at once, in dependency order, each with
+`--dependency` on the job ids of the steps it waits for (known, since those were
+submitted first): Slurm holds and releases them, nothing of ours waits. The executor
+runs a plan as one step (agent/runtime/executor.py: policy and approval for the plan as
+a whole, each job a submit step of its own, so crash recovery covers each).
+
+Everything here is pure: reading and checking the document, the order, each step's
+request given the job ids of the steps before it, and the text a person approves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from jobsmith.adapters.options import Dependency, DependencyKind
+from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.errors import InputError
+from jobsmith.site_config.diagnostics import describe_validation_error
+from jobsmith.site_config.fieldtypes import Name
+from jobsmith.site_config.layers import Provenance
+from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
+
+PLAN_FILE = DocumentKind("plan file", "name:, steps:", InputError)
+#: a plan larger than this is a workflow engine's job (Nextflow, Snakemake), not a plan's
+MAX_STEPS = 100
+
+#: the plan file's words for each dependency, in the order they are written
+_KINDS: dict[str, DependencyKind] = {
+    "after_ok": DependencyKind.AFTEROK,
+    "after_any": DependencyKind.AFTERANY,
+    "after_not_ok": DependencyKind.AFTERNOTOK,
+}
+
+
+class PlanStep(BaseModel):
+    """One job of a plan: what `submit` takes, and the steps it waits for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    template: str = Field(description="template name")
+    params: dict[str, object] = Field(default_factory=dict, description="template parameters")
+    partition: str | None = Field(None, description="partition override")
+    account: str | None = Field(None, description="account override")
+    qos: str | None = Field(None, description="QoS override")
+    time_limit_s: int | None = Field(None, gt=0, description="wall time override, seconds")
+    mem_mb: int | None = Field(None, gt=0, description="memory per node override, MiB")
+    cpus_per_task: int | None = Field(None, gt=0, description="CPUs per task override")
+    gpus: int | None = Field(None, ge=0, description="GPUs per node override")
+    nodes: int | None = Field(None, gt=0, description="nodes override")
+    array_throttle: int | None = Field(None, gt=0, description="max array tasks at once")
+    log_dir: Path | None = Field(None, description="where stdout/stderr go")
+    after_ok: list[Name] = Field(default_factory=list, description="start when these succeeded")
+    after_any: list[Name] = Field(default_factory=list, description="start when these ended")
+    after_not_ok: list[Name] = Field(default_factory=list, description="start if these failed")
+
+    def waits_for(self) -> list[str]:
+        """Every step this one waits for, in the order written."""
+        return [*self.after_ok, *self.after_any, *self.after_not_ok]
+
+
+class Plan(BaseModel):
+    """A plan document (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Name = Field(description="the plan's name (sessions and job names show it)")
+    steps: dict[Name, PlanStep] = Field(
+        min_length=1, max_length=MAX_STEPS, description="the jobs, by name"
+    )
+
+    @model_validator(mode="after")
+    def _dependencies_are_steps_without_cycles(self) -> Plan:
+        # "site_config": the error's own words are shown as they are (diagnostics.py)
+        for name, step in self.steps.items():
+            unknown = [d for d in step.waits_for() if d not in self.steps]
+            if unknown:
+                valid = ", ".join(self.steps)
+                said = f"step {name} waits for {unknown[0]}, which is no step (steps: {valid})"
+                raise PydanticCustomError("site_config", said)
+            if name in step.waits_for():
+                raise PydanticCustomError("site_config", f"step {name} waits for itself")
+        try:
+            self.order()
+        except ValueError as exc:
+            raise PydanticCustomError("site_config", str(exc)) from None
+        return self
+
+    def order(self) -> list[str]:
+        """The steps, each after every step it waits for (else in the order written)."""
+        done: list[str] = []
+        left = list(self.steps)
+        while left:
+            ready = [n for n in left if all(d in done for d in self.steps[n].waits_for())]
+            if not ready:
+                raise ValueError(f"steps {', '.join(left)} wait for each other in a cycle")
+            done.append(ready[0])
+            left.remove(ready[0])
+        return done
+
+    def request(self, name: str, job_ids: Mapping[str, str]) -> JobRequest:
+        """Step name's request, waiting for job_ids[d] of each step d it waits for (a step
+        whose job id is not given yet is left out: `check` renders without it)."""
+        step = self.steps[name]
+        dependencies = []
+        for field, kind in _KINDS.items():
+            ids = tuple(job_ids[d] for d in getattr(step, field) if d in job_ids)
+            if ids:
+                dependencies.append(Dependency(kind=kind, job_ids=ids))
+        fields = step.model_dump(exclude={"after_ok", "after_any", "after_not_ok"})
+        return JobRequest(**fields, dependencies=tuple(dependencies))
+
+    def depth(self, name: str) -> int:
+        """How many steps deep name is (0: waits for none): the tree's indentation."""
+        waits = self.steps[name].waits_for()
+        return 0 if not waits else 1 + max(self.depth(d) for d in waits)
+
+    def edges(self, name: str) -> dict[str, list[str]]:
+        """The step's dependencies by kind, as written (for documents)."""
+        step = self.steps[name]
+        return {field: list(getattr(step, field)) for field in _KINDS if getattr(step, field)}
+
+
+def load_plan(path: Path) -> Plan:
+    """The plan in path; InputError naming the file, line and field on any problem."""
+    doc = read_yaml(path, PLAN_FILE)
+    try:
+        return Plan.model_validate(doc.data)
+    except ValidationError as exc:
+        provenance = Provenance()
+        provenance.record(doc, ())
+        message = describe_validation_error(exc, Plan, provenance, [path], PLAN_FILE.name)
+        raise InputError(message) from None
+
+
+def approval_text(plan: Plan, scripts: Mapping[str, str]) -> str:
+    """What a person approves for a whole plan: every step's script, in order, each under
+    a line naming the step and what it waits for (the dependencies' job ids are added at
+    submission: they do not exist yet)."""
+    parts = []
+    for name in plan.order():
+        waits = "; ".join(f"{k} {', '.join(v)}" for k, v in plan.edges(name).items())
+        parts.append(f"### step {name}" + (f" ({waits})" if waits else "") + "\n" + scripts[name])
+    return "\n".join(parts)
+
+
+def sha256(text: str) -> str:
+    """The hash an approval of text is bound to."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def summary_of(plan: Plan, job_ids: Mapping[str, str]) -> dict[str, Any]:
+    """A plan step's result: the plan's name and each step's job id, in order."""
+    return {"plan": plan.name, "jobs": {name: job_ids[name] for name in plan.order()}}

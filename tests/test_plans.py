@@ -1,0 +1,271 @@
+"""Plans (issue 10, part 1): a plan file read with errors that name the file, line and step;
+its order and requests (pure); and on the lab cluster, a diamond of real jobs run as
+Slurm's own dependencies (visible in `scontrol show job`), `plan status` as a tree, a
+plan approved once as a whole, a plan the policy refuses naming the step, and a plan
+whose process is killed mid-submission, resumed without a job submitted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from lab_cli import LAB_SITE, js
+from test_documents import documented_keys
+
+from jobsmith.adapters.options import DependencyKind
+from jobsmith.agent.runtime.plans import Plan, approval_text, load_plan
+from jobsmith.errors import InputError
+
+lab = pytest.mark.usefixtures("lab_cluster")
+JOBSMITH = str(Path(sys.executable).with_name("jobsmith"))
+
+DIAMOND = """\
+name: diamond
+steps:
+  a:
+    template: command
+    params: {command: "echo a > a.txt"}
+  b:
+    template: command
+    params: {command: "cat a.txt > b.txt; echo b >> b.txt"}
+    after_ok: [a]
+  c:
+    template: command
+    params: {command: "cat a.txt > c.txt; echo c >> c.txt"}
+    after_ok: [a]
+  d:
+    template: command
+    params: {command: "cat b.txt c.txt > d.txt"}
+    after_ok: [b, c]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "plan.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# --- the document (pure) ---------------------------------------------------------------------
+
+
+def test_the_order_puts_each_step_after_what_it_waits_for(tmp_path: Path) -> None:
+    reversed_diamond = DIAMOND.replace("  a:\n", "  z:\n")  # a step named after the others
+    plan = load_plan(write(tmp_path, DIAMOND))
+    assert plan.order() == ["a", "b", "c", "d"]
+    assert [plan.depth(n) for n in plan.order()] == [0, 1, 1, 2]
+    with pytest.raises(InputError):
+        load_plan(write(tmp_path, reversed_diamond))  # b now waits for an 'a' that is gone
+
+    written_late = {
+        "name": "late",
+        "steps": {
+            "merge": {"template": "command", "after_ok": ["one", "two"]},
+            "two": {"template": "command", "after_any": ["one"]},
+            "one": {"template": "command"},
+        },
+    }
+    assert Plan.model_validate(written_late).order() == ["one", "two", "merge"]
+
+
+def test_a_request_waits_for_the_job_ids_of_its_steps_by_kind() -> None:
+    plan = Plan.model_validate(
+        {
+            "name": "kinds",
+            "steps": {
+                "x": {"template": "command"},
+                "y": {"template": "command"},
+                "z": {
+                    "template": "command",
+                    "params": {"command": "true"},
+                    "mem_mb": 100,
+                    "after_ok": ["x"],
+                    "after_not_ok": ["y"],
+                },
+            },
+        }
+    )
+    request = plan.request("z", {"x": "101", "y": "102"})
+    kinds = {d.kind: d.job_ids for d in request.dependencies}
+    assert kinds == {DependencyKind.AFTEROK: ("101",), DependencyKind.AFTERNOTOK: ("102",)}
+    assert (request.template, request.mem_mb, request.params) == (
+        "command",
+        100,
+        {"command": "true"},
+    )
+    assert plan.request("z", {}).dependencies == ()  # for checking: rendered without them
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            DIAMOND.replace("after_ok: [b, c]", "after_ok: [b, e]"),
+            "step d waits for e, which is no step (steps: a, b, c, d)",
+        ),
+        (DIAMOND.replace("after_ok: [b, c]", "after_ok: [d]"), "step d waits for itself"),
+        (
+            DIAMOND.replace("    after_ok: [a]\n  c:", "    after_ok: [a, d]\n  c:"),
+            "steps b, d wait for each other in a cycle",
+        ),
+        (DIAMOND.replace("after_ok: [b, c]", "afterok: [b, c]"), "afterok"),
+        ("name: empty\nsteps: {}\n", "steps"),
+        ("steps:\n  a: {template: command}\n", "required, but no plan file sets it"),
+    ],
+)
+def test_a_bad_plan_is_one_error_naming_the_file_and_what_is_wrong(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        load_plan(path)
+    assert str(path) in str(err.value) and said in str(err.value)
+
+
+def test_the_unknown_key_error_lists_the_valid_ones_with_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, DIAMOND.replace("after_ok: [b, c]", "afterok: [b, c]"))
+    with pytest.raises(InputError) as err:
+        load_plan(path)
+    assert f"{path}:17" in str(err.value) and "after_ok" in str(err.value)
+
+
+def test_what_a_person_approves_names_each_step_and_what_it_waits_for(tmp_path: Path) -> None:
+    plan = load_plan(write(tmp_path, DIAMOND))
+    text = approval_text(plan, {n: f"#!/bin/bash\necho {n}\n" for n in plan.order()})
+    assert text.splitlines()[0] == "### step a"
+    assert "### step d (after_ok b, c)\n#!/bin/bash\necho d\n" in text
+
+
+def test_plan_check_without_slurm_prints_every_script_and_the_total(
+    tmp_path: Path, jobsmith_home: Path
+) -> None:
+    out = js("plan", "check", str(write(tmp_path, DIAMOND)), "--json")
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["order"] == ["a", "b", "c", "d"]
+    waits = [s["waits_for"] for s in doc["steps"]]
+    assert waits == [{}, {"after_ok": ["a"]}, {"after_ok": ["a"]}, {"after_ok": ["b", "c"]}]
+    assert doc["cost"]["tasks"] == 4 and doc["policy"]["verdict"] == "allow"
+    assert "cat b.txt c.txt > d.txt" in doc["steps"][3]["job"]["script"]
+    text = js("plan", "check", str(write(tmp_path, DIAMOND)))
+    assert text.stdout.rstrip().splitlines()[-1].startswith("### plan diamond: 4 jobs")
+
+
+def test_plan_check_exits_3_naming_the_step_the_policy_refuses(
+    tmp_path: Path, jobsmith_home: Path
+) -> None:
+    greedy = DIAMOND.replace(
+        '    params: {command: "cat b.txt c.txt > d.txt"}',
+        '    params: {command: "cat b.txt c.txt > d.txt"}\n    cpus_per_task: 9999',
+    )
+    out = js("plan", "check", str(write(tmp_path, greedy)))
+    assert out.exit_code == 3, out.output
+    assert "d" in out.stderr and ("9999" in out.stderr or "cpus" in out.stderr)
+
+
+# --- on the lab cluster ---------------------------------------------------------------------
+
+
+def scontrol_dependency(job_id: str) -> str:
+    shown = subprocess.run(
+        ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True
+    ).stdout
+    return next(w for w in shown.split() if w.startswith("Dependency="))
+
+
+@lab
+def test_a_diamond_runs_as_slurm_dependencies_and_plan_status_shows_the_tree(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    user_site()
+    ran = js("plan", "run", str(write(workdir, DIAMOND)), "--json")
+    assert ran.exit_code == 0, ran.output
+    doc = json.loads(ran.stdout)
+    assert set(doc) == documented_keys("`plan run`")
+    jobs = doc["jobs"]
+    assert list(jobs) == ["a", "b", "c", "d"]
+    # Slurm holds d for both b and c: its own dependency, visible in scontrol
+    dependency = scontrol_dependency(jobs["d"])
+    assert f"afterok:{jobs['b']}" in dependency and f"afterok:{jobs['c']}" in dependency
+
+    done = js("wait", *jobs.values(), "--timeout", "180")
+    assert done.exit_code == 0, done.output
+    assert (workdir / "d.txt").read_text() == "a\nb\na\nc\n"
+
+    status = json.loads(js("plan", "status", doc["session_id"], "--json").stdout)
+    assert status["plan"] == "diamond" and status["outcome"] == "done"
+    rows = [(s["name"], s["depth"], s["job_id"], s["state"]) for s in status["steps"]]
+    assert rows == [(n, d, jobs[n], "COMPLETED") for n, d in zip("abcd", (0, 1, 1, 2), strict=True)]
+    tree = js("plan", "status").stdout.splitlines()  # the newest plan by default
+    assert tree[0].startswith(f"plan diamond (session {doc['session_id']}): done")
+    assert tree[4].startswith(f"    └ d  {jobs['d']}  COMPLETED") and "(after_ok b, c)" in tree[4]
+
+
+@lab
+def test_a_plan_above_the_threshold_is_approved_once_as_a_whole(
+    user_site: Callable[[str], None], workdir: Path, jobsmith_home: Path
+) -> None:
+    user_site("policy:\n  approval:\n    core_hours: 1.5\n")  # each job 0.5, the plan 2
+    held = js("plan", "run", str(write(workdir, DIAMOND)))
+    assert held.exit_code == 8, held.output
+    (item,) = json.loads(js("pending", "--json").stdout)["pending"]
+    assert item["action"] == "run_plan" and "the plan as a whole" in item["reason"]
+    assert item["script"].count("### step ") == 4 and item["cost"]["core_hours"] == 2.0
+    assert not list((jobsmith_home / "state" / "jobs").glob("*.json"))  # nothing submitted
+
+    approved = js("approve", item["step_id"], "--json")
+    assert approved.exit_code == 0, approved.output
+    jobs = json.loads(approved.stdout)["summary"]["jobs"]
+    assert len(set(jobs.values())) == 4
+    assert js("wait", *jobs.values(), "--timeout", "180").exit_code == 0
+    assert (workdir / "d.txt").read_text() == "a\nb\na\nc\n"
+    assert json.loads(js("pending", "--json").stdout)["pending"] == []
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"JOBSMITH_FAULT_KILL_AFTER_EVENTS": "4"},  # b's intent is written, its sbatch not run
+        {"JOBSMITH_FAULT_KILL_IN_SBATCH": "2"},  # b's sbatch runs on after the process died
+    ],
+    ids=["before-sbatch", "in-sbatch"],
+)
+@lab
+def test_a_plan_killed_mid_submission_is_resumed_without_a_job_twice(
+    user_site: Callable[[str], None],
+    workdir: Path,
+    jobsmith_home: Path,
+    fault: dict[str, str],
+) -> None:
+    user_site()
+    path = write(workdir, DIAMOND)
+    killed = subprocess.run(
+        [JOBSMITH, "--site", str(LAB_SITE), "plan", "run", str(path)],
+        env={**os.environ, **fault},
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+    )
+    assert killed.returncode == -9, killed
+    session = json.loads(js("sessions", "list", "--json").stdout)["sessions"][-1]["id"]
+    resumed = js("sessions", "resume", session, "--json")
+    assert resumed.exit_code == 0, resumed.output
+    report = json.loads(resumed.stdout)
+    assert report["undecided"] == {}, report
+
+    status = json.loads(js("plan", "status", session, "--json").stdout)
+    jobs = {s["name"]: s["job_id"] for s in status["steps"]}
+    assert None not in jobs.values() and len(set(jobs.values())) == 4
+    assert js("wait", *jobs.values(), "--timeout", "180").exit_code == 0
+    assert (workdir / "d.txt").read_text() == "a\nb\na\nc\n"
+    ledger = [json.loads(p.read_text()) for p in (jobsmith_home / "state" / "jobs").glob("*.json")]
+    names = [r["options"]["job_name"] for r in ledger]
+    assert len(names) == 4 == len(set(names))  # each job once, in Slurm and in the ledger
+    outcome = json.loads(js("plan", "status", session, "--json").stdout)["outcome"]
+    assert outcome == "done"
