@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.options import JobOptions, array_task_count
+from jobsmith.adapters.options import Dependency, JobOptions, array_task_count
 from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.states import JobState
 from jobsmith.site_config.facts import ClusterFacts
@@ -127,6 +127,10 @@ class Scheduler(Protocol):
 
     def release(self, job_ids: Sequence[str]) -> None:
         """Release held jobs."""
+        ...
+
+    def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
+        """Replace a pending job's dependencies (a plan's job whose upstream was re-run)."""
         ...
 
     def cluster_facts(self, user: str) -> ClusterFacts:

@@ -33,11 +33,13 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.lastpoll import LastPoll, LastPollFile
     from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
     from jobsmith.agent.runtime.planrun import Judgement
+    from jobsmith.agent.runtime.plans import Plan
     from jobsmith.agent.runtime.readmodel import SessionFolds
     from jobsmith.agent.runtime.replay import ReplayedStep
     from jobsmith.agent.runtime.resume import ResumeReport
     from jobsmith.agent.runtime.steps import Step, StepResult
     from jobsmith.agent.runtime.store import FileSessionStore
+    from jobsmith.agent.runtime.transcode import Encoding
     from jobsmith.agent.views.documents import PlanStatusDocument
     from jobsmith.agent.views.results import ControlResult, LogView
     from jobsmith.agent.watcher.cycle import WatchCycle
@@ -249,18 +251,16 @@ class App:
 
     def plan_check(self, path: Path) -> Judgement:
         """A plan file read, every job rendered and checked, the plan judged whole."""
-        from jobsmith.agent.runtime.planrun import judge
         from jobsmith.agent.runtime.plans import load_plan
 
-        return judge(self.executor, load_plan(path))
+        return self.judge_plan(load_plan(path))
 
     def plan_run(self, path: Path) -> tuple[str, StepResult]:
         """Submit a plan's jobs at once, with Slurm's dependencies, as one session."""
         from jobsmith.agent.runtime.plans import load_plan
-        from jobsmith.agent.runtime.steps import RunPlan
 
         plan = load_plan(path)
-        return self.one_step(f"plan {plan.name}", RunPlan(plan=plan), origin="plan")
+        return self.run_plan(plan, f"plan {plan.name}")
 
     def plan_status(self, session_id: str | None) -> PlanStatusDocument:
         """A plan's steps with their jobs' states (one poll): session_id's plan, or the
@@ -277,6 +277,38 @@ class App:
         ids = list(record.job_ids.values())
         statuses = self.status(ids, "30d") if ids else {}
         return status_document(session_id, record, statuses)
+
+    def transcode_plan(
+        self,
+        source: Path,
+        output: Path,
+        chunk_seconds: float,
+        encoding: Encoding,
+        workdir: Path | None,
+    ) -> Plan:
+        """The plan that transcodes source into output on the cluster (ffprobe reads the
+        source here: agent/runtime/transcode.py)."""
+        from jobsmith.agent.runtime import transcode
+
+        source, output = source.resolve(), output.resolve()
+        if source == output:
+            raise InputError(f"transcode: {output} is the source itself; name another output")
+        workdir = (workdir or transcode.default_workdir(output)).resolve()
+        probed = transcode.probe(source)
+        return transcode.transcode_plan(source, output, probed, chunk_seconds, encoding, workdir)
+
+    def run_plan(self, plan: Plan, title: str) -> tuple[str, StepResult]:
+        """Submit a plan built here (not read from a file), as one session."""
+        from jobsmith.agent.runtime.steps import RunPlan
+
+        return self.one_step(title, RunPlan(plan=plan), origin="plan")
+
+    def judge_plan(self, plan: Plan) -> Judgement:
+        """A plan judged whole, as `plan check` does; nothing submitted."""
+        from jobsmith.agent.runtime.planrun import judge
+
+        with self.executor.one_look_at_the_queue():
+            return judge(self.executor, plan)
 
     def rerun(
         self, job_id: str, *, failed_only: bool, mem_mb: int | None, time_limit_s: int | None

@@ -160,6 +160,11 @@ class SchedulerDouble:
         self._call("release", tuple(job_ids))
         self._reachable()
 
+    def set_dependencies(self, job_id: str, dependencies: Sequence[Any]) -> None:
+        """Record the call only."""
+        self._call("set_dependencies", job_id, tuple(dependencies))
+        self._reachable()
+
     def cluster_facts(self, user: str) -> ClusterFacts:
         """A cluster with no partitions and no associations (site check is not tested here)."""
         self._call("cluster_facts", user)

@@ -269,3 +269,51 @@ def test_a_plan_killed_mid_submission_is_resumed_without_a_job_twice(
     assert len(names) == 4 == len(set(names))  # each job once, in Slurm and in the ledger
     outcome = json.loads(js("plan", "status", session, "--json").stdout)["outcome"]
     assert outcome == "done"
+
+
+OOM_THEN_NEXT = """\
+name: oom
+steps:
+  hog:
+    template: command
+    params: {command: "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(6)'"}
+    mem_mb: 100
+  next:
+    template: command
+    params: {command: "echo after the hog > next.txt"}
+    after_ok: [hog]
+"""
+
+
+@lab
+def test_a_failed_step_is_rerun_alone_and_the_step_after_it_waits_for_the_rerun(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    """The hog runs out of memory; Slurm leaves `next` pending (DependencyNeverSatisfied);
+    the watcher's rule brain re-runs the hog with more memory, and `next` is pointed at
+    the re-run's job id, so it runs once the re-run succeeds: nothing else runs again."""
+    import time
+
+    user_site()
+    ran = json.loads(js("plan", "run", str(write(workdir, OOM_THEN_NEXT)), "--json").stdout)
+    hog, after = ran["jobs"]["hog"], ran["jobs"]["next"]
+    decisions: list[dict[str, object]] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not decisions:
+        decisions += json.loads(js("watch", "--once", "--json").stdout)["decisions"]
+        time.sleep(2)
+    (decision,) = decisions
+    assert (decision["job_id"], decision["action"]) == (hog, "rerun")
+    rerun = str(decision["new_job_id"])
+    assert scontrol_dependency(after).startswith(f"Dependency=afterok:{rerun}")
+
+    assert js("wait", rerun, after, "--timeout", "180").exit_code == 0
+    assert (workdir / "next.txt").read_text() == "after the hog\n"
+    status = json.loads(js("plan", "status", ran["session_id"], "--json").stdout)
+    rows = {s["name"]: (s["job_id"], s["state"]) for s in status["steps"]}
+    assert rows == {"hog": (rerun, "COMPLETED"), "next": (after, "COMPLETED")}
+    kinds = [
+        e["kind"]
+        for e in json.loads(js("sessions", "show", ran["session_id"], "--json").stdout)["events"]
+    ]
+    assert kinds.count("plan_job") == 1

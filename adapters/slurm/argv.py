@@ -101,6 +101,11 @@ def scontrol_release(job_ids: Sequence[str]) -> list[str]:
     return ["scontrol", "release", ",".join(job_ids)]
 
 
+def scontrol_update_dependency(job_id: str, spec: str) -> list[str]:
+    """Replace a pending job's dependencies with spec (e.g. afterok:12:13)."""
+    return ["scontrol", "update", f"JobId={job_id}", f"Dependency={spec}"]
+
+
 def scontrol_show_job(job_id: str) -> list[str]:
     """One job's full record from the controller, one line (while Slurm still holds it)."""
     return ["scontrol", "show", "job", "-o", job_id]

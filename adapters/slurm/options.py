@@ -7,6 +7,8 @@ field in JobOptions, so no directive can carry a second option.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.units import format_time_limit
 
@@ -34,7 +36,7 @@ def render_directives(opts: JobOptions) -> list[str]:
         throttle = f"%{opts.array_throttle}" if opts.array_throttle else ""
         lines.append(f"--array={opts.array}{throttle}")
     if opts.dependencies:
-        lines.append("--dependency=" + ",".join(_dependency(d) for d in opts.dependencies))
+        lines.append("--dependency=" + dependency_spec(opts.dependencies))
     tail: list[tuple[str, object]] = [
         ("output", opts.output),
         ("error", opts.error),
@@ -48,5 +50,6 @@ def render_directives(opts: JobOptions) -> list[str]:
     return [f"#SBATCH {line}" for line in lines]
 
 
-def _dependency(dep: Dependency) -> str:
-    return f"{dep.kind.value}:" + ":".join(dep.job_ids)
+def dependency_spec(dependencies: Sequence[Dependency]) -> str:
+    """Slurm's spelling of dependencies (all must hold): 'afterok:1:2,afterany:3'."""
+    return ",".join(f"{d.kind.value}:" + ":".join(d.job_ids) for d in dependencies)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
-from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.scheduler import (
     EnvironmentInputs,
@@ -36,7 +36,7 @@ from jobsmith.adapters.slurm.accounting import (
 from jobsmith.adapters.slurm.facts import build_facts
 from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
 from jobsmith.adapters.slurm.logpaths import expand_log_pattern
-from jobsmith.adapters.slurm.options import render_directives
+from jobsmith.adapters.slurm.options import dependency_spec, render_directives
 from jobsmith.adapters.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -297,6 +297,10 @@ class SlurmScheduler:
     def release(self, job_ids: Sequence[str]) -> None:
         """Release held jobs."""
         self._checked(argv.scontrol_release(job_ids))
+
+    def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
+        """`scontrol update JobId=… Dependency=…` ('' clears them)."""
+        self._checked(argv.scontrol_update_dependency(job_id, dependency_spec(dependencies)))
 
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """StdOut/StdErr from `scontrol show job` (only while the controller holds the job)."""

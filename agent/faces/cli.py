@@ -726,6 +726,63 @@ def plan_status(ctx: click.Context, session_id: str | None, as_json: bool) -> No
     views.show_plan_status(_app(ctx).plan_status(session_id), as_json)
 
 
+@cli.command()
+@click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--chunk-seconds",
+    type=click.FloatRange(min=1, max=86400),
+    default=60.0,
+    show_default=True,
+    help="About how long one segment is (each starts on a key frame).",
+)
+@click.option("--video-codec", type=click.Choice(["libx264", "libx265"]), default="libx264")
+@click.option(
+    "--preset",
+    type=click.Choice(
+        ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower"]
+    ),
+    default="medium",
+    show_default=True,
+)
+@click.option("--crf", type=click.IntRange(0, 51), default=23, show_default=True)
+@click.option("--audio-kbps", type=click.IntRange(8, 1024), default=128, show_default=True)
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the segments and the sound go (default: .OUTPUT.jobsmith beside OUTPUT).",
+)
+@click.option("--dry-run", is_flag=True, help="Show the plan's scripts and cost; submit nothing.")
+@json_command
+@click.pass_context
+def transcode(
+    ctx: click.Context,
+    source: Path,
+    output: Path,
+    chunk_seconds: float,
+    video_codec: str,
+    preset: str,
+    crf: int,
+    audio_kbps: int,
+    work_dir: Path | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Encode SOURCE into OUTPUT on the cluster: the picture in segments cut on key frames
+    (one array), the sound whole, then joined and checked against SOURCE, as one plan
+    (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it)."""
+    from jobsmith.agent.runtime.transcode import Encoding
+    from jobsmith.agent.views import render as views
+
+    app = _app(ctx)
+    encoding = Encoding(video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps)
+    plan = app.transcode_plan(source, output, chunk_seconds, encoding, work_dir)
+    if dry_run:
+        views.show_plan_check(app.judge_plan(plan), as_json)
+        return
+    views.show_plan_run(*app.run_plan(plan, f"transcode {source.name}"), as_json)
+
+
 @cli.group()
 def sessions() -> None:
     """Inspect, export and prune session logs."""

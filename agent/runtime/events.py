@@ -40,6 +40,7 @@ class EventKind(StrEnum):
     UNBLOCKED = "unblocked"  # a person lifted a failure-streak stop
     BRAIN_WOKEN = "brain_woken"  # a conversation's brain taken up again: its jobs ended
     BRAIN_WAITING = "brain_waiting"  # its jobs ended, but no model key where they were seen
+    PLAN_JOB = "plan_job"  # a plan step's job was re-run: the step's job is now another
     NOTE = "note"  # anything worth keeping that is none of the above
     SESSION_CLOSED = "session_closed"
 

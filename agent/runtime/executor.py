@@ -9,10 +9,11 @@ hash, and waits for `jobsmith approve`; a refusal names the rule and the limit.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,7 +30,7 @@ from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.limits import check_limits
 from jobsmith.agent.runtime.payloads import intent_payload
-from jobsmith.agent.runtime.planrun import PlanStepUndecided, run_plan
+from jobsmith.agent.runtime.planrun import PlanStepUndecided, redirect_after_rerun, run_plan
 from jobsmith.agent.runtime.policy import Cost, Decision, evaluate, history_from_folds
 from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
@@ -129,6 +130,19 @@ class Executor:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     #: the sessions' folds, for the budgets (built on the store if not given)
     folds: SessionFolds | None = None
+    #: the queue's active tasks, while one look serves several decisions (see below)
+    _active: int | None = field(default=None, init=False, repr=False)
+
+    @contextlib.contextmanager
+    def one_look_at_the_queue(self) -> Iterator[None]:
+        """Within, the policy asks Slurm for the active tasks once: a plan's many checks
+        judge one moment, at one squeue instead of one per check and submission (the
+        plan's total was judged against the concurrency limit, which covers its jobs)."""
+        self._active = self.scheduler.active_tasks()
+        try:
+            yield
+        finally:
+            self._active = None
 
     def run(
         self, session_id: str, step: st.Step, *, person_first: str | None = None
@@ -144,7 +158,8 @@ class Executor:
             if isinstance(step, st.Submit | st.Rerun):  # the one submit path
                 return self._submit_step(log, step)
             if isinstance(step, st.RunPlan):  # judged whole, then a submit step per job
-                return run_plan(self, log, step)
+                with self.one_look_at_the_queue():
+                    return run_plan(self, log, step)
             if step.risk is st.Risk.CONTROL and person_first is not None:
                 self._ask_person(log, step, person_first)
             if step.risk is st.Risk.CONTROL:
@@ -237,7 +252,18 @@ class Executor:
             asked = {**intent, "reason": decision.message}
             log.append(EventKind.APPROVAL_ASKED, asked, step.id)
             raise ApprovalNeeded(step.id, decision.message)
-        return self._submit(log, step.id, step.action, template, script, options, cost)
+        result = self._submit(log, step.id, step.action, template, script, options, cost)
+        if isinstance(step, st.Rerun):
+            self._plan_follows(step.job_id, result)
+        return result
+
+    def _plan_follows(self, rerun_of: str, result: st.StepResult) -> None:
+        """A re-run of a plan's job: the plan's jobs waiting for it wait for the re-run
+        (agent/runtime/planrun.py); nothing for a job of no plan."""
+        record = self.ledger.get(rerun_of)
+        if record is not None and record.session_id is not None:
+            new_job = str(result.summary["job_id"])
+            redirect_after_rerun(self, record.session_id, rerun_of, new_job)
 
     def _submission_intent(
         self,
@@ -331,7 +357,10 @@ class Executor:
             append_result(log, step_id, {"outcome": "refused", "error": message})
             raise PolicyError(message)
         template = str(asked.get("template", "?"))
-        return self._submit(log, step_id, "submit", template, script, options, cost)
+        result = self._submit(log, step_id, "submit", template, script, options, cost)
+        if asked.get("rerun_of"):
+            self._plan_follows(str(asked["rerun_of"]), result)
+        return result
 
     def record_found(
         self, session_id: str, step_id: str, intent: dict[str, Any], job_id: str
@@ -448,7 +477,8 @@ class Executor:
         # the last week, so a long-lived store does not slow every submission down
         sessions = self.folds_active_since(self.clock() - timedelta(days=7))
         history = history_from_folds(sessions, self.clock())
-        decision = evaluate(cost, self.site.policy, history, self.scheduler.active_tasks())
+        active = self._active if self._active is not None else self.scheduler.active_tasks()
+        decision = evaluate(cost, self.site.policy, history, active)
         if approval_given and decision.verdict == "approve":
             return Decision("allow")
         return decision

@@ -139,6 +139,18 @@ class WakePayload(_Payload):
     job_ids: list[str] = Field(description="the jobs that ended")
 
 
+class PlanJobPayload(_Payload):
+    """`plan_job` (agent/runtime/planrun.py): a plan step's job was re-run, so the step's
+    job is now the re-run's, and the jobs waiting for it were pointed at it."""
+
+    step: str = Field(description="the plan step")
+    job_id: str = Field(description="the step's job now (the re-run)")
+    replaces: str = Field(description="the job it replaces")
+    redirected: list[str] = Field(
+        default_factory=list, description="jobs now waiting for job_id instead"
+    )
+
+
 class UnblockedPayload(_Payload):
     """`unblocked`: a person lifted a failure-streak stop."""
 
@@ -154,6 +166,7 @@ Payload = (
     | UnblockedPayload
     | OpenedPayload
     | WakePayload
+    | PlanJobPayload
 )
 
 _MODELS: dict[EventKind, type[Payload]] = {
@@ -165,6 +178,7 @@ _MODELS: dict[EventKind, type[Payload]] = {
     EventKind.SESSION_OPENED: OpenedPayload,
     EventKind.BRAIN_WOKEN: WakePayload,
     EventKind.BRAIN_WAITING: WakePayload,
+    EventKind.PLAN_JOB: PlanJobPayload,
 }
 
 

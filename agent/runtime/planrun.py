@@ -18,6 +18,7 @@ which skips every step that already has a job and submits only what Slurm never 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.options import JobOptions
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.payloads import intent_payload, result_payload
+from jobsmith.agent.runtime.payloads import (
+    PlanJobPayload,
+    intent_payload,
+    payload,
+    result_payload,
+)
 from jobsmith.agent.runtime.plans import Plan, approval_text, sha256, summary_of
 from jobsmith.agent.runtime.policy import Cost, Decision
 from jobsmith.agent.runtime.rerun import with_directives
@@ -38,7 +44,7 @@ from jobsmith.agent.views.documents import (
     PlanStepCheck,
     PlanStepStatus,
 )
-from jobsmith.errors import JobsmithError, NotFound, PolicyError
+from jobsmith.errors import JobsmithError, NotFound, PolicyError, SchedulerError
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
@@ -232,16 +238,46 @@ def _submit_each(
 
 
 def _submitted(events: list[Event], plan_step_id: str, plan: Plan) -> dict[str, str]:
-    """The plan's jobs that have a submitted result already (from an earlier run)."""
+    """Each step's job so far: its submit step's, or the re-run that replaced it."""
     found: dict[str, str] = {}
-    for name in plan.steps:
-        sub_id = sub_step_id(plan_step_id, name)
-        for event in events:
-            if event.kind is EventKind.RESULT and event.step_id == sub_id:
-                result = result_payload(event)
-                if result.submitted and result.job_id:
-                    found[name] = result.job_id
+    subs = {sub_step_id(plan_step_id, name): name for name in plan.steps}
+    for event in events:
+        if event.kind is EventKind.RESULT and event.step_id in subs:
+            result = result_payload(event)
+            if result.submitted and result.job_id:
+                found[subs[event.step_id]] = result.job_id
+        data = payload(event) if event.kind is EventKind.PLAN_JOB else None
+        if isinstance(data, PlanJobPayload) and found.get(data.step) == data.replaces:
+            found[data.step] = data.job_id
     return found
+
+
+def redirect_after_rerun(
+    executor: Executor, session_id: str, old_job: str, new_job: str
+) -> list[str]:
+    """A plan's job was re-run as new_job: the step's job is now new_job, and the pending
+    jobs waiting for old_job (Slurm left them with DependencyNeverSatisfied) wait for
+    new_job instead (`scontrol update … Dependency=`). Returns the jobs pointed at it;
+    nothing if old_job is no plan's current job."""
+    events = executor.store.read(session_id)
+    try:
+        record = plan_of(events)
+    except NotFound:
+        return []
+    step = next((n for n, j in record.job_ids.items() if j == old_job), None)
+    if step is None:
+        return []
+    job_ids = {**record.job_ids, step: new_job}
+    redirected = []
+    for name in record.plan.order():
+        if step in record.plan.steps[name].waits_for() and name in job_ids:
+            deps = record.plan.request(name, job_ids).dependencies
+            with contextlib.suppress(SchedulerError):  # it ran or ended: nothing to point
+                executor.scheduler.set_dependencies(job_ids[name], deps)
+                redirected.append(job_ids[name])
+    data = {"step": step, "job_id": new_job, "replaces": old_job, "redirected": redirected}
+    SessionLog(executor.store, session_id).append(EventKind.PLAN_JOB, data, None)
+    return redirected
 
 
 def _approved_sha(events: list[Event], step_id: str) -> str | None:

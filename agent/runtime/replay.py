@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.adapters.scheduler import (
     EnvironmentInputs,
     JobStatus,
@@ -80,6 +80,11 @@ class DryRunScheduler:
     def release(self, job_ids: Sequence[str]) -> None:
         """Record only."""
         self.actions.append(f"release {' '.join(job_ids)}")
+
+    def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
+        """Record only."""
+        spec = ",".join(f"{d.kind.value}:{':'.join(d.job_ids)}" for d in dependencies)
+        self.actions.append(f"set dependencies of {job_id}: {spec}")
 
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Read-only: asked of the real scheduler."""

@@ -1,0 +1,166 @@
+"""A small DAG (three parallel steps, then a merge) three ways, side by side in one run:
+wall time and the lab user's slurmctld RPCs (sdiag's per-user counts).
+
+- raw Slurm: four `sbatch --parsable`, each `--dependency=afterok:` on what it waits for,
+  then `squeue -h -j IDS` every 0.5 s until none is left (what a careful script does);
+- `jobsmith plan run` then `jobsmith wait` on the four job ids;
+- by hand with jobsmith's CLI: `submit` four times (`--after-ok`), then `wait`.
+
+Every job is `true` in the debug partition. Each variant runs as the lab's unprivileged
+user (default alice), with a private jobsmith config and state directory; the order of the
+variants rotates between rounds, so a warm or busy cluster favours none. RPCs are the
+user's own (sdiag's "by user" table, before and after): the snapshots themselves run as
+root and are not counted. Snakemake 9 with its Slurm executor plugin (the issue's third
+peer) is not installed on these machines and is not run here.
+
+    sudo .venv/bin/python benchmarks/bench_plan.py [--rounds 3] [--user alice]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from slurm_stats import log, take_snapshot
+
+from jobsmith.adapters.slurm.transport import LocalTransport
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBSMITH = str(ROOT / ".venv" / "bin" / "jobsmith")
+SITE = ROOT / "site_config" / "examples" / "lab.yaml"
+PLAN = """\
+name: bench
+steps:
+  one: {template: command, params: {command: "true"}}
+  two: {template: command, params: {command: "true"}}
+  three: {template: command, params: {command: "true"}}
+  merge: {template: command, params: {command: "true"}, after_ok: [one, two, three]}
+"""
+
+
+class AsUser:
+    """Commands as the lab user, with a private jobsmith home, from a scratch directory."""
+
+    def __init__(self, user: str, work: Path) -> None:
+        self.user = user
+        self.work = work
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(Path("~" + user).expanduser()),
+            "USER": user,
+            "LOGNAME": user,
+            "JOBSMITH_CONFIG_DIR": str(work / "config"),
+            "JOBSMITH_STATE_DIR": str(work / "state"),
+        }
+        (work / "config").mkdir(parents=True)
+        (work / "config" / "site.yaml").write_text(
+            f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{work}']\n"
+        )
+
+    def run(self, *argv: str) -> str:
+        out = subprocess.run(
+            ["runuser", "-u", self.user, "--", "env", "-i", *self._env(), *argv],
+            capture_output=True,
+            text=True,
+            cwd=self.work,
+        )
+        if out.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed ({out.returncode}): {out.stderr}")
+        return out.stdout
+
+    def _env(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.env.items()]
+
+
+def raw(user: AsUser) -> list[str]:
+    def sbatch(*deps: str) -> str:
+        dep = [f"--dependency=afterok:{':'.join(deps)}"] if deps else []
+        out = user.run(
+            "sbatch", "--parsable", "-p", "debug", "-t", "5", "--mem", "50M",
+            "-o", "/dev/null", *dep, "--wrap", "true",
+        )  # fmt: skip
+        return out.strip().split(";")[0]
+
+    first = [sbatch() for _ in range(3)]
+    ids = [*first, sbatch(*first)]
+    while user.run("squeue", "-h", "-j", ",".join(ids)).strip():
+        time.sleep(0.5)
+    return ids
+
+
+def plan(user: AsUser) -> list[str]:
+    path = user.work / "plan.yaml"
+    path.write_text(PLAN)
+    os.chmod(path, 0o644)
+    doc = json.loads(user.run(JOBSMITH, "--site", str(SITE), "plan", "run", str(path), "--json"))
+    ids = list(doc["jobs"].values())
+    user.run(JOBSMITH, "--site", str(SITE), "wait", *ids, "--timeout", "300")
+    return ids
+
+
+def by_hand(user: AsUser) -> list[str]:
+    def submit(*deps: str) -> str:
+        after = ["--after-ok", ",".join(deps)] if deps else []
+        argv = [JOBSMITH, "--site", str(SITE), "submit", "command", "-p", "command=true"]
+        return user.run(*argv, *after).strip()
+
+    first = [submit() for _ in range(3)]
+    ids = [*first, submit(*first)]
+    user.run(JOBSMITH, "--site", str(SITE), "wait", *ids, "--timeout", "300")
+    return ids
+
+
+VARIANTS = {"raw Slurm": raw, "jobsmith plan run": plan, "jobsmith submit x4": by_hand}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--user", default="alice")
+    args = parser.parse_args()
+    root = LocalTransport()
+    results: dict[str, list[tuple[float, int, dict[str, int]]]] = {v: [] for v in VARIANTS}
+    names = list(VARIANTS)
+    for round_no in range(args.rounds):
+        order = names[round_no % len(names) :] + names[: round_no % len(names)]
+        for name in order:
+            with tempfile.TemporaryDirectory(dir="/scratch") as tmp:
+                os.chmod(tmp, 0o777)
+                user = AsUser(args.user, Path(tmp))
+                before = take_snapshot(root)
+                started = time.perf_counter()
+                VARIANTS[name](user)
+                wall = time.perf_counter() - started
+                after = take_snapshot(root)
+            rpcs = after.ctld_users.get(args.user, 0) - before.ctld_users.get(args.user, 0)
+            kinds = {
+                k: after.ctld.get(k, 0) - before.ctld.get(k, 0)
+                for k in after.ctld
+                if after.ctld.get(k, 0) != before.ctld.get(k, 0)
+            }
+            results[name].append((wall, rpcs, kinds))
+            log(f"round {round_no + 1}: {name}: {wall:.2f} s, {rpcs} RPCs of {args.user}")
+    print(f"{'variant':22} {'wall s (each round)':30} {'median':>7} {'ctld RPCs':>10}")
+    raw_median = statistics.median(w for w, _, _ in results["raw Slurm"])
+    for name, rows in results.items():
+        walls = " ".join(f"{w:.2f}" for w, _, _ in rows)
+        median = statistics.median(w for w, _, _ in rows)
+        rpcs = "/".join(str(r) for _, r, _ in rows)
+        print(f"{name:22} {walls:30} {median:7.2f} {rpcs:>10}  ({median / raw_median:.2f}x raw)")
+    print("slurmctld RPCs by type in the last round (all users, snapshots included):")
+    for name, rows in results.items():
+        kinds = rows[-1][2]
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()) if "STATS" not in k)
+        print(f"  {name}: {shown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
