@@ -26,9 +26,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from slurm_stats import log, take_snapshot
+from slurm_stats import Snapshot, log, take_snapshot
 
 from jobsmith.adapters.slurm.transport import LocalTransport
 
@@ -79,7 +80,7 @@ class AsUser:
         return [f"{k}={v}" for k, v in self.env.items()]
 
 
-def raw(user: AsUser) -> list[str]:
+def raw(user: AsUser, submitted: Callable[[], None]) -> list[str]:
     def sbatch(*deps: str) -> str:
         dep = [f"--dependency=afterok:{':'.join(deps)}"] if deps else []
         out = user.run(
@@ -90,22 +91,24 @@ def raw(user: AsUser) -> list[str]:
 
     first = [sbatch() for _ in range(3)]
     ids = [*first, sbatch(*first)]
+    submitted()
     while user.run("squeue", "-h", "-j", ",".join(ids)).strip():
         time.sleep(0.5)
     return ids
 
 
-def plan(user: AsUser) -> list[str]:
+def plan(user: AsUser, submitted: Callable[[], None]) -> list[str]:
     path = user.work / "plan.yaml"
     path.write_text(PLAN)
     os.chmod(path, 0o644)
     doc = json.loads(user.run(JOBSMITH, "--site", str(SITE), "plan", "run", str(path), "--json"))
     ids = list(doc["jobs"].values())
+    submitted()
     user.run(JOBSMITH, "--site", str(SITE), "wait", *ids, "--timeout", "300")
     return ids
 
 
-def by_hand(user: AsUser) -> list[str]:
+def by_hand(user: AsUser, submitted: Callable[[], None]) -> list[str]:
     def submit(*deps: str) -> str:
         after = ["--after-ok", ",".join(deps)] if deps else []
         argv = [JOBSMITH, "--site", str(SITE), "submit", "command", "-p", "command=true"]
@@ -113,6 +116,7 @@ def by_hand(user: AsUser) -> list[str]:
 
     first = [submit() for _ in range(3)]
     ids = [*first, submit(*first)]
+    submitted()
     user.run(JOBSMITH, "--site", str(SITE), "wait", *ids, "--timeout", "300")
     return ids
 
@@ -126,7 +130,7 @@ def main() -> int:
     parser.add_argument("--user", default="alice")
     args = parser.parse_args()
     root = LocalTransport()
-    results: dict[str, list[tuple[float, int, dict[str, int]]]] = {v: [] for v in VARIANTS}
+    results: dict[str, list[tuple[float, int, dict[str, int], int]]] = {v: [] for v in VARIANTS}
     names = list(VARIANTS)
     for round_no in range(args.rounds):
         order = names[round_no % len(names) :] + names[: round_no % len(names)]
@@ -135,25 +139,37 @@ def main() -> int:
                 os.chmod(tmp, 0o777)
                 user = AsUser(args.user, Path(tmp))
                 before = take_snapshot(root)
+                marks: list[Snapshot] = []
+
+                def mark(marks: list[Snapshot] = marks) -> None:
+                    marks.append(take_snapshot(root))
+
                 started = time.perf_counter()
-                VARIANTS[name](user)
+                VARIANTS[name](user, mark)
                 wall = time.perf_counter() - started
                 after = take_snapshot(root)
-            rpcs = after.ctld_users.get(args.user, 0) - before.ctld_users.get(args.user, 0)
+            mine = before.ctld_users.get(args.user, 0)
+            rpcs = after.ctld_users.get(args.user, 0) - mine
+            at_submit = marks[0].ctld_users.get(args.user, 0) - mine
             kinds = {
                 k: after.ctld.get(k, 0) - before.ctld.get(k, 0)
                 for k in after.ctld
                 if after.ctld.get(k, 0) != before.ctld.get(k, 0)
             }
-            results[name].append((wall, rpcs, kinds))
+            results[name].append((wall, rpcs, kinds, at_submit))
             log(f"round {round_no + 1}: {name}: {wall:.2f} s, {rpcs} RPCs of {args.user}")
-    print(f"{'variant':22} {'wall s (each round)':30} {'median':>7} {'ctld RPCs':>10}")
-    raw_median = statistics.median(w for w, _, _ in results["raw Slurm"])
+    head = (
+        f"{'variant':22} {'wall s (each round)':22} {'median':>7} {'RPCs: submit':>13} {'all':>9}"
+    )
+    print(head)
+    raw_median = statistics.median(row[0] for row in results["raw Slurm"])
     for name, rows in results.items():
-        walls = " ".join(f"{w:.2f}" for w, _, _ in rows)
-        median = statistics.median(w for w, _, _ in rows)
-        rpcs = "/".join(str(r) for _, r, _ in rows)
-        print(f"{name:22} {walls:30} {median:7.2f} {rpcs:>10}  ({median / raw_median:.2f}x raw)")
+        walls = " ".join(f"{row[0]:.2f}" for row in rows)
+        median = statistics.median(row[0] for row in rows)
+        submit = "/".join(str(row[3]) for row in rows)
+        every = "/".join(str(row[1]) for row in rows)
+        ratio = f"({median / raw_median:.2f}x raw)"
+        print(f"{name:22} {walls:22} {median:7.2f} {submit:>13} {every:>9}  {ratio}")
     print("slurmctld RPCs by type in the last round (all users, snapshots included):")
     for name, rows in results.items():
         kinds = rows[-1][2]

@@ -809,3 +809,14 @@ def test_the_render_document_names_paths_params_and_array_size_as_json(
     concat = h.executor.run(h.store.create(), st.Render(job=joined)).summary
     assert concat["array_tasks"] is None and concat["outputs"] == [str(h.root / "o.mkv")]
     assert concat["params"]["chunks"] == 2
+
+
+def test_without_a_concurrency_limit_no_squeue_is_asked_before_a_submission(
+    tmp_path: Path,
+) -> None:
+    h = AgentHarness.build(tmp_path, with_(max_concurrent_jobs=None))
+    h.executor.run(h.store.create(), st.Submit(job=request()))
+    assert h.slurm.count("active_tasks") == 0 and h.slurm.count("submit") == 1
+    limited = AgentHarness.build(tmp_path / "limited", OPEN)
+    limited.executor.run(limited.store.create(), st.Submit(job=request()))
+    assert limited.slurm.count("active_tasks") == 1

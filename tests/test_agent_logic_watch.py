@@ -271,3 +271,28 @@ def test_backoff_doubles_to_the_ceiling_and_resets_when_slurm_answers() -> None:
     up = WatchCycle(watched=1, scheduler_ok=True)
     assert [next_interval(down, c, 60, 600) for c in (60, 120, 300, 600)] == [120, 240, 600, 600]
     assert next_interval(up, 600, 60, 600) == 60
+
+
+def test_wait_polls_soon_then_a_quarter_of_the_time_waited_at_most_every_30s() -> None:
+    """A short job is seen soon after it ends, a long wait costs few polls."""
+    from jobsmith.agent.watcher.waiting import WaitTimeout, wait_for
+
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    running = {"1": JobStatus(job_id="1", state=JobState.RUNNING)}
+    with pytest.raises(WaitTimeout):
+        wait_for(
+            lambda: running, timeout_s=3600, progress=lambda _: None,
+            clock=lambda: now[0], sleep=sleep,
+        )  # fmt: skip
+    assert slept[:5] == [0.5, 0.5, 0.5, 0.5, 0.5]  # the first 2 s: every half second
+    assert slept[5] == pytest.approx(0.625)  # then a quarter of the time waited
+    assert max(slept) == 30.0 and slept[-1] == 30.0
+    assert len(slept) < 150  # an hour: a few dozen polls, not one a second
+    done = {"1": JobStatus(job_id="1", state=JobState.COMPLETED)}
+    assert wait_for(lambda: done, timeout_s=5, progress=lambda _: None) == done

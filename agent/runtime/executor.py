@@ -138,11 +138,18 @@ class Executor:
         """Within, the policy asks Slurm for the active tasks once: a plan's many checks
         judge one moment, at one squeue instead of one per check and submission (the
         plan's total was judged against the concurrency limit, which covers its jobs)."""
-        self._active = self.scheduler.active_tasks()
+        self._active = self._active_tasks()
         try:
             yield
         finally:
             self._active = None
+
+    def _active_tasks(self) -> int:
+        """The queue's active tasks, for the concurrency limit: 0 without one (no squeue:
+        a site with no such limit pays nothing for it)."""
+        if self.site.policy.max_concurrent_jobs is None:
+            return 0
+        return self._active if self._active is not None else self.scheduler.active_tasks()
 
     def run(
         self, session_id: str, step: st.Step, *, person_first: str | None = None
@@ -477,8 +484,7 @@ class Executor:
         # the last week, so a long-lived store does not slow every submission down
         sessions = self.folds_active_since(self.clock() - timedelta(days=7))
         history = history_from_folds(sessions, self.clock())
-        active = self._active if self._active is not None else self.scheduler.active_tasks()
-        decision = evaluate(cost, self.site.policy, history, active)
+        decision = evaluate(cost, self.site.policy, history, self._active_tasks())
         if approval_given and decision.verdict == "approve":
             return Decision("allow")
         return decision
