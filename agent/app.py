@@ -98,9 +98,21 @@ class App:
         access = config.scheduler
         if access.kind == "local":
             return LocalTransport(secrets)
+        assert access.host is not None  # the site config requires it for ssh and openssh
+        if access.kind == "openssh":
+            from jobsmith.adapters.ssh.openssh import OpenSshTransport
+
+            default = Path.home() / ".ssh" / f"jobsmith-{access.host}.sock"
+            return OpenSshTransport(
+                access.host,
+                control_path=access.control_path or default,
+                port=access.port,
+                user=access.user,
+                known_hosts=access.known_hosts,
+                is_secret=secrets.is_secret,
+            )
         from jobsmith.adapters.ssh.transport import ParamikoTransport
 
-        assert access.host is not None  # the site config requires it for ssh
         return ParamikoTransport(
             access.host,
             port=access.port,
@@ -120,7 +132,7 @@ class App:
         try:
             timeout_s = self.site.config.scheduler.command_timeout_s
             cluster = self.site.config.cluster
-            remote = self.site.config.scheduler.kind == "ssh"
+            remote = self.site.config.scheduler.kind != "local"
         except ConfigError:
             # commands that need no site config still work without one, here
             timeout_s, cluster, remote = 30.0, "no-site-config", False

@@ -48,10 +48,12 @@ def _fault(message: str, *fields: tuple[str, ...]) -> PydanticCustomError:
 class SchedulerAccess(_Section):
     """How jobsmith reaches the scheduler's client commands (sbatch, squeue, …)."""
 
-    kind: Literal["local", "ssh"] = Field(
+    kind: Literal["local", "ssh", "openssh"] = Field(
         "local",
         description="'local': run Slurm commands on this host (a login node); "
-        "'ssh': run them on `host` over SSH",
+        "'ssh': run them on `host` over SSH (paramiko, key or agent login); "
+        "'openssh': through the system's ssh, over a ControlMaster connection you open "
+        "once (`control_path`), for logins that ask for a second factor",
     )
     host: str | None = Field(None, description="ssh: the login node to connect to")
     port: int = Field(22, ge=1, le=65535, description="ssh: TCP port")
@@ -67,6 +69,11 @@ class SchedulerAccess(_Section):
         description="ssh: known_hosts file the login node's key must be in, ~ expanded; "
         "default: ~/.ssh/known_hosts. An unknown or changed key is refused",
     )
+    control_path: Dir | None = Field(
+        None,
+        description="openssh: the ControlMaster socket to reuse, ~ expanded; default: "
+        "~/.ssh/jobsmith-HOST.sock",
+    )
     command_timeout_s: float = Field(
         30.0,
         gt=0,
@@ -76,14 +83,19 @@ class SchedulerAccess(_Section):
 
     @model_validator(mode="after")
     def _ssh_fields_need_ssh(self) -> SchedulerAccess:
-        if self.kind == "ssh" and not self.host:
-            raise _fault("kind 'ssh' needs host: the login node to connect to", ("host",))
-        ssh_only = [
-            f for f in ("host", "user", "key_file", "known_hosts") if getattr(self, f) is not None
-        ]
+        if self.kind != "local" and not self.host:
+            message = f"kind '{self.kind}' needs host: the login node to connect to"
+            raise _fault(message, ("host",))
+        if self.kind == "openssh" and self.key_file is not None:
+            message = "key_file applies to kind 'ssh'; with 'openssh' the master's login chose it"
+            raise _fault(message, ("key_file",))
+        if self.kind == "ssh" and self.control_path is not None:
+            raise _fault("control_path applies only to kind 'openssh'", ("control_path",))
+        remote_only = ("host", "user", "key_file", "known_hosts", "control_path")
+        ssh_only = [f for f in remote_only if getattr(self, f) is not None]
         if self.kind == "local" and ssh_only:
             verb = "applies" if len(ssh_only) == 1 else "apply"
-            message = f"{' and '.join(ssh_only)} {verb} only to kind 'ssh', not 'local'"
+            message = f"{' and '.join(ssh_only)} {verb} only to a remote kind, not 'local'"
             raise _fault(message, *((f,) for f in ssh_only))
         return self
 

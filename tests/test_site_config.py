@@ -432,8 +432,11 @@ def test_missing_required_fields_say_no_file_sets_them(tmp_path: Path) -> None:
         ("accounts:\n  default: lab\n  default: proj2\n", "duplicate key accounts.default"),
         ("partitions:\n  true:\n    max_time: 10\n", "key 'true' is read as a bool"),
         ("partitions:\n  'my part': {}\n", "'my part' is not a Slurm name"),
-        ("scheduler:\n  host: login1\n", "scheduler.host: host applies only to kind 'ssh'"),
-        ("scheduler:\n  kind: slurmrestd\n", "scheduler.kind: input should be 'local' or 'ssh'"),
+        ("scheduler:\n  host: login1\n", "scheduler.host: host applies only to a remote kind"),
+        (
+            "scheduler:\n  kind: slurmrestd\n",
+            "scheduler.kind: input should be 'local', 'ssh' or 'openssh'",
+        ),
         ("partitions:\n  gpu:\n    gpu_type: a100\n    max_gpus_per_node: 0\n", "gpu_type is set"),
         ('env_setup: ["module load x\\nrm -rf ~"]\n', "holds a line break"),
         ("- just\n- a list\n", "must be a mapping"),

@@ -300,7 +300,7 @@ def test_site_config_accepts_ssh_with_a_host_only() -> None:
     )
     with pytest.raises(ValidationError, match="kind 'ssh' needs host"):
         SchedulerAccess.model_validate({"kind": "ssh"})
-    with pytest.raises(ValidationError, match="known_hosts applies only to kind 'ssh'"):
+    with pytest.raises(ValidationError, match="known_hosts applies only to a remote kind"):
         SchedulerAccess.model_validate({"known_hosts": "/x"})
 
 
