@@ -99,9 +99,7 @@ class OpenSshTransport:
             start_new_session=True,
         )
         try:
-            out, err = proc.communicate(
-                None if stdin is None else stdin.encode(), timeout=timeout
-            )
+            out, err = proc.communicate(None if stdin is None else stdin.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill(proc)
             raise SchedulerUnavailable(
