@@ -317,3 +317,42 @@ def test_a_failed_step_is_rerun_alone_and_the_step_after_it_waits_for_the_rerun(
         for e in json.loads(js("sessions", "show", ran["session_id"], "--json").stdout)["events"]
     ]
     assert kinds.count("plan_job") == 1
+
+
+@lab
+def test_genomics_align_a_sample_sheet_then_merge_with_flagstat(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    """bwa over a sample sheet as one array, then samtools merge, index and flagstat after
+    it; the merge checks that every read of every sample is in the merged BAM."""
+    from template_examples import write_bwa_inputs
+
+    user_site()
+    write_bwa_inputs(workdir, ["s1", "s2", "s3"])
+    genomics = """\
+name: genomics
+steps:
+  align:
+    template: bwa_align
+    params: {reference: genome.fa, samples: reads/samples.tsv, output_dir: aligned}
+    cpus_per_task: 1
+    mem_mb: 1000
+  merge:
+    template: samtools_merge
+    params: {bam_dir: aligned, samples: reads/samples.tsv, output: merged/all.bam}
+    cpus_per_task: 1
+    mem_mb: 1000
+    log_dir: logs
+    after_ok: [align]
+"""
+    ran = js("plan", "run", str(write(workdir, genomics)), "--json")
+    assert ran.exit_code == 0, ran.output
+    jobs = json.loads(ran.stdout)["jobs"]
+    assert js("wait", *jobs.values(), "--timeout", "300").exit_code == 0
+    flagstat = (workdir / "merged" / "all.bam.flagstat.txt").read_text()
+    assert flagstat.split()[0] == "300"  # 3 samples x 50 pairs x 2 reads
+    assert (workdir / "merged" / "all.bam.bai").exists()
+    status = json.loads(js("status", jobs["align"], "--json").stdout)["jobs"][0]
+    assert status["task_counts"] == {"COMPLETED": 3}
+    said = (workdir / "logs" / f"samtools_merge_{jobs['merge']}.out").read_text()
+    assert "merge: ok, 300 reads from 3 samples" in said

@@ -48,6 +48,7 @@ SHIPPED = [
     "ffmpeg_segments",
     "file_array",
     "nextflow_head",
+    "samtools_merge",
     "torch_train",
 ]
 
