@@ -110,3 +110,28 @@ def array_task_count(spec: str) -> int:
         first, last = (int(x) for x in span.split("-"))
         total += len(range(first, last + 1, int(step) if step else 1))
     return total
+
+
+def array_indices(spec: str) -> list[int]:
+    """The indices an --array spec names, in order ('0-4:2,7' -> [0, 2, 4, 7])."""
+    out: list[int] = []
+    for part in spec.split(","):
+        span, _, step = part.partition(":")
+        first, _, last = span.partition("-")
+        out += range(int(first), int(last or first) + 1, int(step) if step else 1)
+    return out
+
+
+def array_spec(indices: list[int]) -> str:
+    """The shortest --array spec of ranges for indices ([0, 1, 2, 5] -> '0-2,5')."""
+    parts: list[str] = []
+    ordered = sorted(set(indices))
+    start = prev = ordered[0]
+    for index in [*ordered[1:], None]:
+        if index is not None and index == prev + 1:
+            prev = index
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if index is not None:
+            start = prev = index
+    return ",".join(parts)

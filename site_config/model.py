@@ -235,11 +235,29 @@ class Budgets(_Section):
     )
 
 
+class Canary(_Section):
+    """Arrays above a size run a few tasks first; the rest waits for them (Slurm's own
+    afterok), and is cancelled if they fail (agent/runtime/planrun.py)."""
+
+    above_tasks: int = Field(ge=2, description="arrays of more tasks than this get a canary")
+    tasks: int = Field(2, ge=1, le=10, description="how many tasks the canary runs")
+
+    @model_validator(mode="after")
+    def _fewer_than_the_array(self) -> Canary:
+        if self.tasks >= self.above_tasks:
+            message = "canary.tasks must be below canary.above_tasks"
+            raise _fault(message, ("tasks",), ("above_tasks",))
+        return self
+
+
 class Policy(_Section):
     """Limits jobsmith holds the agent to."""
 
     max_concurrent_jobs: int | None = Field(
         1000, gt=0, description="most of the user's jobs queued or running at once"
+    )
+    canary: Canary | None = Field(
+        None, description="run a few tasks of a large array first (unset: never)"
     )
     approval: ApprovalThresholds = Field(
         default_factory=ApprovalThresholds,

@@ -87,6 +87,10 @@ _VALID = {
     "session_id": "20260101T000000.000Z-000000000000",
     "step_id": "st-0000000000",
     "text": "what is running?",
+    # transcode: a file that exists and is no video (ffprobe refuses it: exit 2)
+    "source": str(LAB_SITE),
+    "output": "/tmp/jobsmith-fuzz-out.mkv",
+    "file": str(LAB_SITE),
 }
 #: extra arguments that keep a command short: no waiting, one watcher cycle (a watcher
 #: without --once never returns, and --install writes the user's crontab: not fuzzed);

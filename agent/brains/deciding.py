@@ -28,6 +28,7 @@ from jobsmith.agent.runtime.claims import Check
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
 from jobsmith.agent.runtime.jobstate import StateChange
+from jobsmith.agent.runtime.planrun import after_failure
 from jobsmith.agent.runtime.policy import model_token_refusal, model_tokens_from_folds
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.steps import Rerun, StepResult
@@ -83,7 +84,11 @@ def decide_failure(
         log.append_if(EventKind.DECISION, data, None, _undecided(change.job_id))
     except AlreadyDecided:
         return None  # another watcher, or a person, got there first: theirs stands
-    return {**_reported(decision), **_run_steps(executor, change.session_id, decision)}
+    ran = _run_steps(executor, change.session_id, decision)
+    # a canary that failed for good: its array's rest, waiting for it, never runs
+    rerun = decision.action is Action.RERUN and ran.get("outcome") == "done"
+    cancelled = after_failure(executor, change.job_id, reran=rerun)
+    return {**_reported(decision), **ran, **({"cancelled": cancelled} if cancelled else {})}
 
 
 def _asked(brain: Brain, executor: Executor, view: FailureView) -> Decision:

@@ -30,7 +30,13 @@ from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.limits import check_limits
 from jobsmith.agent.runtime.payloads import intent_payload
-from jobsmith.agent.runtime.planrun import PlanStepUndecided, redirect_after_rerun, run_plan
+from jobsmith.agent.runtime.planrun import (
+    PlanStepUndecided,
+    needs_canary,
+    redirect_after_rerun,
+    run_canary,
+    run_plan,
+)
 from jobsmith.agent.runtime.policy import Cost, Decision, evaluate, history_from_folds
 from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
@@ -249,6 +255,8 @@ class Executor:
                 decision = checked.decision
             else:
                 decision = self._decide(checked.cost)
+            if decision.verdict != "refuse" and needs_canary(self, step, checked):
+                return run_canary(self, log, step, checked)  # a plan of two (planrun.py)
             job, cost = checked.job, checked.cost
             template, script, options, extra = job.template, job.script, job.options, {}
         intent = self._submission_intent(step, template, script, options, cost, extra)

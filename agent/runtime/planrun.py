@@ -19,13 +19,14 @@ which skips every step that already has a job and submits only what Slurm never 
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_indices, array_spec
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.payloads import (
@@ -131,18 +132,24 @@ class PlannedJob(BaseModel):
         )
 
 
-def run_plan(executor: Executor, log: SessionLog, step: st.RunPlan) -> st.StepResult:
+def run_plan(
+    executor: Executor,
+    log: SessionLog,
+    step: st.RunPlan,
+    checked: Mapping[str, PlannedJob] | None = None,
+) -> st.StepResult:
     """Judge the plan whole, then submit each job not submitted yet (module docstring).
 
-    The jobs are checked once; a later run of the same step (after an approval, or a
-    crash) submits the jobs recorded then, so what was approved is what is submitted.
+    The jobs are checked once (or given, checked: a canary's halves); a later run of the
+    same step (after an approval, or a crash) submits the jobs recorded then, so what was
+    approved is what is submitted.
     """
     from jobsmith.agent.runtime.executor import ApprovalNeeded, refusal
 
     plan = step.plan
     events = log.events()
     approved = _approved_sha(events, step.id)
-    jobs = _recorded_jobs(events, step.id) or _checked_jobs(executor, plan)
+    jobs = _recorded_jobs(events, step.id) or checked or _checked_jobs(executor, plan)
     text = approval_text(plan, {name: job.script for name, job in jobs.items()})
     total = total_cost(Cost.of(job.options) for job in jobs.values())
     decision = executor.decide(total, approval_given=approved is not None)
@@ -158,7 +165,108 @@ def run_plan(executor: Executor, log: SessionLog, step: st.RunPlan) -> st.StepRe
         raise ApprovalNeeded(step.id, wanted)
     job_ids = _submit_each(executor, log, step, jobs, events)
     summary = {**summary_of(plan, job_ids), "cost": total.model_dump()}
+    if plan.name.startswith(CANARY_PREFIX):  # the step was a submission: answer as one
+        summary = {**_canary_summary(log, step.id, job_ids), **summary}
     return executor.finish(log, step, st.Outcome.DONE, summary, None)
+
+
+# --- canaries: a large array runs a few tasks first ------------------------------------------
+
+#: a canary plan's name: the prefix, then the template's name
+CANARY_PREFIX = "canary-"
+
+
+def needs_canary(executor: Executor, step: st.Step, checked: CheckedJob) -> bool:
+    """Whether a submission's array is above the site's canary size (never a re-run's:
+    it re-runs tasks that already ran)."""
+    canary = executor.site.policy.canary
+    options = checked.job.options
+    return (
+        isinstance(step, st.Submit)
+        and canary is not None
+        and options.array is not None
+        and options.array_size() > canary.above_tasks
+    )
+
+
+def run_canary(
+    executor: Executor, log: SessionLog, step: st.Submit, checked: CheckedJob
+) -> st.StepResult:
+    """A large array as a two-job plan: its first tasks, then the rest after them (Slurm's
+    afterok), judged and approved as one; the step keeps its id, and answers as a
+    submission of the rest, naming the canary."""
+    canary = executor.site.policy.canary
+    assert canary is not None and checked.job.options.array is not None
+    indices = array_indices(checked.job.options.array)
+    first, rest = indices[: canary.tasks], indices[canary.tasks :]
+    job = checked.job
+    fields = {**step.job.model_dump(exclude={"dependencies"}), "template": job.template}
+    plan = Plan.model_validate(
+        {
+            "name": CANARY_PREFIX + job.template,
+            "steps": {"canary": fields, "rest": {**fields, "after_ok": ["canary"]}},
+        }
+    )
+    wanted = PlannedJob.of(checked).person_first
+    halves = {
+        "canary": _half(executor, job.script, job.options, first, fresh_tag=True),
+        "rest": _half(executor, job.script, job.options, rest, fresh_tag=False),
+    }
+    halves = {n: h.model_copy(update={"template": job.template}) for n, h in halves.items()}
+    halves["rest"] = halves["rest"].model_copy(update={"person_first": wanted})
+    return run_plan(executor, log, st.RunPlan(id=step.id, plan=plan), halves)
+
+
+def _half(
+    executor: Executor, script: str, options: JobOptions, tasks: list[int], *, fresh_tag: bool
+) -> PlannedJob:
+    """The job with only tasks of its array (the canary gets a tag of its own)."""
+    update: dict[str, object] = {"array": array_spec(tasks)}
+    if fresh_tag:
+        base = TAG_PATTERN.sub("", options.job_name)
+        update["job_name"] = f"{base}.js-{secrets.token_hex(6)}"
+    half = JobOptions.model_validate({**options.model_dump(), **update})
+    text = with_directives(script, half, executor.scheduler)
+    return PlannedJob(template="", script=text, options=half, person_first=None)
+
+
+def _canary_summary(
+    log: SessionLog, plan_step_id: str, job_ids: Mapping[str, str]
+) -> dict[str, Any]:
+    """The rest's submission document, with the canary's job id and tasks."""
+    wanted = {sub_step_id(plan_step_id, n): n for n in ("rest", "canary")}
+    found: dict[str, dict[str, Any]] = {}
+    for event in log.events():
+        if event.kind is EventKind.RESULT and event.step_id in wanted:
+            found[wanted[event.step_id]] = dict(event.data)
+    bookkeeping = ("outcome", "action", "error")
+    rest = {k: v for k, v in found.get("rest", {}).items() if k not in bookkeeping}
+    canary_tasks = found.get("canary", {}).get("array_tasks")
+    return {**rest, "canary_job_id": job_ids.get("canary"), "canary_tasks": canary_tasks}
+
+
+def after_failure(executor: Executor, job_id: str, reran: bool) -> list[str]:
+    """A failed job was decided about: if it was a canary and is not being re-run, its
+    array's rest (waiting for it) will never run, so it is cancelled now: a broken
+    command costs the canary's tasks, not the array's. Returns what was cancelled."""
+    record = executor.ledger.get(job_id)
+    if reran or record is None or record.session_id is None:
+        return []
+    events = executor.store.read(record.session_id)
+    try:
+        plan = plan_of(events)
+    except NotFound:
+        return []
+    if not plan.plan.name.startswith(CANARY_PREFIX) or plan.job_ids.get("canary") != job_id:
+        return []
+    rest = plan.job_ids.get("rest")
+    if rest is None:
+        return []
+    with contextlib.suppress(SchedulerError):  # it ended already: nothing to cancel
+        executor.scheduler.cancel([rest])
+    data = {"canary_failed": job_id, "cancelled": rest}
+    SessionLog(executor.store, record.session_id).append(EventKind.NOTE, data, None)
+    return [rest]
 
 
 def _checked_jobs(executor: Executor, plan: Plan) -> dict[str, PlannedJob]:
@@ -229,7 +337,9 @@ def _submit_each(
             )
         request = plan.request(name, job_ids)
         job = jobs[name]
-        options = job.options.model_copy(update={"dependencies": request.dependencies})
+        # what it waited for already (a canary's `--after-ok`), and its steps' jobs
+        waits = (*job.options.dependencies, *request.dependencies)
+        options = job.options.model_copy(update={"dependencies": waits})
         script = with_directives(job.script, options, executor.scheduler)
         submit = st.Submit(id=sub_id, job=request)
         result = executor.submit_prepared(log, submit, job.template, script, options)

@@ -1,0 +1,91 @@
+"""Canary arrays (issue 10): with `policy.canary` set, an array above its size runs its
+first tasks as a job of their own, and the rest waits for them through Slurm's afterok,
+judged and approved as one. On the lab cluster: a good array runs whole, the rest
+visibly waiting for the canary; a broken command fails in the canary, the watcher's
+decision cancels the rest, so two tasks ran, not twelve. And the array helpers (pure).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from lab_cli import js
+
+from jobsmith.adapters.options import array_indices, array_spec
+from jobsmith.site_config.model import Canary
+
+lab = pytest.mark.usefixtures("lab_cluster")
+CANARY = "policy:\n  canary: {above_tasks: 5, tasks: 2}\n"
+
+
+def test_array_specs_expand_and_compress() -> None:
+    assert array_indices("0-4:2,7,9-10") == [0, 2, 4, 7, 9, 10]
+    assert array_spec([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert array_spec(array_indices("0-999")[2:]) == "2-999"
+    with pytest.raises(ValueError, match=r"canary.tasks must be below canary.above_tasks"):
+        Canary.model_validate({"above_tasks": 2, "tasks": 2})
+
+
+def files(workdir: Path, n: int) -> str:
+    for i in range(n):
+        (workdir / f"f{i}.txt").write_text(f"{i}\n")
+    return ",".join(f"f{i}.txt" for i in range(n))
+
+
+def submit_array(workdir: Path, program: str, n: int = 12) -> dict[str, object]:
+    out = js(
+        "submit", "file_array", "-p", f"files={files(workdir, n)}", "-p", f"program={program}",
+        "--log-dir", str(workdir / "logs"), "--json",
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    return dict(json.loads(out.stdout))
+
+
+@lab
+def test_a_good_array_runs_its_canary_first_then_the_rest_after_it(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    user_site(CANARY)
+    doc = submit_array(workdir, "cat")
+    rest, canary = str(doc["job_id"]), str(doc["canary_job_id"])
+    assert (doc["array_tasks"], doc["canary_tasks"]) == (10, 2)
+    shown = subprocess.run(
+        ["scontrol", "show", "job", rest], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"Dependency=afterok:{canary}" in shown or "Dependency=(null)" in shown  # ran already
+    assert js("wait", canary, rest, "--timeout", "180").exit_code == 0
+    statuses = json.loads(js("status", canary, rest, "--json").stdout)["jobs"]
+    assert [s["task_counts"] for s in statuses] == [{"COMPLETED": 2}, {"COMPLETED": 10}]
+    outs = sorted((workdir / "logs").glob("file_array_*.out"))
+    assert len(outs) == 12
+
+
+@lab
+def test_a_broken_command_fails_in_the_canary_and_the_rest_never_runs(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    user_site(CANARY)
+    doc = submit_array(workdir, "false")
+    rest, canary = str(doc["job_id"]), str(doc["canary_job_id"])
+    decisions: list[dict[str, object]] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not decisions:
+        decisions += json.loads(js("watch", "--once", "--json").stdout)["decisions"]
+        time.sleep(2)
+    (decision,) = decisions
+    assert decision["job_id"] == canary and decision["action"] == "report"
+    assert decision["cancelled"] == [rest]
+    waited = json.loads(js("wait", rest, "--timeout", "120", "--json").stdout)["jobs"][0]
+    assert waited["state"] == "CANCELLED"
+    sacct = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-j", rest, "-o", "JobID,State,Elapsed"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    # cancelled while pending: no task of the rest ever ran
+    assert all(line.split("|")[2] == "00:00:00" for line in sacct.splitlines()), sacct
+    assert len(list((workdir / "logs").glob("file_array_*.err"))) == 2  # two tasks ran
