@@ -396,3 +396,38 @@ def test_an_instruction_planted_in_a_tool_result_gets_nothing_submitted(
     assert "sleep 1000" in held["script"] and held["cost"]["core_hours"] == 1.0
     assert len(server.requests) == 2
     assert ledger(jobsmith_home) == []  # nothing reached Slurm
+
+
+@lab
+def test_a_run_plan_call_submits_the_jobs_with_slurm_dependencies(
+    server: MessagesServer,
+    model_yaml: str,
+    user_site: Callable[[str], None],
+    workdir: Path,
+) -> None:
+    """The brain emits the plan document a person would write: two jobs, the second after
+    the first, submitted in one call as Slurm's own dependency."""
+    user_site(model_yaml)
+    plan = {
+        "name": "two",
+        "steps": {
+            "first": {"template": "command", "params": {"command": "echo 1 > one.txt"}},
+            "second": {
+                "template": "command",
+                "params": {"command": "cat one.txt > two.txt"},
+                "after_ok": ["first"],
+            },
+        },
+    }
+    server.script(
+        message(text("One plan."), tool_use("run_plan", {"plan": plan})),
+        message(text("Both jobs are in; the second waits for the first.")),
+    )
+    out = js("ask", "write 1 to one.txt, then copy it to two.txt", "--json")
+    assert out.exit_code == 0, out.output
+    (step,) = json.loads(out.stdout)["steps"]
+    assert (step["action"], step["outcome"]) == ("run_plan", "done")
+    jobs = step["summary"]["jobs"]
+    assert list(jobs) == ["first", "second"]
+    assert js("wait", *jobs.values(), "--timeout", "120").exit_code == 0
+    assert (workdir / "two.txt").read_text() == "1\n"
