@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.events import Event
     from jobsmith.agent.runtime.executor import CheckedJob, Executor
+    from jobsmith.agent.runtime.frames import RenderRequest
     from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest
     from jobsmith.agent.runtime.jobstate import StateChange
     from jobsmith.agent.runtime.lastpoll import LastPoll, LastPollFile
@@ -308,6 +309,21 @@ class App:
         workdir = (workdir or transcode.default_workdir(output)).resolve()
         probed = transcode.probe(source)
         return transcode.transcode_plan(source, output, probed, chunk_seconds, encoding, workdir)
+
+    def render_plan(self, request: RenderRequest, *, missing_only: bool) -> Plan:
+        """The plan that renders a frame range (or, missing_only, only its missing or
+        broken frames) and checks it (agent/runtime/frames.py)."""
+        from jobsmith.agent.runtime import frames
+
+        if not missing_only:
+            return frames.render_plan(request)
+        todo = frames.broken_frames(request)
+        if not todo:
+            raise InputError(
+                f"render: every frame of {request.frame_start}-{request.frame_end} in "
+                f"{request.output_dir} is there and decodes: nothing to re-render"
+            )
+        return frames.render_plan(request, todo)
 
     def run_plan(self, plan: Plan, title: str) -> tuple[str, StepResult]:
         """Submit a plan built here (not read from a file), as one session."""

@@ -91,12 +91,19 @@ _VALID = {
     "source": str(LAB_SITE),
     "output": "/tmp/jobsmith-fuzz-out.mkv",
     "file": str(LAB_SITE),
+    "blend_file": str(LAB_SITE),  # render-frames: it exists (its plan is only checked)
+    "output_dir": "/tmp/jobsmith-fuzz-frames",
 }
 #: extra arguments that keep a command short: no waiting, one watcher cycle (a watcher
 #: without --once never returns, and --install writes the user's crontab: not fuzzed);
 #: `mcp` over HTTP, which stops at the missing token file before it listens (over stdio
-#: it would serve the test process's own stdin and stdout)
-_QUICK = {("wait",): ["--timeout", "0"], ("watch",): ["--once"], ("mcp",): ["--http"]}
+#: it would serve the test process's own stdin and stdout); `render-frames` only checked
+_QUICK = {
+    ("wait",): ["--timeout", "0"],
+    ("watch",): ["--once"],
+    ("mcp",): ["--http"],
+    ("render-frames",): ["--frames", "1-2", "--dry-run"],
+}
 
 
 def _cases() -> list[tuple[tuple[str, ...], str]]:

@@ -38,6 +38,7 @@ from jobsmith.job_templates.quoting import EscapeError, concat_file, q, qlist
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = [
+    "blender_frames",
     "blender_render",
     "bwa_align",
     "command",
@@ -47,6 +48,8 @@ SHIPPED = [
     "ffmpeg_mux_verify",
     "ffmpeg_segments",
     "file_array",
+    "frames_check",
+    "frames_encode",
     "nextflow_head",
     "samtools_merge",
     "torch_train",
@@ -380,12 +383,19 @@ def _stub_bin(directory: Path) -> Path:
 def _make_runnable(name: str, params: Mapping[str, object], root: Path) -> None:
     """What a body needs of its inputs beyond what the spec checks, to run to its end:
     ffmpeg_concat writes its list into chunk_dir (a directory; the spec says only that it
-    is an input), torch_train sources venv/bin/activate."""
+    is an input), frames_check reads the frames, torch_train sources venv/bin/activate."""
     if name == "ffmpeg_concat":
         chunks = root / str(params["chunk_dir"])
         if chunks.is_file():
             chunks.unlink()
         chunks.mkdir(parents=True, exist_ok=True)
+    if name == "frames_check":  # the frames a render wrote (the spec cannot say so)
+        frames = root / str(params["frames_dir"])
+        if frames.is_file():
+            frames.unlink()
+        frames.mkdir(parents=True, exist_ok=True)
+        for frame in range(int(str(params["frame_start"])), int(str(params["frame_end"])) + 1):
+            (frames / f"frame_{frame:05d}.{params.get('extension', 'png')}").write_text("x")
     if name == "torch_train" and params.get("venv") is not None:
         (root / str(params["venv"]) / "bin").mkdir(parents=True, exist_ok=True)
         (root / str(params["venv"]) / "bin" / "activate").touch()
@@ -788,7 +798,8 @@ def test_user_template_overrides_shipped_one(tmp_path: Path) -> None:
 
 
 def test_unknown_template_lists_available(library: TemplateLibrary) -> None:
-    with pytest.raises(TemplateError, match=r"unknown template 'ffmpeg'; available: blender_rend"):
+    listed = r"unknown template 'ffmpeg'; available: blender_frames, blender_rend"
+    with pytest.raises(TemplateError, match=listed):
         library.get("ffmpeg")
     with pytest.raises(TemplateError, match="unknown template"):
         library.get("../library/command")

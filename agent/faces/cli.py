@@ -783,6 +783,71 @@ def transcode(
     views.show_plan_run(*app.run_plan(plan, f"transcode {source.name}"), as_json)
 
 
+@cli.command(name="render-frames")
+@click.argument("blend_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("output_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--frames", "frames_text", required=True, help="FIRST-LAST, e.g. 1-250.")
+@click.option("--frames-per-task", type=click.IntRange(1, 100000), default=10, show_default=True)
+@click.option(
+    "--engine",
+    type=click.Choice(
+        ["scene", "CYCLES", "BLENDER_EEVEE", "BLENDER_EEVEE_NEXT", "BLENDER_WORKBENCH"]
+    ),
+    default="scene",
+    show_default=True,
+)
+@click.option(
+    "--format",
+    "image_format",
+    type=click.Choice(["PNG", "OPEN_EXR", "JPEG", "TIFF"]),
+    default="PNG",
+    show_default=True,
+)
+@click.option("--video", type=click.Path(path_type=Path, dir_okay=False), help="Encode the frames.")
+@click.option("--fps", type=click.IntRange(1, 240), default=24, show_default=True)
+@click.option("--missing-only", is_flag=True, help="Re-render only missing or broken frames.")
+@click.option("--dry-run", is_flag=True, help="Show the plan's scripts and cost; submit nothing.")
+@json_command
+@click.pass_context
+def render_frames(
+    ctx: click.Context,
+    blend_file: Path,
+    output_dir: Path,
+    frames_text: str,
+    frames_per_task: int,
+    engine: str,
+    image_format: str,
+    video: Path | None,
+    fps: int,
+    missing_only: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Render a frame range of BLEND_FILE into OUTPUT_DIR with Blender on the cluster, in
+    blocks (one array), then check every frame (and encode --video), as one plan."""
+    from jobsmith.agent.runtime.frames import RenderRequest, parse_frames
+    from jobsmith.agent.views import render as views
+
+    app = _app(ctx)
+    start, end = parse_frames(frames_text)
+    request = RenderRequest(
+        blend_file=blend_file.resolve(),
+        output_dir=output_dir.resolve(),
+        frame_start=start,
+        frame_end=end,
+        frames_per_task=frames_per_task,
+        engine=engine,
+        image_format=image_format,
+        video=video.resolve() if video else None,
+        fps=fps,
+    )
+    plan = app.render_plan(request, missing_only=missing_only)
+    if dry_run:
+        views.show_plan_check(app.judge_plan(plan), as_json)
+        return
+    views.show_plan_run(*app.run_plan(plan, f"render {blend_file.name}"), as_json)
+
+
 @cli.group()
 def sessions() -> None:
     """Inspect, export and prune session logs."""

@@ -1,0 +1,121 @@
+"""`jobsmith render-frames` (issue 10, part 2): a frame range rendered with Debian's Blender
+on the lab cluster (a tiny generated scene, Cycles on the CPU, one sample, denoising off),
+in blocks, then every frame checked and the frames encoded into a video; then one frame
+deleted and one truncated, and `--missing-only` re-renders those two frames only.
+And the blocks and the plan (pure).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from lab_cli import js
+
+from jobsmith.agent.runtime.frames import (
+    RenderRequest,
+    blocks_of,
+    broken_frames,
+    parse_frames,
+    render_plan,
+)
+from jobsmith.errors import InputError
+
+lab = pytest.mark.usefixtures("lab_cluster")
+
+SCENE = (
+    "import bpy, sys; s = bpy.context.scene; s.render.engine = 'CYCLES'; "
+    "s.cycles.device = 'CPU'; s.cycles.samples = 1; s.cycles.use_denoising = False; "
+    "s.render.resolution_x = 32; s.render.resolution_y = 24; "
+    "bpy.ops.wm.save_as_mainfile(filepath=sys.argv[-1])"
+)
+
+
+def make_scene(path: Path) -> Path:
+    """Blender's default scene (a cube, a camera, a light), made tiny and quick."""
+    subprocess.run(
+        ["blender", "-b", "--factory-startup", "--python-expr", SCENE, "--", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return path
+
+
+def test_blocks_are_runs_of_consecutive_frames_cut_at_the_block_size() -> None:
+    assert blocks_of(range(1, 11), 4) == ["1-4", "5-8", "9-10"]
+    assert blocks_of([3, 4, 9, 10, 11, 20], 2) == ["3-4", "9-10", "11-11", "20-20"]
+    assert blocks_of([], 5) == []
+    assert parse_frames("1-250") == (1, 250) and parse_frames("7") == (7, 7)
+    for bad in ("a-b", "5-1", "-3"):
+        with pytest.raises(InputError, match="--frames"):
+            parse_frames(bad)
+
+
+def test_the_plan_renders_then_checks_then_encodes(tmp_path: Path) -> None:
+    request = RenderRequest(
+        tmp_path / "s.blend", tmp_path / "out", 1, 6, 2, video=tmp_path / "v.mp4"
+    )
+    plan = render_plan(request)
+    assert plan.order() == ["render", "check", "encode"]
+    assert plan.steps["render"].params["blocks"] == ["1-2", "3-4", "5-6"]
+    assert plan.steps["check"].after_ok == ["render"] and plan.steps["encode"].after_ok == ["check"]
+    repair = render_plan(request, [4, 5])
+    assert repair.steps["render"].params["blocks"] == ["4-5"]
+    assert repair.steps["check"].params["frame_start"] == 1  # the whole range is checked
+
+
+def test_missing_and_undecodable_frames_are_found(tmp_path: Path) -> None:
+    request = RenderRequest(tmp_path / "s.blend", tmp_path, 1, 4)
+    for frame in (1, 2, 4):
+        (tmp_path / f"frame_{frame:05d}.png").write_bytes(b"x" if frame == 4 else b"ok")
+    assert broken_frames(request, decodes=lambda p: p.read_bytes() == b"ok") == [3, 4]
+
+
+@lab
+def test_a_frame_range_is_rendered_checked_encoded_and_repaired(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    user_site()
+    scene = make_scene(workdir / "scene.blend")
+    frames = workdir / "frames"
+    argv = [
+        "render-frames", str(scene), str(frames), "--frames", "1-6", "--frames-per-task", "2",
+        "--video", str(workdir / "scene.mp4"), "--fps", "6", "--json",
+    ]  # fmt: skip
+    ran = js(*argv)
+    assert ran.exit_code == 0, ran.output
+    jobs = json.loads(ran.stdout)["jobs"]
+    assert list(jobs) == ["render", "check", "encode"]
+    assert js("wait", *jobs.values(), "--timeout", "300").exit_code == 0
+    assert sorted(p.name for p in frames.glob("frame_*.png")) == [
+        f"frame_{n:05d}.png" for n in range(1, 7)
+    ]
+    assert json.loads((frames / "check.json").read_text()) == {"missing": [], "broken": []}
+    counted = subprocess.run(
+        ["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
+         "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", str(workdir / "scene.mp4")],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert counted.strip() == "6"
+
+    # one frame lost, one cut short: only they are rendered again
+    (frames / "frame_00002.png").unlink()
+    five = frames / "frame_00005.png"
+    five.write_bytes(five.read_bytes()[:40])
+    before = {p.name: p.stat().st_mtime_ns for p in frames.glob("frame_*.png")}
+    repair = js(*argv[:-5], "--missing-only", "--json")
+    assert repair.exit_code == 0, repair.output
+    fixed = json.loads(repair.stdout)["jobs"]
+    status = json.loads(js("status", fixed["render"], "--json").stdout)["jobs"][0]
+    assert status["record"] is not None or status["task_counts"]
+    assert js("wait", *fixed.values(), "--timeout", "300").exit_code == 0
+    after = {p.name: p.stat().st_mtime_ns for p in frames.glob("frame_*.png")}
+    rerendered = sorted(n for n in after if after[n] != before.get(n))
+    assert rerendered == ["frame_00002.png", "frame_00005.png"]  # those two, nothing else
+    assert json.loads((frames / "check.json").read_text()) == {"missing": [], "broken": []}
+    nothing = js(*argv[:-5], "--missing-only")
+    assert nothing.exit_code == 2 and "nothing to re-render" in nothing.stderr
