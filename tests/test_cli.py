@@ -8,6 +8,7 @@ allowed roots, as a user's own ~/.config/jobsmith/site.yaml would.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from template_examples import example_params, write_bwa_inputs
 
 from jobsmith.agent.faces.cli import cli
 from jobsmith.job_templates import TemplateLibrary, shipped_library
+from jobsmith.job_templates.params import ParamType
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(TemplateLibrary([shipped_library()]).names())
@@ -243,15 +245,22 @@ def test_every_template_passes_sbatch_test_only(run, workdir: Path, name: str) -
     extra = ["--partition", "gpu"] if template.spec.resources.references().get("gpus") else []
     if name == "torch_train":
         params["cpus"] = 2  # the lab node has 2 CPUs
-    args = [a for k, v in params.items() for a in ("-p", f"{k}={_cli_value(v)}")]
+    kinds = {k: spec.type for k, spec in template.spec.params.items()}
+    args = [a for k, v in params.items() for a in ("-p", f"{k}={_cli_value(v, kinds.get(k))}")]
     result = run("submit", name, *args, *extra, "--test-only", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["test_only"]["ok"], data["test_only"]["message"]
 
 
-def _cli_value(value: object) -> str:
-    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+def _cli_value(value: object, kind: object = None) -> str:
+    """A value as typed after -p: a list is comma-separated, except `args`, which the CLI
+    splits like a shell command line."""
+    if not isinstance(value, list):
+        return str(value)
+    if kind is ParamType.ARGS:
+        return shlex.join(map(str, value))
+    return ",".join(map(str, value))
 
 
 @lab
