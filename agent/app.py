@@ -398,7 +398,7 @@ class App:
             environ=self.environ,
             key_file=self.paths.config_dir / KEY_FILE_NAME,
             executor=self.executor,
-            recent_jobs=self._recent_job_ids,
+            recent_jobs=self.recent_job_ids,
         )
 
     def ask(self, text: str, session_id: str | None) -> AskResult:
@@ -417,17 +417,18 @@ class App:
         (agent/brains/waking.py): the sessions of the last 7 days' submissions."""
         from jobsmith.agent.brains.waking import Waker
 
-        floor = datetime.now() - timedelta(days=7)
-        sessions = {
-            r.session_id for r in self.ledger.all() if r.session_id and r.submitted_at >= floor
-        }
+        sessions = {r.session_id for r in self.recent_submissions() if r.session_id}
         waker = Waker(self.conversation, self.store, self.folds, self.news.add)
         return waker.wake(sessions)
 
-    def _recent_job_ids(self) -> list[str]:
-        """The jobs jobsmith submitted for this user in the last 7 days."""
+    def recent_submissions(self) -> list[SubmissionRecord]:
+        """What jobsmith submitted for this user in the last 7 days."""
         floor = datetime.now() - timedelta(days=7)
-        return [r.job_id for r in self.ledger.all() if r.submitted_at >= floor]
+        return [r for r in self.ledger.all() if r.submitted_at >= floor]
+
+    def recent_job_ids(self) -> list[str]:
+        """Their job ids (`status` without ids, for ask's tools and the MCP server's)."""
+        return [r.job_id for r in self.recent_submissions()]
 
     def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
         """One watcher cycle: one poll for every open job, the brain for each failure;

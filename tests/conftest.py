@@ -20,11 +20,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from messages_server import KEY, MessagesServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -188,3 +189,28 @@ def user_site(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(workdir)
     write_user_site(jobsmith_home / "config", workdir)
     return lambda extra_yaml="": write_user_site(jobsmith_home / "config", workdir, extra_yaml)
+
+
+# --- the model: the real anthropic SDK against the loopback Messages-API server -------------
+
+
+@pytest.fixture
+def server() -> Iterator[MessagesServer]:
+    """A Messages-API server on loopback (tests/messages_server.py) for the test."""
+    with MessagesServer() as running:
+        yield running
+
+
+@pytest.fixture
+def model_yaml(server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The user's site-file section pointing jobsmith at the loopback server (key in env)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    return f"model:\n  base_url: '{server.url}'\n  max_retries: 0\n"
+
+
+@pytest.fixture
+def offline(jobsmith_home: Path, model_yaml: str) -> Callable[[str], None]:
+    """No Slurm: the user's site file names the server; call with more YAML to add."""
+    site = jobsmith_home / "config" / "site.yaml"
+    site.write_text(model_yaml)
+    return lambda extra: site.write_text(model_yaml + extra)

@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Json = dict[str, Any]
+#: the API key the tests give the SDK (the server wants one; any value will do)
+KEY = "sk-ant-test-" + secrets.token_hex(16)
 
 
 @dataclass(frozen=True)

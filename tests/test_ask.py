@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from lab_cli import LAB_SITE, js
 from messages_server import (
+    KEY,
     MessagesServer,
     Recorded,
     content_text,
@@ -41,31 +41,9 @@ from jobsmith.agent.brains.conversation import AskResult
 from jobsmith.agent.runtime.readmodel import TokenTotals
 from jobsmith.agent.runtime.steps import StepResult
 
-KEY = "sk-ant-test-" + secrets.token_hex(16)
 EPHEMERAL = {"type": "ephemeral"}
 #: a test on the real lab cluster (it fails, never skips, without it; conftest marks it lab)
 lab = pytest.mark.usefixtures("lab_cluster")
-
-
-@pytest.fixture
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer() as running:
-        yield running
-
-
-@pytest.fixture
-def model_yaml(server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The user's site-file section pointing jobsmith at the loopback server (key in env)."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    return f"model:\n  base_url: '{server.url}'\n  max_retries: 0\n"
-
-
-@pytest.fixture
-def offline(jobsmith_home: Path, model_yaml: str) -> Callable[[str], None]:
-    """No Slurm: the user's site file names the server; call with more YAML to add."""
-    site = jobsmith_home / "config" / "site.yaml"
-    site.write_text(model_yaml)
-    return lambda extra: site.write_text(model_yaml + extra)
 
 
 def events(session_id: str) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -50,25 +50,6 @@ from jobsmith.agent.runtime.session_log import SessionLog
 
 lab = pytest.mark.usefixtures("lab_cluster")
 JOBSMITH = str(Path(sys.executable).with_name("jobsmith"))
-
-
-@pytest.fixture
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer() as running:
-        yield running
-
-
-@pytest.fixture
-def model_yaml(server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    return f"model:\n  base_url: '{server.url}'\n  max_retries: 0\n"
-
-
-@pytest.fixture
-def offline(jobsmith_home: Path, model_yaml: str) -> Callable[[str], None]:
-    site = jobsmith_home / "config" / "site.yaml"
-    site.write_text(model_yaml)
-    return lambda extra: site.write_text(model_yaml + extra)
 
 
 def chat(*lines: str, args: tuple[str, ...] = ()) -> Any:

@@ -68,12 +68,6 @@ class Screen:
 
 
 @pytest.fixture
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer() as running:
-        yield running
-
-
-@pytest.fixture
 def screen(
     server: MessagesServer, user_site: Callable[[str], None], workdir: Path
 ) -> Iterator[Callable[[], Screen]]:

@@ -14,7 +14,6 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,12 +38,6 @@ from jobsmith.site_config.model import ModelSettings
 KEY = "sk-ant-test-" + secrets.token_hex(16)
 JOB = "4242"
 EPHEMERAL = {"type": "ephemeral"}
-
-
-@pytest.fixture
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer() as running:
-        yield running
 
 
 def brain_for(server: MessagesServer, tmp_path: Path, **settings: Any) -> ClaudeBrain:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,12 +41,6 @@ from jobsmith.site_config.model import Budgets, ModelSettings
 KEY = "sk-ant-test-" + secrets.token_hex(16)
 FIXTURE = Path(__file__).parent / "fixtures" / "sessions"
 FIXTURE_SESSION = "20261130T153454.647Z-ff20b4307244"
-
-
-@pytest.fixture
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer() as running:
-        yield running
 
 
 def harness(tmp_path: Path, **budgets: int) -> AgentHarness:

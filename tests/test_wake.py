@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,6 @@ from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.session_log import SessionLog
 
 lab = pytest.mark.usefixtures("lab_cluster")
-
-
-@pytest.fixture
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer() as running:
-        yield running
 
 
 @pytest.fixture

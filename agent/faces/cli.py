@@ -21,6 +21,7 @@ from jobsmith.text import holds_undecodable
 
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
+    from jobsmith.agent.runtime.plans import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -772,15 +773,11 @@ def transcode(
     (one array), the sound whole, then joined and checked against SOURCE, as one plan
     (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it)."""
     from jobsmith.agent.runtime.transcode import Encoding
-    from jobsmith.agent.views import render as views
 
     app = _app(ctx)
     encoding = Encoding(video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps)
     plan = app.transcode_plan(source, output, chunk_seconds, encoding, work_dir)
-    if dry_run:
-        views.show_plan_check(app.judge_plan(plan), as_json)
-        return
-    views.show_plan_run(*app.run_plan(plan, f"transcode {source.name}"), as_json)
+    _check_or_run(app, plan, f"transcode {source.name}", dry_run=dry_run, as_json=as_json)
 
 
 @cli.command(name="render-frames")
@@ -826,7 +823,6 @@ def render_frames(
     """Render a frame range of BLEND_FILE into OUTPUT_DIR with Blender on the cluster, in
     blocks (one array), then check every frame (and encode --video), as one plan."""
     from jobsmith.agent.runtime.frames import RenderRequest, parse_frames
-    from jobsmith.agent.views import render as views
 
     app = _app(ctx)
     start, end = parse_frames(frames_text)
@@ -842,10 +838,17 @@ def render_frames(
         fps=fps,
     )
     plan = app.render_plan(request, missing_only=missing_only)
+    _check_or_run(app, plan, f"render {blend_file.name}", dry_run=dry_run, as_json=as_json)
+
+
+def _check_or_run(app: App, plan: Plan, title: str, *, dry_run: bool, as_json: bool) -> None:
+    """A plan a command built: only judged and shown (--dry-run), or submitted."""
+    from jobsmith.agent.views import render as views
+
     if dry_run:
         views.show_plan_check(app.judge_plan(plan), as_json)
-        return
-    views.show_plan_run(*app.run_plan(plan, f"render {blend_file.name}"), as_json)
+    else:
+        views.show_plan_run(*app.run_plan(plan, title), as_json)
 
 
 @cli.group()

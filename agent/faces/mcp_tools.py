@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -235,7 +234,7 @@ class McpTools:
             tail = args["tail"]
             if not isinstance(tail, int) or isinstance(tail, bool):
                 raise ToolInputError("tail: must be a whole number of lines")
-        runner = AskTools(self.app.executor, sid, self._recent_jobs)
+        runner = AskTools(self.app.executor, sid, self.app.recent_job_ids)
         outcome = runner.run(name, args)
         doc = _unmarked(outcome.content)
         if outcome.is_error and set(doc) == {"error"}:
@@ -243,10 +242,6 @@ class McpTools:
             kind = "StepFailed" if outcome.step is not None else "ToolInputError"
             return _error(str(doc["error"]), kind)
         return ToolReply(doc, outcome.is_error)
-
-    def _recent_jobs(self) -> list[str]:
-        floor = datetime.now() - timedelta(days=7)
-        return [r.job_id for r in self.app.ledger.all() if r.submitted_at >= floor]
 
     # --- check, then submit --------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobsmith.agent.runtime.plans import Plan
+from jobsmith.agent.runtime.plans import Plan, plan_name
 from jobsmith.errors import InputError
 
 #: the frames' file extension for each Blender image format
@@ -114,8 +114,8 @@ def render_plan(request: RenderRequest, frames: Iterable[int] | None = None) -> 
             },
             "after_ok": ["check"],
         }
-    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in request.blend_file.stem)
-    return Plan.model_validate({"name": f"render_{stem[:40] or 'scene'}", "steps": steps})
+    name = plan_name("render", request.blend_file)
+    return Plan.model_validate({"name": name, "steps": steps})
 
 
 Decoder = Callable[[Path], bool]

@@ -142,6 +142,12 @@ class Plan(BaseModel):
         return {field: list(getattr(step, field)) for field in _KINDS if getattr(step, field)}
 
 
+def plan_name(kind: str, path: Path) -> str:
+    """A plan's name made from a file's: `KIND_STEM`, the stem cut to what a name may hold."""
+    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in path.stem)[:40]
+    return f"{kind}_{stem or kind}"
+
+
 def load_plan(path: Path) -> Plan:
     """The plan in path; InputError naming the file, line and field on any problem."""
     doc = read_yaml(path, PLAN_FILE)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobsmith.agent.runtime.plans import Plan
+from jobsmith.agent.runtime.plans import Plan, plan_name
 from jobsmith.errors import InputError
 
 #: ffprobe reads a large file's packet list in seconds; anything longer is not ffprobe's
@@ -166,18 +166,13 @@ def transcode_plan(
         finish["audio"] = str(audio)
     after = ["join", "audio"] if probed.has_audio else ["join"]
     steps["finish"] = {"template": "ffmpeg_mux_verify", "params": finish, "after_ok": after, **logs}
-    return Plan.model_validate({"name": _plan_name(source), "steps": steps})
+    return Plan.model_validate({"name": plan_name("transcode", source), "steps": steps})
 
 
 def _num(value: float) -> str:
     """A time as the template's pattern takes it: digits, a point, digits (no exponent)."""
     text = f"{value:.6f}".rstrip("0").rstrip(".")
     return text or "0"
-
-
-def _plan_name(source: Path) -> str:
-    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in source.stem)[:40]
-    return f"transcode_{stem or 'video'}"
 
 
 def default_workdir(output: Path) -> Path:
