@@ -22,10 +22,13 @@ import shutil
 import subprocess
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
-from messages_server import KEY, MessagesServer
+
+if TYPE_CHECKING:
+    from messages_server import MessagesServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -194,9 +197,14 @@ def user_site(jobsmith_home: Path, workdir: Path, monkeypatch: pytest.MonkeyPatc
 # --- the model: the real anthropic SDK against the loopback Messages-API server -------------
 
 
+# imported where used: tests/test_suite_rules.py runs this conftest alone, without its siblings
+
+
 @pytest.fixture
 def server() -> Iterator[MessagesServer]:
     """A Messages-API server on loopback (tests/messages_server.py) for the test."""
+    from messages_server import MessagesServer
+
     with MessagesServer() as running:
         yield running
 
@@ -204,6 +212,8 @@ def server() -> Iterator[MessagesServer]:
 @pytest.fixture
 def model_yaml(server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> str:
     """The user's site-file section pointing jobsmith at the loopback server (key in env)."""
+    from messages_server import KEY
+
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     return f"model:\n  base_url: '{server.url}'\n  max_retries: 0\n"
 
