@@ -128,9 +128,16 @@ def test_without_a_master_a_command_fails_at_once_naming_how_to_open_one(
 def test_a_dead_master_is_the_same_clear_error(sshd: Sshd, known_hosts: Path, master: Path) -> None:
     t = OpenSshTransport(HOST, control_path=master, port=sshd.port, known_hosts=known_hosts)
     close_master(master, sshd.port)
+    # `ssh -O exit` returns before the master has removed its socket: wait for that, or
+    # the master's own clean-up removes the stale file this test puts there
+    deadline = time.monotonic() + 10
+    while master.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not master.exists()
     master.touch()  # a stale socket file left behind (a crash, a reboot)
     with pytest.raises(SchedulerUnavailable, match="open it once with"):
         t.run(["true"], timeout=20)
+    assert master.exists()  # the stale file was there when the command ran
     master.unlink()
 
 
