@@ -34,6 +34,7 @@ class ParamType(StrEnum):
     PATHS = "paths"  # a list of paths; from the CLI, comma separated
     ARGS = "args"  # a list of words (program arguments); from the CLI, split like a shell
     COMMAND = "command"  # one line of shell code the user wants run as given
+    TEXT = "text"  # a file's contents (a generated config): lines and tabs, quoted as data
     TABLE = "table"  # a TSV file whose rows are checked against `columns`
 
 

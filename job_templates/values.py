@@ -42,6 +42,36 @@ def check_text(text: str) -> str:
     return text
 
 
+#: the longest multi-line text accepted (a generated configuration file)
+MAX_MULTILINE = 65536
+_LINE_BREAKS = frozenset("\n\t")
+
+
+def check_multiline(text: str) -> str:
+    """Text of several lines: newlines and tabs pass, other controls are refused as in
+    check_text. It is only ever written to a file through the q filter (one quoted shell
+    word), so a newline in it is data, never a new line of script."""
+    for char in text:
+        if char not in _LINE_BREAKS and unicodedata.category(char) in _REFUSED_CATEGORIES:
+            raise ValueError(
+                f"contains a control character (U+{ord(char):04X}); "
+                "text may hold lines and tabs but no other control character"
+            )
+    if len(text) > MAX_MULTILINE:
+        raise ValueError(f"is {len(text)} characters long; the limit is {MAX_MULTILINE}")
+    if any(line.startswith("#SBATCH") for line in text.split("\n")):
+        # quoted, it is data; but a line of the script that starts so is one the renderer
+        # refuses wholesale, and this says which value brought it
+        raise ValueError("has a line starting with #SBATCH, which a batch script cannot carry")
+    return text
+
+
+def _as_multiline(raw: object) -> str:
+    if isinstance(raw, str):
+        return check_multiline(raw)
+    raise ValueError(f"expected text, got {type(raw).__name__} {raw!r}")
+
+
 def coerce(spec: ParamSpec, raw: object) -> object:
     """The typed value of raw for spec: str, int, float, bool, Path or a tuple of those.
 
@@ -150,6 +180,7 @@ _COERCERS: dict[ParamType, Callable[[object], object]] = {
     ParamType.PATHS: _as_paths,
     ParamType.ARGS: _as_args,
     ParamType.COMMAND: _as_nonempty_text,
+    ParamType.TEXT: _as_multiline,
     ParamType.TABLE: _as_path,
 }
 

@@ -51,6 +51,7 @@ SHIPPED = [
     "frames_check",
     "frames_encode",
     "nextflow_head",
+    "pipeline_head",
     "samtools_merge",
     "torch_train",
 ]
@@ -65,6 +66,7 @@ STUBBED = [
     "nextflow",
     "samtools",
     "scontrol",
+    "snakemake",
     "srun",
     "torchrun",
 ]
@@ -295,6 +297,11 @@ def _expected_refusal(spec: ParamSpec, payload: str) -> tuple[str, str] | None:
         # in a sheet a newline ends the row and a tab ends the cell: the row breaks apart
         assert spec.columns is not None
         return "sheet", rf"line 2: \d+ fields, expected {len(spec.columns)}$"
+    if kind is ParamType.TEXT:  # a file's lines: newlines and tabs are its data
+        control = _first_control(payload.replace("\n", "").replace("\t", ""))
+        if control is None and re.search(r"^#SBATCH", payload, re.MULTILINE):
+            # a line of the text would look like a directive in the script: refused whole
+            return "directive", r"has a line starting with #SBATCH"
     if control is not None:
         return "control", rf"contains a control character \(U\+{ord(control):04X}\)"
     if spec.choices is not None:
@@ -445,7 +452,9 @@ def test_hostile_cases_are_mostly_real_renders_of_every_template() -> None:
     template has renders whose body runs (not only type refusals)."""
     tally = Counter(refusal[0] if refusal else "render" for *_, refusal in HOSTILE)
     print(f"hostile values, {len(HOSTILE)} cases:", dict(tally.most_common()))
-    assert set(tally) == {"render", "control", "sheet", "type", "choice", "pattern"}, tally
+    assert set(tally) == {"render", "control", "sheet", "type", "choice", "pattern", "directive"}, (
+        tally
+    )
     library = TemplateLibrary([shipped_library()])
     for name in SHIPPED:
         runs = [
