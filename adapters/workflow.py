@@ -115,6 +115,11 @@ class HeadJob(_Model):
         description="relative path under the launch directory -> text written before the run"
     )
     argv: tuple[str, ...] = Field(description="the engine's command line, run in the launch dir")
+    prepare: tuple[str, ...] = Field(
+        (),
+        description="the engine's command line to run first, if any (Snakemake's --unlock on "
+        "a resume: the lock a killed head job left; jobsmith resumes only after it ended)",
+    )
     console_log: str | None = Field(
         None,
         description="relative path the head job copies the engine's console output to "
@@ -148,6 +153,12 @@ class EngineTask(_Model):
     realtime_s: float | None = Field(None, description="wall time of the task, seconds")
     cpu_percent: float | None = None
     workdir: str | None = Field(None, description="the task's work directory")
+    log: str | None = Field(
+        None,
+        description="the file the task's output goes to, where the engine keeps it "
+        "(Snakemake's slurm_logs/…/JOBID.log, Nextflow's WORKDIR/.command.log): jobsmith "
+        "reads a task's log there, since Slurm forgets a job's paths and accounting has none",
+    )
 
 
 class MessageKind(StrEnum):
@@ -157,6 +168,7 @@ class MessageKind(StrEnum):
     TASK_FAILED = "TASK_FAILED"  # a task ended in error (with its exit status)
     RETRY = "RETRY"  # the engine re-submits a failed task
     ABORTED = "ABORTED"  # the run stopped on an error
+    PROGRESS = "PROGRESS"  # how far the run is ("3 of 6 steps done")
     COMPLETED = "COMPLETED"  # the run ended well
     FAILED = "FAILED"  # the run ended in failure
     WARNING = "WARNING"

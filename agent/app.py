@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.jobstate import StateChange
     from jobsmith.agent.runtime.lastpoll import LastPoll, LastPollFile
     from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+    from jobsmith.agent.runtime.pipelinerun import Pipelines
     from jobsmith.agent.runtime.planrun import Judgement
     from jobsmith.agent.runtime.plans import Plan
     from jobsmith.agent.runtime.readmodel import SessionFolds
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.steps import Step, StepResult
     from jobsmith.agent.runtime.store import FileSessionStore
     from jobsmith.agent.runtime.transcode import Encoding
-    from jobsmith.agent.views.documents import PlanStatusDocument
+    from jobsmith.agent.views.documents import PipelineStatusDocument, PlanStatusDocument
     from jobsmith.agent.views.results import ControlResult, LogView
     from jobsmith.agent.watcher.cycle import WatchCycle
     from jobsmith.agent.watcher.lock import WatchLock
@@ -338,6 +339,54 @@ class App:
         with self.executor.one_look_at_the_queue():
             return judge(self.executor, plan)
 
+    # --- pipelines -------------------------------------------------------------------
+
+    @cached_property
+    def pipelines(self) -> Pipelines:
+        """Workflow engines' head jobs launched, resumed and followed (the engines are
+        chosen here, the composition root; agent/runtime/pipelinerun.py uses them)."""
+        from jobsmith.adapters.nextflow import NextflowEngine
+        from jobsmith.adapters.snakemake import SnakemakeEngine
+        from jobsmith.adapters.workflow import EngineKind, WorkflowEngine
+        from jobsmith.agent.runtime.pipelinerun import Pipelines
+
+        def poll(job_ids: list[str]) -> dict[str, JobStatus]:
+            return self.status(job_ids, "30d")
+
+        engines: dict[EngineKind, WorkflowEngine] = {
+            EngineKind.NEXTFLOW: NextflowEngine(),
+            EngineKind.SNAKEMAKE: SnakemakeEngine(),
+        }
+        return Pipelines(self.executor, self.store, self.transport, poll, engines)
+
+    def pipeline_status(self, session_id: str | None) -> PipelineStatusDocument:
+        """A pipeline's status (default: the newest), after reading what its engine
+        wrote since the last look."""
+        from jobsmith.agent.views.documents import PipelineStatusDocument
+
+        session_id = session_id or self.pipelines.newest()
+        job_id = self.pipelines.head_job_id(session_id)
+        head = self.status([job_id], "30d").get(job_id) if job_id else None  # recorded first
+        return PipelineStatusDocument.of(self.pipelines.follow(session_id), head)
+
+    def pipeline_lines(
+        self, session_ids: set[str], statuses: Mapping[str, JobStatus]
+    ) -> dict[str, str]:
+        """Each pipeline session's one line, as its session last recorded it (no reads of
+        the engine's records: the at-a-glance status stays one poll)."""
+        from jobsmith.agent.runtime.pipelinerun import ORIGIN
+        from jobsmith.agent.runtime.pipelines import pipeline_of
+        from jobsmith.agent.views.documents import PipelineStatusDocument
+
+        lines = {}
+        for sid in sorted(session_ids):
+            if self.store.info(sid).meta.get("origin") != ORIGIN:
+                continue
+            run = pipeline_of(self.store.read(sid))
+            head = statuses.get(run.current.job_id or "")
+            lines[sid] = "pipeline " + PipelineStatusDocument.of(run, head).line()
+        return lines
+
     def rerun(
         self, job_id: str, *, failed_only: bool, mem_mb: int | None, time_limit_s: int | None
     ) -> tuple[str, StepResult]:
@@ -441,7 +490,8 @@ class App:
 
         cycle = watch_cycle(self.store, self.ledger, self._poll, decide, self.tell, self.folds)
         if cycle.scheduler_ok:
-            cycle = cycle.model_copy(update={"woken": self.wake_brains()})
+            followed = self.pipelines.follow_all()
+            cycle = cycle.model_copy(update={"woken": self.wake_brains(), "pipelines": followed})
         for decision in cycle.decisions:
             if decision.get("outcome") == "awaiting_approval":
                 self.news.add("approval_asked", step_id=decision.get("step_id"))
@@ -564,6 +614,10 @@ class App:
         final = wait_for(lambda: self.status(job_ids, since), timeout_s=timeout_s, progress=note)
         return dict(final)
 
+    def engine_task_log(self, job_id: str) -> str | None:
+        """A pipeline task's log file, as its engine's records named it (logs.LogSources)."""
+        return self.pipelines.task_log(job_id)
+
     def logs(self, job_id: str, which: str, tail_lines: int) -> LogView:
         """The end of a job's stdout or stderr, read where the job wrote it."""
         from jobsmith.agent.runtime.logs import read_log
@@ -621,16 +675,26 @@ class App:
         """Reconcile the session's in-flight steps with Slurm after a crash."""
         import socket
 
+        from jobsmith.agent.runtime.pipelinerun import ORIGIN
         from jobsmith.agent.runtime.resume import resume_session
 
-        self.store.info(session_id)  # a clear error for an unknown session
-        return resume_session(
+        info = self.store.info(session_id)  # a clear error for an unknown session
+        report = resume_session(
             self.executor,
             self.scheduler,
             session_id,
             host=socket.gethostname(),
             orphan_wait_s=orphan_wait_s,
         )
+        settled = not (report.found or report.resubmitted or report.undecided)
+        if info.meta.get("origin") == ORIGIN and settled:
+            # nothing was in flight: a pipeline resumes as its engine does, if it ended
+            # unfinished (a failed or cancelled head job); a finished one is left alone
+            launched = self.pipelines.resume_if_unfinished(session_id)
+            if launched is not None:
+                job_id = launched.result.summary.get("job_id")
+                report = report.model_copy(update={"relaunched": str(job_id)})
+        return report
 
     def replay(self, session_id: str) -> list[ReplayedStep]:
         """The session's steps re-run against a dry-run executor under the current policy."""

@@ -69,6 +69,7 @@ def _task(row: Mapping[str, str]) -> EngineTask | None:
         return None
     name = _value(row, "name") or key
     attempt = _read(row, read_integer, "attempt")
+    workdir = _value(row, "workdir")
     return EngineTask(
         key=key,
         process=_process(row, name),
@@ -82,7 +83,9 @@ def _task(row: Mapping[str, str]) -> EngineTask | None:
         peak_rss_mb=_read(row, read_memory_mb, "peak_rss", "rss"),
         realtime_s=_read(row, read_duration_s, "realtime"),
         cpu_percent=_read(row, read_percent, "%cpu"),
-        workdir=_value(row, "workdir"),
+        workdir=workdir,
+        # Nextflow's wrapper writes the task's stdout and stderr together here
+        log=f"{workdir.rstrip('/')}/.command.log" if workdir else None,
     )
 
 

@@ -387,7 +387,8 @@ def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bo
     app = _app(ctx)
     statuses = app.status(_ids(job_ids), since)
     sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
-    views.show_status(statuses, as_json, sessions)
+    headlines = {} if as_json else app.pipeline_lines(set(sessions.values()), statuses)
+    views.show_status(statuses, as_json, sessions, headlines)
 
 
 @cli.command()
@@ -727,6 +728,118 @@ def plan_status(ctx: click.Context, session_id: str | None, as_json: bool) -> No
     views.show_plan_status(_app(ctx).plan_status(session_id), as_json)
 
 
+@cli.group()
+def pipeline() -> None:
+    """Nextflow and Snakemake pipelines, run as head jobs under the site's policy."""
+
+
+@pipeline.command("run", context_settings={"ignore_unknown_options": True})
+@click.argument("engine", type=click.Choice(["nextflow", "snakemake"]))
+@click.argument("pipeline_name", metavar="PIPELINE")
+@click.argument("extra_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ENGINE_ARGS]...")
+@click.option(
+    "--launch-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the engine runs and keeps its state (default: here); resume needs it.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Nextflow's work directory (default: LAUNCH_DIR/work).",
+)
+@click.option("--profile", help="Nextflow: configuration profiles (-profile).")
+@click.option("--revision", help="Nextflow: the pipeline's revision (-r).")
+@click.option(
+    "--params-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Nextflow: -params-file; Snakemake: --configfile.",
+)
+@click.option("--target", "targets", multiple=True, help="Snakemake: a target (repeatable).")
+@click.option("--partition", help="Partition for the pipeline's tasks (default: the site's).")
+@click.option("--head-partition", help="Partition for the head job (default: --partition).")
+@click.option(
+    "--max-tasks",
+    type=_COUNT,
+    help="Most tasks queued or running at once (capped by the site's concurrency limit).",
+)
+@click.option("--time", "time_limit", help="The head job's wall time (default: 24 hours).")
+@click.option("--mem", help="The head job's memory (default: 2000M).")
+@json_command
+@click.pass_context
+def pipeline_run(
+    ctx: click.Context,
+    /,
+    engine: str,
+    pipeline_name: str,
+    extra_args: tuple[str, ...],
+    as_json: bool,
+    **kwargs: Any,
+) -> None:
+    """Launch a pipeline: its engine runs as a Slurm head job configured from the site
+    config, and submits the pipeline's tasks itself (prints the head job's id)."""
+    from jobsmith.adapters.workflow import EngineKind, LaunchRequest
+    from jobsmith.agent.runtime.jobs import JobRequest
+    from jobsmith.agent.views import render as views
+
+    launch_dir = (kwargs["launch_dir"] or Path.cwd()).absolute()
+    kind = EngineKind(engine)
+    work_dir = kwargs["work_dir"] or (launch_dir / "work" if kind is EngineKind.NEXTFLOW else None)
+    snakefile = Path(pipeline_name).absolute() if kind is EngineKind.SNAKEMAKE else None
+    params_file = kwargs["params_file"]
+    request = LaunchRequest(
+        engine=kind,
+        pipeline=str(snakefile or pipeline_name),
+        launch_dir=str(launch_dir),
+        work_dir=str(Path(work_dir).absolute()) if work_dir else None,
+        revision=kwargs["revision"],
+        profile=kwargs["profile"],
+        params_file=str(params_file.absolute()) if params_file else None,
+        targets=tuple(kwargs["targets"]),
+        extra_args=tuple(a for a in extra_args if a != "--"),
+    )
+    resources = JobRequest.from_cli(
+        template="pipeline_head", time_limit=kwargs["time_limit"], mem=kwargs["mem"]
+    )
+    launched = _app(ctx).pipelines.run(
+        request,
+        resources,
+        partition=kwargs["partition"],
+        head_partition=kwargs["head_partition"],
+        max_tasks=kwargs["max_tasks"],
+    )
+    views.show_pipeline_launched(launched, as_json)
+
+
+@pipeline.command("status")
+@click.argument("session_id", required=False)
+@click.option("--all", "every", is_flag=True, help="Every pipeline, one line each.")
+@json_command
+@click.pass_context
+def pipeline_status(ctx: click.Context, session_id: str | None, every: bool, as_json: bool) -> None:
+    """A pipeline's head job and tasks, read from the engine's own records (default: the
+    newest pipeline); --all: every pipeline in one line."""
+    from jobsmith.agent.views import render as views
+
+    app = _app(ctx)
+    if every:
+        docs = [app.pipeline_status(sid) for sid in app.pipelines.sessions()]
+        views.show_pipeline_lines(docs, as_json)
+    else:
+        views.show_pipeline_status(app.pipeline_status(session_id), as_json)
+
+
+@pipeline.command("resume")
+@click.argument("session_id")
+@json_command
+@click.pass_context
+def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Launch a pipeline's engine again where it ran, with its resume flags (Nextflow
+    -resume, Snakemake --rerun-incomplete): what finished is not run again."""
+    from jobsmith.agent.views import render as views
+
+    views.show_pipeline_launched(_app(ctx).pipelines.resume(session_id), as_json)
+
+
 @cli.command()
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
@@ -937,6 +1050,8 @@ def sessions_resume(
         )
         for step_id, why in report.undecided.items():
             click.echo(f"  {step_id}: {why}")
+        if report.relaunched:
+            click.echo(f"  the pipeline's engine resumes in head job {report.relaunched}")
     if report.undecided:
         sys.exit(9)
 

@@ -41,6 +41,8 @@ class EventKind(StrEnum):
     BRAIN_WOKEN = "brain_woken"  # a conversation's brain taken up again: its jobs ended
     BRAIN_WAITING = "brain_waiting"  # its jobs ended, but no model key where they were seen
     PLAN_JOB = "plan_job"  # a plan step's job was re-run: the step's job is now another
+    PIPELINE = "pipeline"  # a workflow engine's head job is launched (or resumed)
+    PIPELINE_PROGRESS = "pipeline_progress"  # what the engine's records said since
     NOTE = "note"  # anything worth keeping that is none of the above
     SESSION_CLOSED = "session_closed"
 

@@ -1,8 +1,9 @@
 """Finding and reading a job's stdout/stderr where Slurm wrote it.
 
 Paths come from jobsmith's own submission record (the -o/-e pattern, expanded for the
-job or task) or, for jobs submitted by other means, from the controller while it still
-holds the job: 22.05's accounting has no stdout path.
+job or task), for a pipeline's task from its engine's records (agent/runtime/pipelines.py),
+or, for jobs submitted by other means, from the controller while it still holds the job:
+22.05's accounting has no stdout path.
 
 The files are read through the transport (`cat`, `tail`), so they are decoded where every
 other byte from the cluster is, in transport.decode: a job's output can be any bytes (a
@@ -41,6 +42,10 @@ class LogSources(Protocol):
     @property
     def transport(self) -> Transport:
         """Where the files are read."""
+        ...
+
+    def engine_task_log(self, job_id: str) -> str | None:
+        """A pipeline task's log, as its engine's records named it (None: not one)."""
         ...
 
 
@@ -83,6 +88,8 @@ def _read_command(path: str, tail_lines: int, max_bytes: int | None) -> list[str
 
 def _log_path(app: LogSources, job_id: str, stream: str) -> str:
     record = app.ledger.get(job_id)
+    if record is None and (engine_log := app.engine_task_log(job_id)) is not None:
+        return engine_log  # a workflow engine's task: one file holds both streams
     if record is None:
         out, err = app.scheduler.output_paths(job_id)
         path = err if stream == "stderr" else out

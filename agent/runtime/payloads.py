@@ -24,6 +24,13 @@ from pydantic import (
 )
 
 from jobsmith.adapters.states import JobState
+from jobsmith.adapters.workflow import (
+    EngineMessage,
+    EngineSite,
+    EngineTask,
+    LaunchRequest,
+    RecordFile,
+)
 from jobsmith.agent.runtime.events import Event, EventKind
 
 
@@ -151,6 +158,29 @@ class PlanJobPayload(_Payload):
     )
 
 
+class PipelinePayload(_Payload):
+    """`pipeline` (agent/runtime/pipelines.py): a workflow engine's head job launched, or
+    launched again to resume (attempt > 1); its submission is the step `step_id`."""
+
+    request: LaunchRequest = Field(description="what the person asked to run")
+    site: EngineSite = Field(description="the site's limits the engine was configured with")
+    attempt: int = Field(ge=1, description="1, then one more per resume")
+    step_id: str = Field(description="the head job's submit step")
+
+
+class PipelineProgressPayload(_Payload):
+    """`pipeline_progress` (agent/runtime/pipelines.py): what one of the engine's records
+    said since the last read, and how far it has been read."""
+
+    attempt: int = Field(ge=1, description="the launch attempt whose record this is")
+    record: RecordFile = Field(description="the record read")
+    offset: int = Field(ge=0, description="bytes of the record read so far, in all")
+    context: tuple[str, ...] = Field((), description="what the engine keeps between reads")
+    tasks: tuple[EngineTask, ...] = Field((), description="tasks whose state the lines gave")
+    messages: tuple[EngineMessage, ...] = Field((), description="what the lines said")
+    final: bool = Field(False, description="read after the head job ended: the last read")
+
+
 class UnblockedPayload(_Payload):
     """`unblocked`: a person lifted a failure-streak stop."""
 
@@ -167,6 +197,8 @@ Payload = (
     | OpenedPayload
     | WakePayload
     | PlanJobPayload
+    | PipelinePayload
+    | PipelineProgressPayload
 )
 
 _MODELS: dict[EventKind, type[Payload]] = {
@@ -179,6 +211,8 @@ _MODELS: dict[EventKind, type[Payload]] = {
     EventKind.BRAIN_WOKEN: WakePayload,
     EventKind.BRAIN_WAITING: WakePayload,
     EventKind.PLAN_JOB: PlanJobPayload,
+    EventKind.PIPELINE: PipelinePayload,
+    EventKind.PIPELINE_PROGRESS: PipelineProgressPayload,
 }
 
 

@@ -74,6 +74,11 @@ class ResumeReport(BaseModel):
     undecided: dict[str, str] = Field(
         default_factory=dict, description="step -> why resume could not be sure"
     )
+    relaunched: str | None = Field(
+        None,
+        description="a pipeline whose head job had ended unfinished: the new head job's id "
+        "(its engine resumes the run: agent/runtime/pipelinerun.py)",
+    )
 
 
 def in_flight(events: list[Event]) -> list[Event]:

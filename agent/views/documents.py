@@ -18,11 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.states import JobState
+from jobsmith.adapters.workflow import EngineMessage, EngineTask
 from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime.events import Event
 
 if TYPE_CHECKING:
     from jobsmith.agent.runtime.approvals import PendingApproval
+    from jobsmith.agent.runtime.pipelines import PipelineRun
 
 #: a compact document lists at most this many of an array's not-completed tasks
 MAX_COMPACT_TASKS = 20
@@ -196,6 +199,63 @@ class PlanStatusDocument(_Document):
     plan: str = Field(description="the plan's name")
     outcome: str | None = Field(description="the plan step's outcome (None: still running)")
     steps: tuple[PlanStepStatus, ...] = Field(description="each step, in submission order")
+
+
+class PipelineStatusDocument(_Document):
+    """`pipeline status`: a pipeline's head job, its tasks summarised (from the engine's
+    own records), the failed ones with their Slurm job ids, and what the engine said."""
+
+    session_id: str = Field(description="the pipeline's session")
+    engine: str = Field(description="nextflow or snakemake")
+    pipeline: str = Field(description="the pipeline (Nextflow) or Snakefile (Snakemake)")
+    launch_dir: str = Field(description="where the engine runs and keeps its state")
+    attempt: int = Field(description="1, then one more per `pipeline resume`")
+    head_job_id: str | None = Field(description="the head job's Slurm id (None: not submitted)")
+    head_state: str | None = Field(description="the head job's state")
+    task_counts: dict[str, int] = Field(description="tasks by status, each task's latest word")
+    failed: tuple[EngineTask, ...] = Field(description="tasks whose latest attempt failed")
+    running: tuple[EngineTask, ...] = Field(description="tasks submitted or running")
+    messages: tuple[EngineMessage, ...] = Field(description="the engine's newest messages")
+    max_concurrent_tasks: int = Field(description="the engine's queue size, from the policy")
+    next: str | None = Field(description="what a person can do next, if anything")
+
+    def line(self) -> str:
+        """The pipeline in one line: for the at-a-glance listing."""
+        tasks = ", ".join(f"{n} {s.lower()}" for s, n in sorted(self.task_counts.items()))
+        head = f"{self.head_job_id or '-'} {self.head_state or 'not submitted'}"
+        return (
+            f"{self.session_id}  {self.engine} {self.pipeline}  head {head}  "
+            f"attempt {self.attempt}  [{tasks or 'no tasks yet'}]"
+        )
+
+    @classmethod
+    def of(cls, run: PipelineRun, head: JobStatus | None) -> PipelineStatusDocument:
+        """The document of a folded pipeline session and its head job's status."""
+        current = run.current
+        state = head.state if head else None
+        ended = state is not None and state.is_terminal
+        failed = tuple(run.failed())
+        nxt = None
+        if ended and (failed or state is not JobState.COMPLETED):
+            nxt = f"jobsmith pipeline resume {run.session_id}"
+        return cls(
+            session_id=run.session_id,
+            engine=run.request.engine.value,
+            pipeline=run.request.pipeline,
+            launch_dir=run.request.launch_dir,
+            attempt=current.number,
+            head_job_id=current.job_id,
+            head_state=state.value if state else None,
+            task_counts=run.counts(),
+            failed=failed,
+            # after the head job ended nothing of its engine runs (resume cancels leftovers)
+            running=()
+            if ended
+            else tuple(t for t in run.tasks.values() if t.status.value in ("SUBMITTED", "RUNNING")),
+            messages=tuple(run.messages[-10:]),
+            max_concurrent_tasks=run.site.max_concurrent_tasks,
+            next=nxt,
+        )
 
 
 #: a compact session document shows at most this many of its newest events

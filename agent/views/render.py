@@ -14,10 +14,15 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.events import Event, SessionInfo
     from jobsmith.agent.runtime.executor import CheckedJob
+    from jobsmith.agent.runtime.pipelinerun import Launched
     from jobsmith.agent.runtime.planrun import Judgement
     from jobsmith.agent.runtime.steps import StepResult
     from jobsmith.agent.runtime.store import PruneReport
-    from jobsmith.agent.views.documents import JobStatusDocument, PlanStatusDocument
+    from jobsmith.agent.views.documents import (
+        JobStatusDocument,
+        PipelineStatusDocument,
+        PlanStatusDocument,
+    )
     from jobsmith.agent.views.results import ControlResult, LogView
     from jobsmith.job_templates import Template
 
@@ -26,9 +31,13 @@ _MAX_TASK_ROWS = 20
 
 
 def show_status(
-    statuses: Mapping[str, JobStatus], as_json: bool, sessions: Mapping[str, str] | None = None
+    statuses: Mapping[str, JobStatus],
+    as_json: bool,
+    sessions: Mapping[str, str] | None = None,
+    headlines: Mapping[str, str] | None = None,
 ) -> None:
-    """Print `jobsmith status`: jobs grouped under the sessions that submitted them."""
+    """Print `jobsmith status`: jobs grouped under the sessions that submitted them, a
+    session with a headline (a pipeline's, in one line) under it."""
     from jobsmith.agent.views.documents import StatusDocument
 
     document = StatusDocument.of(statuses, sessions)
@@ -41,6 +50,8 @@ def show_status(
     if len(by_session) > 1 or "" not in by_session:
         for session, group in by_session.items():
             print(f"session {session or '(none)'}:")
+            if session in (headlines or {}):
+                print(f"  {(headlines or {})[session]}")
             _status_table(group)
         return
     _status_table(list(document.jobs))
@@ -361,3 +372,55 @@ def show_plan_status(doc: PlanStatusDocument, as_json: bool) -> None:
         tasks = ", ".join(f"{n} {s.lower()}" for s, n in sorted(step.task_counts.items()))
         line = f"{indent}{step.name}  {step.job_id or '-'}  {state}"
         print(line + (f"  [{tasks}]" if tasks else "") + (f"  ({waits})" if waits else ""))
+
+
+def show_pipeline_launched(launched: Launched, as_json: bool) -> None:
+    """Print `pipeline run` / `pipeline resume`: the head job's id first."""
+    from jobsmith.agent.views.output import note
+
+    summary = launched.result.summary
+    if as_json:
+        print_json(
+            {
+                "session_id": launched.session_id,
+                "step_id": launched.result.step_id,
+                "notes": list(launched.notes),
+                **summary,
+            }
+        )
+        return
+    for line in launched.notes:
+        note(line)
+    print(summary["job_id"])
+    note(
+        f"head job {summary['job_id']} submitted; follow it with "
+        f"`jobsmith pipeline status {launched.session_id}`"
+    )
+
+
+def show_pipeline_status(doc: PipelineStatusDocument, as_json: bool) -> None:
+    """Print `pipeline status`: the head job, tasks by status, failures, the engine's words."""
+    if as_json:
+        print_json(doc.full())
+        return
+    head = f"{doc.head_job_id or '-'} {doc.head_state or 'not submitted'}"
+    print(f"{doc.engine} {doc.pipeline} (session {doc.session_id}, attempt {doc.attempt})")
+    print(f"  head job {head}; launch dir {doc.launch_dir}")
+    tasks = ", ".join(f"{n} {s.lower()}" for s, n in sorted(doc.task_counts.items()))
+    print(f"  tasks: {tasks or 'none yet'} (at most {doc.max_concurrent_tasks} at once)")
+    for task in doc.failed:
+        code = f" exit {task.exit_code}" if task.exit_code is not None else ""
+        print(f"  failed: {task.name} (Slurm job {task.native_id or '?'}{code})")
+    for message in doc.messages[-5:]:
+        print(f"  {message.kind.value.lower()}: {message.text}")
+    if doc.next:
+        print(f"  next: {doc.next}")
+
+
+def show_pipeline_lines(docs: list[PipelineStatusDocument], as_json: bool) -> None:
+    """Print `pipeline status --all`: one line per pipeline."""
+    if as_json:
+        print_json([d.full() for d in docs])
+        return
+    for doc in docs:
+        print(doc.line())

@@ -47,6 +47,11 @@ class WatchCycle(BaseModel):
         description="conversations taken up again because their jobs ended "
         "(agent/brains/waking.py)",
     )
+    pipelines: list[str] = Field(
+        default_factory=list,
+        description="pipeline sessions whose engine records were read (agent/runtime/"
+        "pipelinerun.py)",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="what may go unseen, e.g. a poll interval above MinJobAge on a cluster "
