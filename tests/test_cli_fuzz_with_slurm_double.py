@@ -93,6 +93,8 @@ _VALID = {
     "file": str(LAB_SITE),
     "blend_file": str(LAB_SITE),  # render-frames: it exists (its plan is only checked)
     "output_dir": "/tmp/jobsmith-fuzz-frames",
+    "engine": "nextflow",  # pipeline run: a pipeline by name (nothing of it is read here)
+    "pipeline_name": "nf-core/demo",
 }
 #: extra arguments that keep a command short: no waiting, one watcher cycle (a watcher
 #: without --once never returns, and --install writes the user's crontab: not fuzzed);

@@ -20,6 +20,7 @@ from jobsmith.agent.views.documents import (
     JobStatusDocument,
     PendingDocument,
     PendingItem,
+    PipelineStatusDocument,
     PlanCheckDocument,
     PlanStatusDocument,
     PlanStepCheck,
@@ -71,6 +72,7 @@ def documented_keys(command: str, inside: str | None = None) -> set[str]:
         ("`plan check`", "steps", PlanStepCheck),
         ("`plan status`", None, PlanStatusDocument),
         ("`plan status`", "steps", PlanStepStatus),
+        ("`pipeline status`", None, PipelineStatusDocument),
     ],
 )
 def test_documented_keys_are_the_models_fields(

@@ -51,25 +51,28 @@ def test_a_snakemake_pipeline_fails_one_rule_is_diagnosed_and_resumes(  # type: 
     assert (SNAKEMAKE_BIN / "snakemake").exists(), "scripts/setup installs .venv-snakemake"
     shutil.copytree(WORKFLOW, workdir / "wf")
     user_site(
-        f"env_setup: ['export PATH={SNAKEMAKE_BIN}:$PATH']\npolicy:\n  max_concurrent_jobs: 4\n"
+        f"env_setup: ['export PATH={SNAKEMAKE_BIN}:$PATH']\npolicy:\n  max_concurrent_jobs: 50\n"
     )
     run_dir = workdir / "run"
     config = workdir / "config.yaml"  # the person's config: one sample made to fail
     config.write_text("fail_sample: s2\n")
     launched = js(
         "pipeline", "run", "snakemake", str(workdir / "wf" / "Snakefile"),
-        "--launch-dir", str(run_dir), "--max-tasks", "8", "--json",
+        "--launch-dir", str(run_dir), "--max-tasks", "80", "--json",
         "--params-file", str(config), "--", *FAST,
     )  # fmt: skip
     assert launched.exit_code == 0, launched.output
     first = json.loads(launched.stdout)
     session, head = first["session_id"], first["job_id"]
-    assert any("at most 3 tasks at once" in n for n in first["notes"]), first
+    assert any("at most 49 tasks at once" in n for n in first["notes"]), first
     profile = (run_dir / ".jobsmith" / "profile" / "config.yaml").read_text
     waited = js("wait", head, "--timeout", "600")
     assert waited.exit_code == 1, waited.output  # the head job failed: a rule failed
-    assert "jobs: 3" in profile()
+    assert "jobs: 49" in profile()  # the engine's queue: the limit less the head job
 
+    # the watcher reads the engine's records as it polls: its cycle names the pipeline
+    cycle = js("watch", "--once", "--json")
+    assert cycle.exit_code == 0 and session in json.loads(cycle.stdout)["pipelines"], cycle.output
     doc = _status(session)
     assert (doc["head_job_id"], doc["head_state"], doc["attempt"]) == (head, "FAILED", 1)
     failed = doc["failed"]

@@ -160,6 +160,7 @@ def test_watch_once_polls_all_sessions_in_one_sacct_and_records_states(js, workd
         "changes": [],
         "decisions": [],
         "woken": [],
+        "pipelines": [],
         "warnings": [],
     }
 
