@@ -14,6 +14,7 @@ engine ran under the site's concurrency limit (its `jobs` is the limit less the 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from lab_cli import js
 
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO / "tests" / "workflows" / "snakemake_bwa"
-SNAKEMAKE_BIN = REPO / ".venv-snakemake" / "bin"
+# scripts/setup's venv, or where scripts/slurm-other installed it in the other release's root
+SNAKEMAKE_BIN = Path(os.environ.get("JOBSMITH_SNAKEMAKE_BIN", REPO / ".venv-snakemake" / "bin"))
 
 lab = pytest.mark.usefixtures("lab_cluster")
 
