@@ -348,6 +348,7 @@ class App:
         from jobsmith.adapters.nextflow import NextflowEngine
         from jobsmith.adapters.snakemake import SnakemakeEngine
         from jobsmith.adapters.workflow import EngineKind, WorkflowEngine
+        from jobsmith.agent.runtime.payloads import PipelineBudgetPayload
         from jobsmith.agent.runtime.pipelinerun import Pipelines
 
         def poll(job_ids: list[str]) -> dict[str, JobStatus]:
@@ -357,7 +358,11 @@ class App:
             EngineKind.NEXTFLOW: NextflowEngine(),
             EngineKind.SNAKEMAKE: SnakemakeEngine(),
         }
-        return Pipelines(self.executor, self.store, self.transport, poll, engines)
+
+        def tell(session_id: str, said: PipelineBudgetPayload) -> None:
+            self.news.add("pipeline_budget", session_id=session_id, **said.model_dump())
+
+        return Pipelines(self.executor, self.store, self.transport, poll, engines, tell)
 
     def pipeline_status(self, session_id: str | None) -> PipelineStatusDocument:
         """A pipeline's status (default: the newest), after reading what its engine

@@ -233,6 +233,12 @@ class Budgets(_Section):
         description="model tokens spent in the last 24 h over all sessions, counted as "
         "model_tokens_per_session counts them",
     )
+    pipeline_at_limit: Literal["hold", "cancel"] = Field(
+        "hold",
+        description="what happens to a running pipeline (Nextflow, Snakemake) whose tasks "
+        "reach a budget above: hold its pending tasks for a person (`jobsmith release`), "
+        "or cancel its head job, so the engine submits no more (`pipeline resume` later)",
+    )
 
 
 class Canary(_Section):

@@ -43,6 +43,7 @@ class EventKind(StrEnum):
     PLAN_JOB = "plan_job"  # a plan step's job was re-run: the step's job is now another
     PIPELINE = "pipeline"  # a workflow engine's head job is launched (or resumed)
     PIPELINE_PROGRESS = "pipeline_progress"  # what the engine's records said since
+    PIPELINE_BUDGET = "pipeline_budget"  # a running pipeline's tasks near or at a budget
     NOTE = "note"  # anything worth keeping that is none of the above
     SESSION_CLOSED = "session_closed"
 

@@ -37,7 +37,14 @@ from jobsmith.agent.runtime.planrun import (
     run_canary,
     run_plan,
 )
-from jobsmith.agent.runtime.policy import Cost, Decision, evaluate, history_from_folds
+from jobsmith.agent.runtime.policy import (
+    BudgetUse,
+    Cost,
+    Decision,
+    budget_use,
+    evaluate,
+    history_from_folds,
+)
 from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
 from jobsmith.agent.runtime.sbatch_env import fold_sbatch_env
@@ -486,6 +493,12 @@ class Executor:
             self.folds = SessionFolds(self.store)
         folds = self.folds
         return [folds.of(s.id) for s in self.store.list_sessions() if s.last_event_at >= since]
+
+    def budget_use(self) -> list[BudgetUse]:
+        """How much of each budget is spent now (as _decide reads it), for a running
+        pipeline whose engine submits on its own (agent/runtime/pipelinerun.py)."""
+        sessions = self.folds_active_since(self.clock() - timedelta(days=7))
+        return budget_use(self.site.policy.budgets, history_from_folds(sessions, self.clock()))
 
     def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
         # budgets look back a day; a failure streak is only read from sessions active in

@@ -181,6 +181,20 @@ class PipelineProgressPayload(_Payload):
     final: bool = Field(False, description="read after the head job ended: the last read")
 
 
+class PipelineBudgetPayload(_Payload):
+    """`pipeline_budget` (agent/runtime/pipelinerun.py): a running pipeline's spending
+    came near a budget (`near`: said once) or reached it (`reached`: the policy's action,
+    `pipeline_at_limit`, taken on the jobs named)."""
+
+    attempt: int = Field(ge=1, description="the launch attempt that was running")
+    budget: str = Field(description="the budget's name in the site config")
+    level: str = Field(description="near or reached")
+    used: float = Field(description="what was spent")
+    limit: float = Field(description="the budget")
+    action: str | None = Field(None, description="hold or cancel, at the limit")
+    job_ids: list[str] = Field(default_factory=list, description="jobs held or cancelled")
+
+
 class UnblockedPayload(_Payload):
     """`unblocked`: a person lifted a failure-streak stop."""
 
@@ -199,6 +213,7 @@ Payload = (
     | PlanJobPayload
     | PipelinePayload
     | PipelineProgressPayload
+    | PipelineBudgetPayload
 )
 
 _MODELS: dict[EventKind, type[Payload]] = {
@@ -213,6 +228,7 @@ _MODELS: dict[EventKind, type[Payload]] = {
     EventKind.PLAN_JOB: PlanJobPayload,
     EventKind.PIPELINE: PipelinePayload,
     EventKind.PIPELINE_PROGRESS: PipelineProgressPayload,
+    EventKind.PIPELINE_BUDGET: PipelineBudgetPayload,
 }
 
 

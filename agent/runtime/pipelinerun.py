@@ -28,9 +28,13 @@ from jobsmith.agent.runtime import pipelines as pl
 from jobsmith.agent.runtime.events import EventKind
 from jobsmith.agent.runtime.executor import Executor
 from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.payloads import PipelinePayload, intent_payload
+from jobsmith.agent.runtime.payloads import (
+    PipelineBudgetPayload,
+    PipelinePayload,
+    intent_payload,
+)
 from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.steps import Cancel, StepResult, Submit
+from jobsmith.agent.runtime.steps import Cancel, Hold, StepResult, Submit
 from jobsmith.agent.runtime.store import SessionStore
 from jobsmith.errors import InputError, NotFound, SchedulerError
 
@@ -56,6 +60,8 @@ class Pipelines:
     transport: Transport
     poll: Callable[[list[str]], Mapping[str, JobStatus]]
     engines: Mapping[EngineKind, WorkflowEngine]
+    #: who is told of a budget warning or stop (the news), if anyone
+    tell: Callable[[str, PipelineBudgetPayload], None] | None = None
 
     def run(
         self,
@@ -164,7 +170,8 @@ class Pipelines:
                 run = pl.pipeline_of(self.store.read(info.id))
                 if run.current.number in run.finished:
                     continue
-                self.follow(info.id)
+                run = self.follow(info.id)
+                self._watch_budgets(info.id, run)
                 followed.append(info.id)
             except (SchedulerError, NotFound):
                 continue  # the next cycle tries again
@@ -185,6 +192,63 @@ class Pipelines:
     def head_job_id(self, session_id: str) -> str | None:
         """The current attempt's head job (None: not submitted, or held for a person)."""
         return pl.pipeline_of(self.store.read(session_id)).current.job_id
+
+    def _watch_budgets(self, session_id: str, run: pl.PipelineRun) -> None:
+        """Near a budget, say so once; at it, do what the policy says (module docstring
+        of pipelines.py): the engine submits on its own, so this is the only brake."""
+        current = run.current
+        if current.job_id is None or current.ended:
+            return
+        for use in self.executor.budget_use():
+            level = pl.budget_level(use.used, use.limit)
+            if level is None:
+                continue
+            if level == "near" and (current.number, use.budget, level) in run.budget_said:
+                continue
+            action, job_ids = self._at_limit(session_id, run) if level == "reached" else (None, [])
+            if (
+                level == "reached"
+                and not job_ids
+                and (current.number, use.budget, level) in (run.budget_said)
+            ):
+                continue  # said, and nothing new to hold
+            data = PipelineBudgetPayload(
+                attempt=current.number,
+                budget=use.budget,
+                level=level,
+                used=use.used,
+                limit=use.limit,
+                action=action,
+                job_ids=job_ids,
+            )
+            log = SessionLog(self.store, session_id)
+            log.append(EventKind.PIPELINE_BUDGET, data.model_dump(mode="json"), None)
+            if self.tell is not None:
+                self.tell(session_id, data)
+
+    def _at_limit(self, session_id: str, run: pl.PipelineRun) -> tuple[str, list[str]]:
+        """The policy's action on a pipeline at a budget: hold its pending tasks (each
+        cycle, the ones the engine submitted since), or cancel its head job."""
+        action = self.executor.site.policy.budgets.pipeline_at_limit
+        head = run.current.job_id
+        assert head is not None  # _watch_budgets checked
+        if action == "cancel":
+            self.executor.run(session_id, Cancel(job_ids=[head]))
+            return action, [head]
+        pending = [
+            t.native_id
+            for t in run.tasks.values()
+            if t.native_id and t.status in (TaskStatus.SUBMITTED, TaskStatus.RUNNING)
+        ]
+        statuses = self.poll(pending) if pending else {}
+        to_hold = sorted(
+            j
+            for j, s in statuses.items()
+            if s.state is JobState.PENDING and "held" not in (s.reason or "").lower()
+        )
+        if to_hold:
+            self.executor.run(session_id, Hold(job_ids=to_hold))
+        return action, to_hold
 
     def newest(self) -> str:
         """The newest pipeline session."""

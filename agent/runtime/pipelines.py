@@ -41,6 +41,7 @@ from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.agent.runtime.payloads import (
     JobStatePayload,
+    PipelineBudgetPayload,
     PipelinePayload,
     PipelineProgressPayload,
     payload,
@@ -177,6 +178,19 @@ def head_job(
     )
 
 
+#: a budget this far spent is "near": said once, before the policy's action at the limit
+NEAR_BUDGET = 0.8
+
+
+def budget_level(used: float, limit: float) -> str | None:
+    """`reached`, `near` or None, for a budget's use."""
+    if used >= limit:
+        return "reached"
+    if used >= NEAR_BUDGET * limit:
+        return "near"
+    return None
+
+
 # --- following a run ---------------------------------------------------------------------
 
 
@@ -212,6 +226,8 @@ class PipelineRun:
     #: every Slurm job the engine submitted, by its id: earlier attempts of a task too
     jobs: dict[str, EngineTask] = field(default_factory=dict)
     messages: list[EngineMessage] = field(default_factory=list)
+    #: (attempt, budget, level) already said, so a warning is given once
+    budget_said: set[tuple[int, str, str]] = field(default_factory=set)
 
     @property
     def current(self) -> Attempt:
@@ -246,6 +262,8 @@ def pipeline_of(events: Sequence[Event]) -> PipelineRun:
             run.attempts.append(Attempt(data.attempt, data.step_id))
         elif run is not None and isinstance(data, PipelineProgressPayload):
             _fold_progress(run, data)
+        elif run is not None and isinstance(data, PipelineBudgetPayload):
+            run.budget_said.add((data.attempt, data.budget, data.level))
         elif run is not None and isinstance(data, JobStatePayload):
             for attempt in run.attempts:
                 if attempt.job_id == data.job_id:

@@ -91,7 +91,7 @@ def history_from_folds(folds: Iterable[SessionFold], now: datetime) -> History:
     for fold in folds:
         for spent in fold.spending:
             if spent.at >= now - timedelta(hours=1):
-                hist.submissions_last_hour += 1
+                hist.submissions_last_hour += spent.submissions
             if spent.at >= now - timedelta(days=1):
                 hist.node_hours_last_day += spent.node_hours
                 hist.gpu_hours_last_day += spent.gpu_hours
@@ -139,6 +139,25 @@ def model_token_refusal(budgets: Budgets, used: ModelTokens) -> str | None:
                 "left to a person"
             )
     return None
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """How much of one budget is used now."""
+
+    budget: str  # the site config's name for it
+    used: float
+    limit: float
+
+
+def budget_use(budgets: Budgets, hist: History) -> list[BudgetUse]:
+    """Each budget the site sets that a running pipeline can spend, with its use."""
+    pairs = (
+        ("submissions_per_hour", budgets.submissions_per_hour, hist.submissions_last_hour),
+        ("node_hours_per_day", budgets.node_hours_per_day, hist.node_hours_last_day),
+        ("gpu_hours_per_day", budgets.gpu_hours_per_day, hist.gpu_hours_last_day),
+    )
+    return [BudgetUse(name, used, limit) for name, limit, used in pairs if limit is not None]
 
 
 def evaluate(cost: Cost, policy: Policy, history: History, active_tasks: int) -> Decision:

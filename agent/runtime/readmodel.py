@@ -32,12 +32,14 @@ from pathlib import Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.adapters.states import JobState
+from jobsmith.adapters.workflow import TaskStatus
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.payloads import (
     DecidedPayload,
     JobStatePayload,
     ModelOutputPayload,
     OpenedPayload,
+    PipelineProgressPayload,
     ResultPayload,
     UnblockedPayload,
     UsagePayload,
@@ -48,7 +50,7 @@ from jobsmith.agent.runtime.store import SessionNotFound, SessionStore
 from jobsmith.files import replace_file
 
 #: the fold's on-disk format; another value is rebuilt from the log
-FORMAT = 5
+FORMAT = 6
 #: the origins of sessions a model converses in (ask, chat): their brains are woken
 CONVERSATIONS = frozenset({"ask", "chat"})
 #: what settles a step held for a person: an answer, or a result
@@ -65,6 +67,9 @@ class Spending(BaseModel):
     at: AwareDatetime = Field(description="when its result was recorded")
     node_hours: float = Field(0.0, description="nodes x time limit, over all tasks")
     gpu_hours: float = Field(0.0, description="GPUs x time limit, over all tasks")
+    submissions: int = Field(
+        1, ge=0, description="submissions it counts (0: a pipeline task's time, charged at its end)"
+    )
 
 
 class TokenSpend(BaseModel):
@@ -138,6 +143,12 @@ class SessionFold(BaseModel):
     waiting: set[str] = Field(
         default_factory=set, description="of those, the ones a brain_waiting event announced"
     )
+    engine_jobs: set[str] = Field(
+        default_factory=set, description="Slurm jobs a pipeline's engine submitted, as seen"
+    )
+    engine_charged: set[str] = Field(
+        default_factory=set, description="of those, the ones whose run time was charged"
+    )
 
     def fold(self, events: Iterable[Event]) -> None:
         """Apply events (the ones after `seq`, in order) to this fold."""
@@ -168,6 +179,25 @@ class SessionFold(BaseModel):
             self.spending.append(Spending(at=event.at, node_hours=node, gpu_hours=gpu))
         elif isinstance(data, UnblockedPayload):
             self._reset(event.at)
+        elif isinstance(data, PipelineProgressPayload):
+            self._engine_spending(event.at, data)
+
+    def _engine_spending(self, at: datetime, data: PipelineProgressPayload) -> None:
+        """A pipeline's tasks, charged as its engine's records show them: a submission
+        when a Slurm job is first seen, its node-hours (one node for its run time: what
+        it used, the engine having asked for it) when it ends."""
+        for task in data.tasks:
+            job = task.native_id
+            if job is None:
+                continue  # run inside the head job (a local rule): no submission
+            if job not in self.engine_jobs:
+                self.engine_jobs.add(job)
+                self.spending.append(Spending(at=at))
+            ended = task.status not in (TaskStatus.SUBMITTED, TaskStatus.RUNNING)
+            if ended and task.realtime_s and job not in self.engine_charged:
+                self.engine_charged.add(job)
+                hours = task.realtime_s / 3600
+                self.spending.append(Spending(at=at, node_hours=hours, submissions=0))
 
     def _ended(self, data: JobStatePayload) -> None:
         state = data.job_state

@@ -66,6 +66,7 @@ def summarise(items: list[dict[str, object]]) -> str | None:
     ids: dict[str, list[str]] = {}
     approvals = 0
     brains: Counter[str] = Counter()
+    budgets: list[str] = []
     for item in items:
         if item.get("kind") == "job_ended":
             state = str(item.get("state", "?")).lower()
@@ -75,6 +76,8 @@ def summarise(items: list[dict[str, object]]) -> str | None:
             approvals += 1
         elif item.get("kind") in ("brain_waiting", "brain_answered"):
             brains[str(item["kind"])] += 1
+        elif item.get("kind") == "pipeline_budget":
+            budgets.append(_budget_news(item))
     parts = [
         f"{n} {'job' if n == 1 else 'jobs'} {state} ({', '.join(ids[state][:5])})"
         for state, n in sorted(ended.items())
@@ -87,7 +90,17 @@ def summarise(items: list[dict[str, object]]) -> str | None:
         n = brains["brain_waiting"]
         waits = "waits" if n == 1 else "wait"
         parts.append(f"{_conversations(n)} {waits} for a model key (jobsmith chat --session ID)")
+    parts += budgets
     return "since you last looked: " + "; ".join(parts) if parts else None
+
+
+def _budget_news(item: dict[str, object]) -> str:
+    what = f"pipeline {item.get('session_id')}: {item.get('budget')} {item.get('used')}"
+    what += f" of {item.get('limit')}"
+    if item.get("level") != "reached":
+        return what + " (near the budget)"
+    done = "its head job cancelled" if item.get("action") == "cancel" else "pending tasks held"
+    return f"{what}, budget reached: {done} (jobsmith pipeline status)"
 
 
 def _conversations(n: int) -> str:
