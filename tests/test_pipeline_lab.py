@@ -47,6 +47,7 @@ def _status(session_id: str) -> dict[str, object]:
 
 @lab
 @pytest.mark.lab
+@pytest.mark.alone  # its head job holds one of the lab's two CPUs for about a minute
 def test_a_snakemake_pipeline_fails_one_rule_is_diagnosed_and_resumes(  # type: ignore[no-untyped-def]
     user_site, workdir: Path
 ) -> None:
