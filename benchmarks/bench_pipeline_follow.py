@@ -30,7 +30,7 @@ from jobsmith.adapters.nextflow import NextflowEngine
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.workflow import EngineKind, EngineSite, LaunchRequest, RecordFile
 from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.payloads import PipelinePayload
+from jobsmith.agent.runtime.payloads import PipelinePayload, PipelineProgressPayload, payload
 from jobsmith.agent.runtime.pipelinerun import ORIGIN, Pipelines
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import FileSessionStore
@@ -119,15 +119,19 @@ def main() -> None:
             if cycle >= args.cycles - 10:
                 follow_tail.append(took)
                 reread_tail.append(took_reread)
-        assert len(run.tasks) == len(parsed.tasks) == len(rows), (len(run.tasks), len(rows))
-        events = len(store.read(sid))
+        events = store.read(sid)
         follow_bytes = sum(run.offsets.values())  # where the reads stopped: each byte once
+        seen = sum(
+            len(p.tasks) for e in events if isinstance(p := payload(e), PipelineProgressPayload)
+        )
+        assert seen == len(parsed.tasks) == len(rows) and follow_bytes == size, (seen, len(rows))
+        n_events = len(events)
     n = len(rows)
     print(f"{args.cycles} cycles, {args.rows_per_cycle} new trace rows each: {n} tasks, "
           f"final trace {size:,} bytes")  # fmt: skip
     print(f"  follow (offsets, store):  {follow_s:7.3f} s in all, last 10 cycles "
           f"{1000 * sum(follow_tail) / 10:6.2f} ms each, {follow_bytes:,} bytes read, "
-          f"{events} session events")  # fmt: skip
+          f"{n_events} session events")  # fmt: skip
     print(f"  reread (whole file):      {reread_s:7.3f} s in all, last 10 cycles "
           f"{1000 * sum(reread_tail) / 10:6.2f} ms each, {reread_bytes:,} bytes read")  # fmt: skip
     print(f"  bytes read, reread / follow: {reread_bytes / follow_bytes:.0f}x")
