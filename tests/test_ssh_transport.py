@@ -11,6 +11,7 @@ Loopback shares the filesystem with the "laptop": what jobsmith still does local
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -240,6 +241,48 @@ def test_nothing_listening_is_unavailable_naming_the_host(known_hosts: Path) -> 
     t = ParamikoTransport(HOST, port=port, known_hosts=known_hosts)
     with pytest.raises(SchedulerUnavailable, match=f"login node alice@127.0.0.1:{port}"):
         t.run(["true"], timeout=5)
+
+
+# --- ~/.ssh/config --------------------------------------------------------------------------
+
+
+def test_an_alias_of_the_users_ssh_config_is_followed(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path
+) -> None:
+    """The site names `hpc`; the user's ~/.ssh/config says where and how it is."""
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host hpc\n  HostName {HOST}\n  Port {sshd.port}\n  User {getpass.getuser()}\n"
+        f"  IdentityFile {sshd.client_key}\n"
+    )
+    t = ParamikoTransport("hpc", known_hosts=known_hosts, ssh_config=config)
+    assert t.where == f"{getpass.getuser()}@{HOST}:{sshd.port}"
+    assert t.run(["echo", "through the alias"], timeout=20).stdout == "through the alias\n"
+    t.close()
+
+
+def test_the_sites_explicit_settings_win_over_the_ssh_config(tmp_path: Path) -> None:
+    from jobsmith.adapters.ssh.sshconfig import resolve
+
+    key = tmp_path / "site_key"
+    key.write_text("")
+    config = tmp_path / "ssh_config"
+    config.write_text("Host hpc\n  HostName login.example\n  Port 2222\n  User fromfile\n")
+    found = resolve("hpc", port=22, user=None, key_file=None, config=config)
+    assert (found.hostname, found.port, found.user) == ("login.example", 2222, "fromfile")
+    mine = resolve("hpc", port=2200, user="me", key_file=key, config=config)
+    assert (mine.port, mine.user, mine.identity_files) == (2200, "me", (key,))
+    nothing = resolve("other", port=22, user=None, key_file=None, config=tmp_path / "none")
+    assert (nothing.hostname, nothing.port, nothing.user) == ("other", 22, None)
+
+
+def test_a_proxyjump_is_refused_naming_the_transport_that_follows_it(tmp_path: Path) -> None:
+    from jobsmith.errors import ConfigError
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host hpc\n  HostName login.example\n  ProxyJump bastion.example\n")
+    with pytest.raises(ConfigError, match=r"proxyjump \(bastion.example\).*kind: openssh"):
+        ParamikoTransport("hpc", ssh_config=config)
 
 
 # --- the remote environment ---------------------------------------------------------------

@@ -9,12 +9,15 @@ connects again. Every command has a deadline; past it, SchedulerUnavailable name
 host. Output becomes text in adapters.transport.decode, as locally.
 
 The remote command line and its environment are command.py's; the host key check is
-hostkeys.py's. Authentication: the site's key file, else ssh-agent and the default keys
-(~/.ssh/id_*), as OpenSSH would try them. The session store, the watcher's state and
-the logs of jobsmith itself stay on the machine where jobsmith runs.
+hostkeys.py's; ~/.ssh/config is read as OpenSSH reads it (HostName, User, Port,
+IdentityFile: sshconfig.py). Authentication: the site's key file, else the config's,
+else ssh-agent and the default keys (~/.ssh/id_*), as OpenSSH would try them. The
+session store, the watcher's state and the logs of jobsmith itself stay on the machine
+where jobsmith runs.
 
 Not done yet: a timed-out or cut-off remote command is not killed (the local transport
-kills and reaps it), ~/.ssh/config is not read, and there is no ProxyJump.
+kills and reaps it), and ProxyJump is not followed (refused by name: the OpenSSH
+transport follows it).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 import paramiko
 
-from jobsmith.adapters.ssh import hostkeys
+from jobsmith.adapters.ssh import hostkeys, sshconfig
 from jobsmith.adapters.ssh.command import remote_command
 from jobsmith.adapters.transport import CommandResult, decode
 from jobsmith.errors import ConfigError, SchedulerUnavailable
@@ -61,11 +64,14 @@ class ParamikoTransport:
         known_hosts: Path | None = None,
         keepalive_s: int = 30,
         is_secret: Callable[[str], bool] | None = None,
+        ssh_config: Path | None = None,
     ) -> None:
-        self.host = host
-        self.port = port
-        self.user = user or getpass.getuser()
-        self._key_file = key_file
+        config = ssh_config or Path.home() / ".ssh" / "config"
+        found = sshconfig.resolve(host, port=port, user=user, key_file=key_file, config=config)
+        self.host = found.hostname
+        self.port = found.port
+        self.user = found.user or getpass.getuser()
+        self._key_files = found.identity_files
         self._known_hosts = known_hosts or Path.home() / ".ssh" / "known_hosts"
         self._keepalive_s = keepalive_s
         self._is_secret = is_secret or (lambda _name: False)
@@ -143,8 +149,8 @@ class ParamikoTransport:
                 self.host,
                 port=self.port,
                 username=self.user,
-                key_filename=None if self._key_file is None else str(self._key_file),
-                look_for_keys=self._key_file is None,
+                key_filename=[str(p) for p in self._key_files] or None,
+                look_for_keys=not self._key_files,
                 allow_agent=True,
                 timeout=timeout,
                 banner_timeout=timeout,
@@ -218,7 +224,8 @@ class ParamikoTransport:
         )
 
     def _refused_login(self, exc: BaseException) -> LoginRefused:
-        keys = f"the key {self._key_file}" if self._key_file else "ssh-agent and ~/.ssh/id_*"
+        shown = ", ".join(str(p) for p in self._key_files)
+        keys = f"the key {shown}" if shown else "ssh-agent and ~/.ssh/id_*"
         return LoginRefused(
             f"{self.where} refused the login with {keys} ({exc}); "
             "set scheduler.user and scheduler.key_file in the site file, or load a key "

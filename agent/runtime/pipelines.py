@@ -261,7 +261,7 @@ def pipeline_of(events: Sequence[Event]) -> PipelineRun:
                 run = PipelineRun(event.session_id, data.request, data.site)
             run.attempts.append(Attempt(data.attempt, data.step_id))
         elif run is not None and isinstance(data, PipelineProgressPayload):
-            _fold_progress(run, data)
+            fold_progress(run, data)
         elif run is not None and isinstance(data, PipelineBudgetPayload):
             run.budget_said.add((data.attempt, data.budget, data.level))
         elif run is not None and isinstance(data, JobStatePayload):
@@ -279,7 +279,8 @@ def pipeline_of(events: Sequence[Event]) -> PipelineRun:
     return run
 
 
-def _fold_progress(run: PipelineRun, data: PipelineProgressPayload) -> None:
+def fold_progress(run: PipelineRun, data: PipelineProgressPayload) -> None:
+    """One pipeline_progress payload folded into run (as pipeline_of folds it)."""
     key = record_key(data.attempt, data.record)
     run.offsets[key] = data.offset
     run.contexts[key] = data.context
