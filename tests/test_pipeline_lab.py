@@ -78,6 +78,11 @@ def test_a_snakemake_pipeline_fails_one_rule_is_diagnosed_and_resumes(  # type: 
     assert cycle.exit_code == 0 and session in json.loads(cycle.stdout)["pipelines"], cycle.output
     doc = _status(session)
     assert (doc["head_job_id"], doc["head_state"], doc["attempt"]) == (head, "FAILED", 1)
+    # the head job's own diagnosis quotes the engine's words (its console is its stderr)
+    head_diagnosis = js("diagnose", head, "--json")
+    assert head_diagnosis.exit_code == 0, head_diagnosis.output
+    (said,) = json.loads(head_diagnosis.stdout)["diagnoses"]
+    assert any("Exiting because a job execution failed" in e for e in said["evidence"]), said
     failed = doc["failed"]
     assert isinstance(failed, list) and len(failed) == 1, doc
     (task,) = failed
