@@ -367,12 +367,21 @@ class App:
     def pipeline_status(self, session_id: str | None) -> PipelineStatusDocument:
         """A pipeline's status (default: the newest), after reading what its engine
         wrote since the last look."""
+        (doc,) = self.pipeline_statuses([session_id or self.pipelines.newest()])
+        return doc
+
+    def pipeline_statuses(self, session_ids: list[str]) -> list[PipelineStatusDocument]:
+        """Pipelines' status: one poll for all their head jobs (recorded in their sessions
+        first, so each follow knows whether its head job ended), then their records read."""
         from jobsmith.agent.views.documents import PipelineStatusDocument
 
-        session_id = session_id or self.pipelines.newest()
-        job_id = self.pipelines.head_job_id(session_id)
-        head = self.status([job_id], "30d").get(job_id) if job_id else None  # recorded first
-        return PipelineStatusDocument.of(self.pipelines.follow(session_id), head)
+        heads = {sid: self.pipelines.head_job_id(sid) for sid in session_ids}
+        ids = [j for j in heads.values() if j]
+        statuses = self.status(ids, "30d") if ids else {}
+        return [
+            PipelineStatusDocument.of(self.pipelines.follow(sid), statuses.get(heads[sid] or ""))
+            for sid in session_ids
+        ]
 
     def pipeline_lines(
         self, session_ids: set[str], statuses: Mapping[str, JobStatus]

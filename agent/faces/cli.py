@@ -822,8 +822,7 @@ def pipeline_status(ctx: click.Context, session_id: str | None, every: bool, as_
 
     app = _app(ctx)
     if every:
-        docs = [app.pipeline_status(sid) for sid in app.pipelines.sessions()]
-        views.show_pipeline_lines(docs, as_json)
+        views.show_pipeline_lines(app.pipeline_statuses(app.pipelines.sessions()), as_json)
     else:
         views.show_pipeline_status(app.pipeline_status(session_id), as_json)
 

@@ -142,11 +142,11 @@ def _options(
         }.items()
         if v is not None
     }
-    partition = req.partition or _default_partition(site)
+    partition = req.partition or default_partition(site)
     defaults = _fit_partition(
         {**site.defaults.model_dump(), **rendered.sbatch_fields()}, site, partition
     )
-    log_dir = _inside_roots(req.log_dir or site.paths.scratch / "jobsmith-logs", site, "log dir")
+    log_dir = inside_roots(req.log_dir or site.paths.scratch / "jobsmith-logs", site, "log dir")
     stem = f"{name}_%A_%a" if rendered.array else f"{name}_%j"
     fields: dict[str, object] = {
         **defaults,
@@ -226,7 +226,8 @@ def _refuse_param_resources(template: Template, req: JobRequest) -> None:
             )
 
 
-def _default_partition(site: SiteConfig) -> str | None:
+def default_partition(site: SiteConfig) -> str | None:
+    """The partition the site marks default (None: it marks none)."""
     return next((n for n, p in site.partitions.items() if p.default), None)
 
 
@@ -235,7 +236,8 @@ def _within(path: Path, site: SiteConfig) -> bool:
     return any(real.is_relative_to(os.path.realpath(r)) for r in site.paths.allowed_roots)
 
 
-def _inside_roots(path: Path, site: SiteConfig, what: str) -> Path:
+def inside_roots(path: Path, site: SiteConfig, what: str) -> Path:
+    """path, resolved, if it lies inside the allowed roots; PolicyError naming what."""
     if not _within(path, site):
         roots = ", ".join(str(r) for r in site.paths.allowed_roots)
         raise PolicyError(f"{what} {path} is outside the allowed roots ({roots})")

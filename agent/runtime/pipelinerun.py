@@ -21,7 +21,6 @@ from jobsmith.adapters.workflow import (
     EngineSite,
     LaunchRequest,
     RecordFile,
-    TaskStatus,
     WorkflowEngine,
 )
 from jobsmith.agent.runtime import pipelines as pl
@@ -92,16 +91,22 @@ class Pipelines:
         """Launch the engine again in the same launch directory with its resume flags
         (Nextflow's -resume, Snakemake's --rerun-incomplete): what finished is not redone."""
         run = pl.pipeline_of(self.store.read(session_id))
-        current = run.current
-        if current.job_id is not None:
-            status = self.poll([current.job_id]).get(current.job_id)
-            if status is not None and not status.state.is_terminal:
-                raise InputError(
-                    f"pipeline {session_id}: its head job {current.job_id} is "
-                    f"{status.state.value}; resume it after it ends (or `jobsmith cancel "
-                    f"{current.job_id}` first)"
-                )
-        run = self.follow(session_id)  # the ended attempt's last words first
+        job_id = run.current.job_id
+        status = self.poll([job_id]).get(job_id) if job_id is not None else None
+        return self._resume(run, status)
+
+    def _resume(self, run: pl.PipelineRun, head: JobStatus | None) -> Launched:
+        """resume() once the session is folded and its head job polled."""
+        current, session_id = run.current, run.session_id
+        if head is not None and not head.state.is_terminal:
+            raise InputError(
+                f"pipeline {session_id}: its head job {current.job_id} is "
+                f"{head.state.value}; resume it after it ends (or `jobsmith cancel "
+                f"{current.job_id}` first)"
+            )
+        if head is not None:
+            current.state = head.state  # as the poll just recorded it in the session
+        run = self._follow(run)  # the ended attempt's last words first
         notes = self._cancel_leftovers(session_id, run)
         resources = self._head_resources(session_id, current.step_id)
         result = self._launch(session_id, run.request, run.site, current.number + 1, resources)
@@ -111,11 +116,7 @@ class Pipelines:
         """Cancel the tasks an ended head job left behind (a head job killed hard cannot
         cancel what its engine submitted): the resumed engine submits them again, and
         two copies would write the same outputs."""
-        left = sorted(
-            t.native_id
-            for t in run.tasks.values()
-            if t.native_id and t.status in (TaskStatus.SUBMITTED, TaskStatus.RUNNING)
-        )
+        left = sorted(t.native_id for t in run.unfinished() if t.native_id)
         if not left:
             return ()
         active = [j for j, s in self.poll(left).items() if not s.state.is_terminal]
@@ -134,7 +135,7 @@ class Pipelines:
         status = self.poll([job_id]).get(job_id)
         if status is None or not status.state.is_terminal or status.state is JobState.COMPLETED:
             return None
-        return self.resume(session_id)
+        return self._resume(run, status)
 
     def follow(self, session_id: str) -> pl.PipelineRun:
         """Read what the current attempt's records added since the last read, record it,
@@ -203,19 +204,17 @@ class Pipelines:
         current = run.current
         if current.job_id is None or current.ended:
             return
+        cancels = self.executor.site.policy.budgets.pipeline_at_limit == "cancel"
         for use in self.executor.budget_use():
             level = pl.budget_level(use.used, use.limit)
             if level is None:
                 continue
-            if level == "near" and (current.number, use.budget, level) in run.budget_said:
-                continue
+            said = (current.number, use.budget, level) in run.budget_said
+            if said and (level == "near" or cancels):
+                continue  # a warning is given once, a head job cancelled once
             action, job_ids = self._at_limit(session_id, run) if level == "reached" else (None, [])
-            if (
-                level == "reached"
-                and not job_ids
-                and (current.number, use.budget, level) in (run.budget_said)
-            ):
-                continue  # said, and nothing new to hold
+            if said and not job_ids:
+                continue  # held before, and nothing new to hold
             data = PipelineBudgetPayload(
                 attempt=current.number,
                 budget=use.budget,
@@ -239,11 +238,7 @@ class Pipelines:
         if action == "cancel":
             self.executor.run(session_id, Cancel(job_ids=[head]))
             return action, [head]
-        pending = [
-            t.native_id
-            for t in run.tasks.values()
-            if t.native_id and t.status in (TaskStatus.SUBMITTED, TaskStatus.RUNNING)
-        ]
+        pending = [t.native_id for t in run.unfinished() if t.native_id]
         statuses = self.poll(pending) if pending else {}
         to_hold = sorted(
             j

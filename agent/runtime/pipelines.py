@@ -20,7 +20,6 @@ that asks for more is launched with the limit (and says so), never refused or le
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ from jobsmith.adapters.workflow import (
     WorkflowEngine,
 )
 from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.jobs import JobRequest, default_partition, inside_roots
 from jobsmith.agent.runtime.payloads import (
     JobStatePayload,
     PipelineBudgetPayload,
@@ -95,8 +94,7 @@ def engine_site(
     site: SiteConfig, *, partition: str | None, max_tasks: int, head_partition: str | None
 ) -> EngineSite:
     """The site's config and policy resolved into what an engine's configuration takes."""
-    default = next((n for n, p in site.partitions.items() if p.default), None)
-    chosen = partition or default
+    chosen = partition or default_partition(site)
     if chosen is None:
         known = ", ".join(site.partitions) or "none in the site config"
         raise InputError(f"name the partition for the pipeline's tasks (--partition): {known}")
@@ -133,14 +131,8 @@ def check_paths(request: LaunchRequest, site: SiteConfig) -> None:
     paths = [request.work_dir, request.params_file]
     if request.engine is EngineKind.SNAKEMAKE or Path(request.pipeline).exists():
         paths.append(request.pipeline)  # a Snakefile, or a Nextflow pipeline on disk
-    roots = [os.path.realpath(r) for r in site.paths.allowed_roots]
     for path in (p for p in paths if p is not None):
-        real = os.path.realpath(path)
-        if not any(Path(real).is_relative_to(r) for r in roots):
-            raise PolicyError(
-                f"{path} is outside the allowed roots ({', '.join(roots)}): pipelines read "
-                "and write only there"
-            )
+        inside_roots(Path(path), site, "pipeline path")
 
 
 def head_job(
@@ -194,6 +186,9 @@ def budget_level(used: float, limit: float) -> str | None:
 # --- following a run ---------------------------------------------------------------------
 
 
+_UNFINISHED = (TaskStatus.SUBMITTED, TaskStatus.RUNNING)
+
+
 @dataclass
 class Attempt:
     """One launch of the engine in a pipeline session."""
@@ -244,6 +239,10 @@ class PipelineRun:
     def failed(self) -> list[EngineTask]:
         """Tasks whose latest word is a failure."""
         return [t for t in self.tasks.values() if t.status is TaskStatus.FAILED]
+
+    def unfinished(self) -> list[EngineTask]:
+        """Tasks whose latest word is that they were submitted or run (not how they ended)."""
+        return [t for t in self.tasks.values() if t.status in _UNFINISHED]
 
 
 def record_key(attempt: int, record: RecordFile) -> str:

@@ -249,9 +249,7 @@ class PipelineStatusDocument(_Document):
             task_counts=run.counts(),
             failed=failed,
             # after the head job ended nothing of its engine runs (resume cancels leftovers)
-            running=()
-            if ended
-            else tuple(t for t in run.tasks.values() if t.status.value in ("SUBMITTED", "RUNNING")),
+            running=() if ended else tuple(run.unfinished()),
             messages=tuple(run.messages[-10:]),
             max_concurrent_tasks=run.site.max_concurrent_tasks,
             next=nxt,
