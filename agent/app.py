@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.brains.waking import WakeOutcome
     from jobsmith.agent.diagnosis.table import Diagnosis
     from jobsmith.agent.faces.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.runtime.advice import SubmitAdvice
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.events import Event
     from jobsmith.agent.runtime.executor import CheckedJob, Executor
@@ -209,6 +210,11 @@ class App:
         where = f" in partition {verdict.partition}" if verdict.partition else ""
         caveat = "" if verdict.estimate_reliable else " (unreliable here: GRES on Slurm 22.05)"
         return f"{verdict.estimated_start:%Y-%m-%d %H:%M:%S}{where}{caveat}"
+
+    def advise(self, request: JobRequest) -> SubmitAdvice:
+        """What to offer before submitting request: a right-sized request from the
+        user's history and the partition where it would start earliest."""
+        return self.executor.advise(request)
 
     @cached_property
     def store(self) -> FileSessionStore:

@@ -256,6 +256,28 @@ class Canary(_Section):
         return self
 
 
+class Advice(_Section):
+    """What jobsmith offers at submission (agent/runtime/advice.py): a request right-sized
+    from the user's own history, and the partition where Slurm would start it earliest.
+    'propose' shows the offer beside the job; 'apply' takes it (and says so); 'off' asks
+    Slurm nothing more."""
+
+    right_size: Literal["off", "propose", "apply"] = Field(
+        "propose",
+        description="a smaller memory, time or CPU request where similar runs used far less",
+    )
+    earliest_start: Literal["off", "propose", "apply"] = Field(
+        "propose",
+        description="ask sbatch --test-only in each partition the job fits, offer the earliest",
+    )
+    history_jobs: int = Field(
+        20, ge=1, le=200, description="the template's most recent jobs to learn from"
+    )
+    min_runs: int = Field(
+        3, ge=1, description="completed runs (array tasks count one each) needed to propose"
+    )
+
+
 class Policy(_Section):
     """Limits jobsmith holds the agent to."""
 
@@ -270,6 +292,9 @@ class Policy(_Section):
         description="when a person must approve before submitting",
     )
     budgets: Budgets = Field(default_factory=Budgets, description="limits over time")
+    advice: Advice = Field(
+        default_factory=Advice, description="offers at submission: right-size, earliest start"
+    )
     secret_env: list[str] = Field(
         default_factory=list,
         description="extra environment variable names (shell patterns) never passed to jobs",

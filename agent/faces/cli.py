@@ -290,23 +290,65 @@ def render(ctx: click.Context, /, as_json: bool, **kwargs: Any) -> None:
 @job_options
 @click.option("--dry-run", is_flag=True, help="Render and check policy; submit nothing.")
 @click.option("--test-only", is_flag=True, help="Ask Slurm (sbatch --test-only); submit nothing.")
+@click.option(
+    "--right-size",
+    is_flag=True,
+    help="Take the smaller request proposed from your completed runs of the template.",
+)
+@click.option(
+    "--earliest", is_flag=True, help="Take the partition where Slurm would start it earliest."
+)
+@click.option(
+    "--no-advice", is_flag=True, help="Skip the history and per-partition start estimates."
+)
 @json_command
 @click.pass_context
 def submit(
-    ctx: click.Context, /, as_json: bool, dry_run: bool, test_only: bool, **kwargs: Any
+    ctx: click.Context,
+    /,
+    as_json: bool,
+    dry_run: bool,
+    test_only: bool,
+    right_size: bool,
+    earliest: bool,
+    no_advice: bool,
+    **kwargs: Any,
 ) -> None:
-    """Render a template and submit it to Slurm (prints Slurm's job id)."""
+    """Render a template and submit it to Slurm (prints Slurm's job id).
+
+    Before submitting, jobsmith offers a right-sized request (from your completed runs
+    of the same template) and the partition where Slurm would start the job earliest;
+    --right-size and --earliest take them, the site's policy may take them itself."""
     from jobsmith.agent.views import render as views
 
     app = _app(ctx)
     request = _request(kwargs)
+    advice = None if no_advice else _advice(app, request, right_size, earliest)
+    if advice is not None:
+        request = advice.apply_to(
+            request,
+            right_size="right_size" in advice.applied,
+            earliest="earliest" in advice.applied,
+        )
     if dry_run or test_only:
-        _show_checked(app, request, as_json, test_only=test_only)
+        _show_checked(app, request, as_json, test_only=test_only, advice=advice)
         return
-    views.show_submitted(*app.submit(request), as_json)
+    views.show_submitted(*app.submit(request), as_json, advice)
 
 
-def _show_checked(app: App, request: Any, as_json: bool, *, test_only: bool) -> None:
+def _advice(app: App, request: Any, right_size: bool, earliest: bool) -> Any:
+    """The advice for request, marked with what the user's flags or the policy take."""
+    settings = app.site.config.policy.advice
+    advice = app.advise(request)
+    return advice.taken(
+        right_size=right_size or settings.right_size == "apply",
+        earliest=earliest or settings.earliest_start == "apply",
+    )
+
+
+def _show_checked(
+    app: App, request: Any, as_json: bool, *, test_only: bool, advice: Any = None
+) -> None:
     """render, --dry-run and --test-only: the submit path's policy, stopping before sbatch.
 
     The exit status is what `submit` would give: 3 refused by policy (nothing printed but

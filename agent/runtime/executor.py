@@ -19,11 +19,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
+from pydantic import ValidationError
+
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler
 from jobsmith.agent.diagnosis.job import diagnose_job
 from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime import steps as st
+from jobsmith.agent.runtime.advice import Adviser, SubmitAdvice
 from jobsmith.agent.runtime.claims import StepSettled, append_result
 from jobsmith.agent.runtime.events import EventKind
 from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
@@ -206,7 +209,9 @@ class Executor:
             decision = self._decide(cost, approval_given=True)
             if decision.verdict == "refuse":
                 raise PolicyError(refusal(decision))
-            return self._submit(log, step.id, step.action, template, script, options, cost)
+            return self._submit(
+                log, step.id, step.action, template, script, options, cost, step.job.params
+            )
         except StepSettled:
             raise
         except JobsmithError as err:
@@ -274,7 +279,8 @@ class Executor:
             asked = {**intent, "reason": decision.message}
             log.append(EventKind.APPROVAL_ASKED, asked, step.id)
             raise ApprovalNeeded(step.id, decision.message)
-        result = self._submit(log, step.id, step.action, template, script, options, cost)
+        params = self._params_of(step)
+        result = self._submit(log, step.id, step.action, template, script, options, cost, params)
         if isinstance(step, st.Rerun):
             self._plan_follows(step.job_id, result)
         return result
@@ -306,6 +312,14 @@ class Executor:
             "cwd": str(self.cwd),  # what relative paths meant, for replay
             **(extra or {}),
         }
+
+    def _params_of(self, step: st.Submit | st.Rerun) -> Mapping[str, object]:
+        """The template parameters a submission was asked with (a re-run: its original's),
+        kept in the ledger so right-sizing can tell runs of the same parameters apart."""
+        if isinstance(step, st.Submit):
+            return step.job.params
+        original = self.ledger.get(step.job_id)
+        return original.params if original is not None else {}
 
     def _prepare_rerun(self, step: st.Rerun) -> tuple[str, str, JobOptions, dict[str, Any]]:
         """The original submission's script with new directives (see agent/runtime/rerun.py)."""
@@ -379,7 +393,8 @@ class Executor:
             append_result(log, step_id, {"outcome": "refused", "error": message})
             raise PolicyError(message)
         template = str(asked.get("template", "?"))
-        result = self._submit(log, step_id, "submit", template, script, options, cost)
+        params = _intent_params(asked)
+        result = self._submit(log, step_id, "submit", template, script, options, cost, params)
         if asked.get("rerun_of"):
             self._plan_follows(str(asked["rerun_of"]), result)
         return result
@@ -397,6 +412,7 @@ class Executor:
             options,
             str(intent["script_sha256"]),
             recovered=True,
+            params=_intent_params(intent),
         )
         summary = _submitted(job_id, options, cost, recovered=True, warnings=[])
         data = {"outcome": st.Outcome.DONE, "action": "submit", **summary}
@@ -415,13 +431,14 @@ class Executor:
         *,
         recovered: bool,
         warnings: Sequence[str] = (),
+        params: Mapping[str, object] | None = None,
     ) -> None:
         self.ledger.record(
             SubmissionRecord(
                 job_id=job_id,
                 cluster=self.site.cluster,
                 template=template,
-                params={},
+                params=json.loads(json.dumps(dict(params or {}), default=str)),
                 options=options,
                 script_sha256=sha,
                 submitted_at=datetime.now(),
@@ -440,6 +457,7 @@ class Executor:
         script: str,
         options: JobOptions,
         cost: Cost,
+        params: Mapping[str, object] | None = None,
     ) -> st.StepResult:
         if options.output:
             Path(options.output).parent.mkdir(parents=True, exist_ok=True)
@@ -453,6 +471,7 @@ class Executor:
             sha,
             recovered=result.recovered,
             warnings=result.warnings,
+            params=params,
         )
         summary = _submitted(
             result.job_id, options, cost, recovered=result.recovered, warnings=result.warnings
@@ -480,6 +499,24 @@ class Executor:
             raise
         cost = Cost.of(job.options)
         return CheckedJob(job=job, cost=cost, decision=self._decide(cost))
+
+    def advise(self, request: JobRequest) -> SubmitAdvice:
+        """What to offer before submitting request (agent/runtime/advice.py): asks Slurm
+        for the template's history and per-partition start estimates, never raises a
+        Slurm error. The user's SBATCH_* defaults count, as they do in check."""
+        request, _ = fold_sbatch_env(request, self.scheduler.submission_environment(self.environ))
+
+        def fixed(template: str) -> set[str]:
+            return set(self.library.get(template).spec.resources.references())
+
+        adviser = Adviser(
+            scheduler=self.scheduler,
+            site=self.site,
+            assemble=self._assemble,
+            records=self.ledger.all,
+            fixed_fields=fixed,
+        )
+        return adviser.advise(request)
 
     def _assemble(self, request: Any) -> AssembledJob:
         template = self.library.get(request.template)
@@ -609,3 +646,12 @@ def _job_facts(template: str, script: str, options: JobOptions, cost: Cost) -> d
 def job_ids_of(results: Sequence[st.StepResult]) -> list[str]:
     """Slurm job ids submitted by these results."""
     return [str(r.summary["job_id"]) for r in results if r.summary.get("submitted")]
+
+
+def _intent_params(intent: Mapping[str, Any]) -> Mapping[str, object]:
+    """The template parameters of a submission intent's step ({} for a re-run's, whose
+    step names a job rather than a request)."""
+    try:
+        return st.Submit.model_validate(intent.get("step") or {}).job.params
+    except ValidationError:
+        return {}

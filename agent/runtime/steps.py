@@ -30,6 +30,7 @@ from jobsmith.agent.views.documents import StatusDocument
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.agent.diagnosis.table import Diagnosis
+    from jobsmith.agent.runtime.advice import SubmitAdvice
     from jobsmith.agent.runtime.executor import CheckedJob
     from jobsmith.job_templates import TemplateLibrary
     from jobsmith.site_config import SiteConfig
@@ -55,6 +56,10 @@ class Hands(Protocol):
 
     def check(self, request: JobRequest) -> CheckedJob:
         """A job assembled and judged as a submission would be."""
+        ...
+
+    def advise(self, request: JobRequest) -> SubmitAdvice:
+        """What to offer before submitting it: right-size, earliest partition."""
         ...
 
     def read_output(self, job_id: str, stream: str, tail: int) -> dict[str, Any]:
@@ -145,7 +150,9 @@ class TestOnly(_JobStep):
         checked = hands.check(self.job)
         checked.raise_if_refused()
         verdict = hands.scheduler.test_only(checked.job.script).model_dump(mode="json")
-        return {**verdict, "policy": checked.policy()}
+        advice = hands.advise(self.job)
+        offers = {"advice": advice.model_dump(mode="json", exclude_none=True)}
+        return {**verdict, "policy": checked.policy(), **(offers if advice.offers() else {})}
 
 
 class Submit(_JobStep):

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.records import JobRecord
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
     from jobsmith.agent.faces.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.runtime.advice import SubmitAdvice
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.events import Event, SessionInfo
     from jobsmith.agent.runtime.executor import CheckedJob
@@ -209,18 +210,36 @@ def checked_document(checked: CheckedJob) -> dict[str, object]:
     return checked.document().full()
 
 
-def show_rendered(checked: CheckedJob, as_json: bool) -> None:
-    """Print `jobsmith render` / `submit --dry-run`: the exact script."""
+def show_rendered(checked: CheckedJob, as_json: bool, advice: SubmitAdvice | None = None) -> None:
+    """Print `jobsmith render` / `submit --dry-run`: the exact script (and the advice)."""
     if as_json:
-        print_json(checked_document(checked))
+        document = checked_document(checked)
+        print_json(document if advice is None else {**document, "advice": _advice_json(advice)})
         return
     print(checked.job.script, end="")
+    show_advice(advice)
 
 
-def show_test_only(checked: CheckedJob, result: TestOnlyResult, as_json: bool) -> None:
+def show_advice(advice: SubmitAdvice | None) -> None:
+    """The advice at submission, a note per offer (nothing if there is none)."""
+    from jobsmith.agent.views.advice import advice_lines
+    from jobsmith.agent.views.output import note
+
+    for line in advice_lines(advice) if advice is not None else []:
+        note(f"jobsmith: {line}")
+
+
+def _advice_json(advice: SubmitAdvice) -> object:
+    return advice.model_dump(mode="json")
+
+
+def show_test_only(
+    checked: CheckedJob, result: TestOnlyResult, as_json: bool, advice: SubmitAdvice | None = None
+) -> None:
     """Print `jobsmith submit --test-only` (exit 4 if Slurm would refuse the job)."""
     if as_json:
-        print_json({"job": checked_document(checked), "test_only": result.model_dump(mode="json")})
+        document = {"job": checked_document(checked), "test_only": result.model_dump(mode="json")}
+        print_json(document if advice is None else {**document, "advice": _advice_json(advice)})
     elif result.ok:
         when = (
             f"{result.estimated_start:%Y-%m-%d %H:%M}"
@@ -230,18 +249,24 @@ def show_test_only(checked: CheckedJob, result: TestOnlyResult, as_json: bool) -
         print(f"Slurm would accept it: partition {result.partition}, estimated start {when}")
     else:
         print(f"Slurm would refuse it: {result.message}")
+    if not as_json:
+        show_advice(advice)
     if not result.ok:
         raise SystemExit(4)
 
 
-def show_submitted(session_id: str, result: StepResult, as_json: bool) -> None:
+def show_submitted(
+    session_id: str, result: StepResult, as_json: bool, advice: SubmitAdvice | None = None
+) -> None:
     """Print `jobsmith submit`: Slurm's job id first, so scripts can read it."""
     from jobsmith.agent.views.output import note
 
     summary = result.summary
     if as_json:
-        print_json({"session_id": session_id, "step_id": result.step_id, **summary})
+        extra = {} if advice is None else {"advice": _advice_json(advice)}
+        print_json({"session_id": session_id, "step_id": result.step_id, **summary, **extra})
         return
+    show_advice(advice)
     print(summary["job_id"])
     tasks = f", {summary['array_tasks']} array tasks" if summary.get("array_tasks") else ""
     note(
