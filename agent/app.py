@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.store import FileSessionStore
     from jobsmith.agent.runtime.transcode import Encoding
     from jobsmith.agent.views.documents import PipelineStatusDocument, PlanStatusDocument
+    from jobsmith.agent.views.glance import GlanceFacts
+    from jobsmith.agent.views.report import RunReport
     from jobsmith.agent.views.results import ControlResult, LogView
     from jobsmith.agent.watcher.cycle import WatchCycle
     from jobsmith.agent.watcher.lock import WatchLock
@@ -598,6 +600,30 @@ class App:
             site = None  # diagnosis needs no site; only the remedy's caps come from it
         return diagnose_job(self.scheduler, site, self._stderr_tail, job_id)
 
+    def run_report(self, session_id: str) -> RunReport:
+        """A session's run report (agent/views/report.py): its jobs from one poll (one
+        accounting query for all of them), each failed task diagnosed from that poll's
+        record and its stderr, as `diagnose` does, without asking Slurm again per job."""
+        from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, diagnose_record
+        from jobsmith.agent.runtime.store import SessionNotFound
+        from jobsmith.agent.views.report import build_report, failed_records, session_job_ids
+
+        try:
+            info = self.store.info(session_id)
+        except SessionNotFound as err:
+            raise SessionNotFound(session_id, "`jobsmith sessions list` lists them") from err
+        events = self.store.read(session_id)
+        ids = session_job_ids(events)
+        statuses = self.status(ids, "30d") if ids else {}
+        failed = failed_records(statuses)
+        try:
+            site = self.site.config
+        except ConfigError:
+            site = None  # as for diagnose: only the remedy's caps come from the site
+        extra = () if not failed or self.scheduler.has_accounting() else (NO_ACCOUNTING_NOTE,)
+        diagnoses = [diagnose_record(r, site, self._stderr_tail, why, extra) for r, why in failed]
+        return build_report(info, events, statuses, diagnoses, datetime.now())
+
     def watch_lock(self, interval_s: float) -> WatchLock:
         """The user's one-watcher lock, stale after three missed cycles."""
         from jobsmith.agent.watcher.lock import WatchLock
@@ -621,8 +647,16 @@ class App:
         known = [r.submitted_at for j in job_ids if (r := self.ledger.get(j)) is not None]
         since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
         statuses = with_recorded_ends(self.folds, self.ledger, self._poll(job_ids, since_dt))
+        statuses = {j: _named(s, self.ledger) for j, s in statuses.items()}
         record_job_states(self.store, self.ledger, statuses, self.tell, self.folds)
         return statuses
+
+    def glance_facts(self, statuses: Mapping[str, JobStatus], since: str) -> GlanceFacts:
+        """What the at-a-glance status shows besides the poll: the ledger's records and
+        the sessions' titles, plans, pipelines and recorded verdicts (no Slurm call)."""
+        from jobsmith.agent.runtime.glancefacts import glance_facts
+
+        return glance_facts(self.store, self.folds, self.ledger, statuses, since)
 
     def wait(self, job_ids: list[str], since: str, timeout_s: float) -> dict[str, JobStatus]:
         """Block until the jobs end, showing progress on stderr."""
@@ -745,6 +779,19 @@ class App:
 
         target = output or self.paths.config_dir / "site.yaml"
         return site_init(self.scheduler, target, force=force, to_stdout=str(output) == "-")
+
+
+def _named(status: JobStatus, ledger: JobLedger) -> JobStatus:
+    """status with the job name jobsmith submitted it under where accounting gave none
+    (a record slurmdbd has not completed yet: adapters/slurm/parse.py)."""
+    record = status.record
+    if record is None or record.name:
+        return status
+    submitted = ledger.get(status.job_id)
+    if submitted is None or not submitted.options.job_name:
+        return status
+    named = record.model_copy(update={"name": submitted.options.job_name})
+    return status.model_copy(update={"record": named})
 
 
 def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) -> App:

@@ -975,3 +975,20 @@ def test_slurm_unset_markers_are_not_memory_sizes() -> None:
     # seen in ReqMem for a moment after submission on the lab (NO_VAL64 in MiB)
     assert parse_printed_memory("18446744073709551615M") is None
     assert parse_printed_memory("16384M") == 16384 << 20
+
+
+def test_sacct_json_stand_in_row_of_a_just_ended_job_names_nothing() -> None:
+    """22.05's stand-in row (fixtures/lab-22.05/README.md): state and exit are the job's,
+    the name "allocation" and the zero time limit are not, so they read as unknown."""
+    (early,) = parse_sacct_json(read(LAB / "sacct-placeholder.json"))
+    (later,) = parse_sacct_json(read(LAB / "sacct-placeholder-after.json"))
+    assert (
+        (early.state, early.exit_code)
+        == (later.state, later.exit_code)
+        == (
+            JobState.COMPLETED,
+            0,
+        )
+    )
+    assert early.name == "" and early.timelimit_s is None and early.partition is None
+    assert later.name == "command.js-test3" and later.timelimit_s == 600

@@ -131,4 +131,7 @@ def test_a_snakemake_pipeline_fails_one_rule_is_diagnosed_and_resumes(  # type: 
     assert listed.exit_code == 0 and session in listed.stdout and "6 completed" in listed.stdout
     glance = js("status")  # the at-a-glance status: the pipeline in one line
     assert glance.exit_code == 0, glance.output
-    assert f"pipeline {session}  snakemake" in glance.stdout and "6 completed" in glance.stdout
+    (line,) = [x for x in glance.stdout.splitlines() if session.rpartition("-")[2][:8] in x]
+    assert "pipeline" in line and "6/6 done" in line, glance.stdout
+    every = js("status", "--all")  # every job, under its session's headline
+    assert f"pipeline {session}  snakemake" in every.stdout and "6 completed" in every.stdout

@@ -305,7 +305,8 @@ def _job_from_json(job: Mapping[str, Any]) -> JobRecord:
         ),
     )
     steps = tuple(_step_from_json(s) for s in job.get("steps") or ())
-    limit_min = _num(_dig(job, "time", "limit"))
+    placeholder = _is_placeholder(job)
+    limit_min = None if placeholder else _num(_dig(job, "time", "limit"))
     mem_mib = _tres_count(_dig(job, "tres", "requested"), "mem")
     return JobRecord(
         job_id=display,
@@ -313,7 +314,7 @@ def _job_from_json(job: Mapping[str, Any]) -> JobRecord:
         array_job_id=array_job_id,
         array_task_id=task_id,
         array_task_range=task_range,
-        name=str(job.get("name") or ""),
+        name="" if placeholder else str(job.get("name") or ""),
         state=state,
         cancelled_by_user=_killer(job, state),
         exit_code=exit_code,
@@ -337,6 +338,21 @@ def _job_from_json(job: Mapping[str, Any]) -> JobRecord:
         start_time=_epoch(_dig(job, "time", "start")),
         end_time=_epoch(_dig(job, "time", "end")),
         steps=steps,
+    )
+
+
+def _is_placeholder(job: Mapping[str, Any]) -> bool:
+    """slurmdbd's stand-in row for a job whose start it has not recorded yet.
+
+    Right after a short job ends, 22.05's `sacct --json` can show for a second or two a
+    row made from the step records alone: named "allocation", no partition, no
+    eligible time, no time limit. Its state and exit are the job's; its name and
+    limits are not, so they are left unknown rather than shown.
+    """
+    return (
+        job.get("name") == "allocation"
+        and not job.get("partition")
+        and not _num(_dig(job, "time", "eligible"))
     )
 
 

@@ -361,9 +361,9 @@ def _show_checked(
     checked = app.check(request)
     checked.raise_if_refused()
     if test_only:
-        views.show_test_only(checked, app.test_only(checked.job), as_json)
+        views.show_test_only(checked, app.test_only(checked.job), as_json, advice)
     else:
-        views.show_rendered(checked, as_json)
+        views.show_rendered(checked, as_json, advice)
     if checked.decision.verdict == "approve":
         note(
             f"jobsmith: submit would wait for a person's approval ({checked.decision.message});"
@@ -420,14 +420,26 @@ def rerun(
     show_default=True,
     help="How far back accounting is searched: 7d, 12h, 90m.",
 )
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every session's jobs in full, not one line per session (--json always has all).",
+)
 @json_command
 @click.pass_context
-def status(ctx: click.Context, job_ids: tuple[str, ...], since: str, as_json: bool) -> None:
-    """State of jobs (default: every session's jobs), one sacct call for all."""
+def status(
+    ctx: click.Context, job_ids: tuple[str, ...], since: str, every: bool, as_json: bool
+) -> None:
+    """State of jobs, one sacct call for all. Without job ids: one line per session of
+    the last --since, what runs or waits and what failed first, at most 40 lines."""
     from jobsmith.agent.views import render as views
 
     app = _app(ctx)
     statuses = app.status(_ids(job_ids), since)
+    if not (job_ids or every or as_json):
+        views.show_glance(statuses, app.glance_facts(statuses, since))
+        return
     sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
     headlines = {} if as_json else app.pipeline_lines(set(sessions.values()), statuses)
     views.show_status(statuses, as_json, sessions, headlines)
@@ -523,6 +535,36 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
     from jobsmith.agent.views import render as views
 
     views.show_logs(_app(ctx).logs(_one_id(job_id), which, tail_lines), as_json)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the page here (default: report-SESSION_ID.html in the current directory).",
+)
+@click.option("--open", "open_page", is_flag=True, help="Open the page in a web browser.")
+@json_command
+@click.pass_context
+def report(
+    ctx: click.Context, session_id: str, output: Path | None, open_page: bool, as_json: bool
+) -> None:
+    """Write one self-contained HTML page about a session: its jobs' timeline, memory and
+    CPU used against requested, failures with their diagnosis, re-runs, and core- and
+    GPU-hours; print a summary and the page's path."""
+    import webbrowser
+
+    from jobsmith.agent.views.output import note
+    from jobsmith.agent.views.report_html import write_report
+    from jobsmith.agent.views.report_text import show_report
+
+    run = _app(ctx).run_report(session_id)
+    path = write_report(run, output or Path(f"report-{run.session_id}.html"))
+    show_report(run.summary(str(path)), as_json)
+    if open_page and not webbrowser.open(path.as_uri()):
+        note(f"jobsmith: no web browser found here; open {path} yourself")
 
 
 def _control(action: str) -> Callable[..., None]:

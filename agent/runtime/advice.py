@@ -120,7 +120,11 @@ class Adviser:
     def advise(self, request: JobRequest) -> SubmitAdvice:
         """The advice for request (never raises a Slurm error: `unavailable` says it)."""
         settings = self._site.policy.advice
-        job = self._assemble(request)
+        try:
+            job = self._assemble(request)
+        except JobsmithError:
+            # the submission itself reports what is wrong with the request, in its words
+            return SubmitAdvice(partition=request.partition)
         try:
             estimates = self._estimates(request, job) if settings.earliest_start != "off" else ()
             sizing = self._sizing(request, job) if settings.right_size != "off" else None

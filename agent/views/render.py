@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         PipelineStatusDocument,
         PlanStatusDocument,
     )
+    from jobsmith.agent.views.glance import GlanceFacts
     from jobsmith.agent.views.results import ControlResult, LogView
     from jobsmith.job_templates import Template
 
@@ -56,6 +57,31 @@ def show_status(
             _status_table(group)
         return
     _status_table(list(document.jobs))
+
+
+def show_glance(statuses: Mapping[str, JobStatus], facts: GlanceFacts) -> None:
+    """Print `jobsmith status` without job ids: one line per session, what runs or waits
+    and what failed first, at most 40 lines (agent/views/glance.py)."""
+    from datetime import UTC, datetime
+
+    from jobsmith.agent.views.glance import HEIGHT, build_glance, render_glance
+
+    glance = build_glance(statuses, facts, datetime.now(UTC))
+    for line in render_glance(glance, terminal_width(), HEIGHT):
+        print(line)
+
+
+def terminal_width() -> int:
+    """The terminal's width if stdout is one (never less than 40), else 80: a pipe or a
+    file has no width, and an 80-column screen is the one the glance promises to fit."""
+    import shutil
+    import sys
+
+    from jobsmith.agent.views.glance import WIDTH
+
+    if not sys.stdout.isatty():
+        return WIDTH
+    return max(shutil.get_terminal_size((WIDTH, 40)).columns, 40)
 
 
 def _status_table(jobs: list[JobStatusDocument]) -> None:

@@ -1,0 +1,99 @@
+"""What the at-a-glance status knows of each session besides one poll's answers.
+
+Read from the ledger and the session store only, never from Slurm, so `jobsmith status`
+stays one sacct call: each session's title, a plan's status document (planrun's own,
+from the poll), a pipeline's (as its session last recorded its engine's tasks), and the
+verdicts the watcher's decisions recorded about failed jobs (read only where the
+session's fold says a decision was taken about one of them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.ledger import JobLedger
+from jobsmith.agent.runtime.pipelinerun import ORIGIN as PIPELINE
+from jobsmith.agent.runtime.pipelines import pipeline_of
+from jobsmith.agent.runtime.planrun import plan_of, status_document
+from jobsmith.agent.runtime.readmodel import SessionFolds
+from jobsmith.agent.runtime.store import SessionNotFound, SessionStore
+from jobsmith.agent.views.documents import PipelineStatusDocument
+from jobsmith.agent.views.glance import GlanceFacts, JobFacts, SessionFacts
+from jobsmith.errors import JobsmithError
+
+
+def glance_facts(
+    store: SessionStore,
+    folds: SessionFolds,
+    ledger: JobLedger,
+    statuses: Mapping[str, JobStatus],
+    window: str,
+) -> GlanceFacts:
+    """The ledger's record of each polled job, and the facts of the sessions they share."""
+    jobs: dict[str, JobFacts] = {}
+    for job_id in statuses:
+        rec = ledger.get(job_id)
+        if rec is not None:
+            jobs[job_id] = JobFacts(
+                session_id=rec.session_id, template=rec.template, submitted_at=rec.submitted_at
+            )
+    by_session: dict[str, list[str]] = {}
+    for job_id, facts in jobs.items():
+        if facts.session_id:
+            by_session.setdefault(facts.session_id, []).append(job_id)
+    sessions = {
+        sid: session_facts(store, folds, sid, [statuses[j] for j in ids], statuses)
+        for sid, ids in by_session.items()
+    }
+    return GlanceFacts(jobs=jobs, sessions=sessions, window=window)
+
+
+def session_facts(
+    store: SessionStore,
+    folds: SessionFolds,
+    session_id: str,
+    jobs: list[JobStatus],
+    statuses: Mapping[str, JobStatus],
+) -> SessionFacts:
+    """One session's facts; a pruned session's are its id alone."""
+    try:
+        info = store.info(session_id)
+    except SessionNotFound:
+        return SessionFacts(session_id=session_id)
+    origin = info.meta.get("origin")
+    events = store.read(session_id) if origin in ("plan", PIPELINE) else None
+    facts = SessionFacts(session_id=session_id, title=info.title, created=info.created)
+    # a damaged plan or pipeline record leaves a plain line: the glance still shows the rest
+    with contextlib.suppress(JobsmithError):
+        if events is not None and origin == "plan":
+            plan = status_document(session_id, plan_of(events), statuses)
+            facts = facts.model_copy(update={"plan": plan})
+        elif events is not None:
+            run = pipeline_of(events)
+            doc = PipelineStatusDocument.of(run, statuses.get(run.current.job_id or ""))
+            facts = facts.model_copy(update={"pipeline": doc})
+    failed = {st.job_id for st in jobs if st.state.is_failure or _failed_task(st)}
+    decided = {j.partition("_")[0] for j in folds.of(session_id).decided} if failed else set()
+    if failed & decided:
+        verdicts = recorded_verdicts(events or store.read(session_id))
+        facts = facts.model_copy(update={"verdicts": verdicts})
+    return facts
+
+
+def _failed_task(status: JobStatus) -> bool:
+    return any(t.state.is_failure for t in status.tasks)
+
+
+def recorded_verdicts(events: list[Event]) -> dict[str, str]:
+    """Each decided job's first verdict, as its first decision recorded it."""
+    verdicts: dict[str, str] = {}
+    for event in events:
+        if event.kind is not EventKind.DECISION:
+            continue
+        job_id, said = event.data.get("job_id"), event.data.get("verdicts")
+        if isinstance(job_id, str) and isinstance(said, list) and said and isinstance(said[0], str):
+            verdicts.setdefault(job_id, said[0])
+    return verdicts
