@@ -252,6 +252,18 @@ def test_a_gpu_job_is_offered_gpu_partitions_only_with_the_caveat(tmp_path: Path
     assert advice.earliest is None
 
 
+def test_where_every_partition_has_gpus_a_cpu_job_is_offered_them_all(tmp_path: Path) -> None:
+    slurm = PartitionDouble({"debug": NOW + timedelta(hours=1), "gpu": NOW})
+    adviser = _adviser(tmp_path, slurm, [], right_size="off")
+    adviser._site = adviser._site.model_copy(
+        update={"partitions": {n: p.model_copy(update={"max_gpus_per_node": 2})
+                               for n, p in adviser._site.partitions.items()}}
+    )  # fmt: skip
+    advice = adviser.advise(REQUEST)
+    assert [e.partition for e in advice.partitions] == ["debug", "small", "gpu"]
+    assert advice.earliest == "gpu"
+
+
 def test_slurm_not_answering_gives_advice_that_says_so(tmp_path: Path) -> None:
     slurm = PartitionDouble({}, unavailable="slurmctld is not answering")
     advice = _adviser(tmp_path, slurm, [_record("1", {})]).advise(REQUEST)

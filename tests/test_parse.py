@@ -992,3 +992,11 @@ def test_sacct_json_stand_in_row_of_a_just_ended_job_names_nothing() -> None:
     )
     assert early.name == "" and early.timelimit_s is None and early.partition is None
     assert later.name == "command.js-test3" and later.timelimit_s == 600
+
+
+def test_sacct_parsable_stand_in_row_names_nothing() -> None:
+    """The stand-in row through sacct -P (fixtures/lab-22.05/README.md)."""
+    (job,) = parse_sacct_parsable(read(LAB / "sacct-placeholder-pipe.txt"))
+    assert job.name == "" and job.partition is None and job.timelimit_s is None
+    (named,) = [r for r in parse_sacct_parsable(read(LAB / "sacct-fields-pipe.txt")) if r.name][:1]
+    assert named.name  # a real row keeps its name

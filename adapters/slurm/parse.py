@@ -198,13 +198,17 @@ def _job_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None)
     derived, _ = parse_exit_code(row.get("DerivedExitCode"))
     alloc_cpus = _int(row.get("AllocCPUS"))
     in_array = ids["task"] is not None or ids["range"] is not None
+    # slurmdbd's stand-in row for a just-ended job (see _is_placeholder): no partition,
+    # no time limit, and a name that is not the job's
+    stand_in = row.get("JobName") == "allocation" and not row.get("Partition")
+    stand_in = stand_in and not _text(row.get("Timelimit"))
     return JobRecord(
         job_id=ids["job"],
         job_id_raw=_text(row.get("JobIDRaw")) or ids["job"],
         array_job_id=ids["base"] if in_array else None,
         array_task_id=int(ids["task"]) if ids["task"] is not None else None,
         array_task_range=ids["range"],
-        name=row.get("JobName", ""),
+        name="" if stand_in else row.get("JobName", ""),
         state=state,
         cancelled_by=cancelled_by,
         exit_code=exit_code,

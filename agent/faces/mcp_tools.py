@@ -262,6 +262,9 @@ class McpTools:
             raise
         doc = checked.document().compact()
         doc["test_only"] = verdict.model_dump(mode="json")
+        advice = self.app.advise(step.job)  # a right-size or an earlier partition, if any
+        if advice.offers():
+            doc["advice"] = advice.model_dump(mode="json", exclude_none=True)
         held = checked.decision.verdict == "approve"
         if not verdict.ok:
             doc["next"] = f"Slurm would not accept it as is: {verdict.message}; no token"

@@ -181,13 +181,13 @@ class Adviser:
         return tuple(self._estimate(name, candidate) for name, candidate in fits)
 
     def _candidates(self, job: AssembledJob) -> list[str]:
-        """The site's partitions; a job without GPUs is not offered a GPU partition."""
-        wants_gpus = bool(job.options.gpus)
-        return [
-            name
-            for name, part in self._site.partitions.items()
-            if wants_gpus or part.max_gpus_per_node == 0 or name == job.options.partition
-        ]
+        """The site's partitions; a job without GPUs is not offered a GPU partition
+        where the site has partitions without (sites keep those for GPU work)."""
+        parts = self._site.partitions
+        without = {n for n, p in parts.items() if p.max_gpus_per_node == 0}
+        if job.options.gpus or not without:
+            return list(parts)
+        return [n for n in parts if n in without or n == job.options.partition]
 
     def _estimate(self, partition: str, job: AssembledJob) -> PartitionEstimate:
         verdict = self._scheduler.test_only(job.script)
