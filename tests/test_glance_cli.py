@@ -156,3 +156,18 @@ def test_a_plan_is_one_line_with_its_steps_summarised(h: AgentHarness) -> None:
     assert re.fullmatch(
         rf"  \w{{8}}  plan diamond  1/3 done, 1 failed, 1 running: {c} exit 3 +\d+s ago", out[1]
     ), out[1]
+
+
+def test_the_short_id_a_glance_line_shows_opens_its_session(h: AgentHarness) -> None:
+    session = h.store.create({"title": "submit command"})
+    submitted(h, session, "5001", minutes_ago=1)
+    h.slurm.set_state("5001", JobState.COMPLETED)
+    app = app_on(h)
+    (line,) = [x for x in status(app) if "submit command" in x]
+    short = line.split()[0]
+    assert session.rpartition("-")[2].startswith(short)
+    shown = CliRunner().invoke(cli, ["sessions", "show", short, "--json"], obj=app)
+    assert shown.exit_code == 0, shown.output
+    assert all(e["session_id"] == session for e in json.loads(shown.stdout)["events"])
+    missing = CliRunner().invoke(cli, ["sessions", "show", "deadbeef"], obj=app)
+    assert missing.exit_code == 6 and "no session 'deadbeef'" in missing.output

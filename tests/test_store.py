@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -337,3 +338,26 @@ def test_prune_spares_a_session_appended_to_while_pruning(
     assert report.removed == []
     assert [e.seq for e in store.read(sid)] == [0, 1]
     assert sorted(os.listdir(root)) == [sid]
+
+
+def test_a_session_is_found_by_the_short_id_status_shows_and_never_guessed(
+    tmp_path: Path,
+) -> None:
+    store = FileSessionStore(tmp_path / "sessions")
+    first, second = store.create(), store.create()
+    short = first.rpartition("-")[2][:8]
+    assert store.resolve(short) == first  # what the at-a-glance status prints
+    assert store.resolve(first) == first
+    assert store.resolve(first[:25]) == first  # the start of the full id
+    assert store.resolve("abc") == "abc"  # too short to be a short id: left as typed
+    assert store.resolve("ffffffffff") == "ffffffffff"  # no match: the caller's not-found
+    assert store.resolve(second.rpartition("-")[2][:8]) == second
+    # a second session whose random part starts alike: the short id is ambiguous, never
+    # a guess, and a longer piece of it decides
+    twin = first[:-4] + ("0000" if not first.endswith("0000") else "1111")
+    shutil.copytree(tmp_path / "sessions" / first, tmp_path / "sessions" / twin)
+    with pytest.raises(JobsmithError, match=f"session '{short}' is ambiguous: "):
+        store.resolve(short)
+    assert store.resolve(twin.rpartition("-")[2]) == twin
+    (tmp_path / "sessions" / "not-a-session").mkdir()
+    assert store.resolve("not-a-se") == "not-a-se"  # only session directories count

@@ -35,6 +35,11 @@ def _app(ctx: click.Context) -> App:
     return obj
 
 
+def _session(ctx: click.Context, text: str) -> str:
+    """The session id a person typed: the whole id, or the short one `status` shows."""
+    return _app(ctx).store.resolve(text)
+
+
 def json_command(fn: F) -> F:
     """Add --json and translate JobsmithError into one clear line and an exit status."""
 
@@ -560,7 +565,7 @@ def report(
     from jobsmith.agent.views.report_html import write_report
     from jobsmith.agent.views.report_text import show_report
 
-    run = _app(ctx).run_report(session_id)
+    run = _app(ctx).run_report(_session(ctx, session_id))
     path = write_report(run, output or Path(f"report-{run.session_id}.html"))
     show_report(run.summary(str(path)), as_json)
     if open_page and not webbrowser.open(path.as_uri()):
@@ -664,7 +669,7 @@ def ask(ctx: click.Context, text: str, session_id: str | None, as_json: bool) ->
     logs, diagnose, submit), under the site's policy. Needs an API key."""
     from jobsmith.agent.views.output import note, print_json
 
-    result = _app(ctx).ask(text, session_id)
+    result = _app(ctx).ask(text, session_id and _session(ctx, session_id))
     if as_json:
         print_json(result.model_dump(mode="json"))
         return
@@ -696,6 +701,7 @@ def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json:
 
     app = _app(ctx)
     term = terminal_for(app.paths.state_dir / "chat_history")
+    session_id = session_id and _session(ctx, session_id)
     session = Chat(app, term, session_id=session_id, interval_s=interval_s)
     session.start()
     session.loop()
@@ -758,8 +764,9 @@ def mcp(
             err=True,
         )
         sys.exit(2)
-    options = mcp_server.ServeOptions(session_id, interval_s, token_ttl_s)
     try:
+        session_id = session_id and app.store.resolve(session_id)
+        options = mcp_server.ServeOptions(session_id, interval_s, token_ttl_s)
         if session_id is not None:
             app.store.info(session_id)  # a clear error now, not at the first call
         if http:
@@ -809,7 +816,7 @@ def plan_status(ctx: click.Context, session_id: str | None, as_json: bool) -> No
     """A plan's steps as a tree with each job's state (default: the newest plan)."""
     from jobsmith.agent.views import render as views
 
-    views.show_plan_status(_app(ctx).plan_status(session_id), as_json)
+    views.show_plan_status(_app(ctx).plan_status(session_id and _session(ctx, session_id)), as_json)
 
 
 @cli.group()
@@ -908,7 +915,9 @@ def pipeline_status(ctx: click.Context, session_id: str | None, every: bool, as_
     if every:
         views.show_pipeline_lines(app.pipeline_statuses(app.pipelines.sessions()), as_json)
     else:
-        views.show_pipeline_status(app.pipeline_status(session_id), as_json)
+        views.show_pipeline_status(
+            app.pipeline_status(session_id and _session(ctx, session_id)), as_json
+        )
 
 
 @pipeline.command("resume")
@@ -920,7 +929,7 @@ def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     -resume, Snakemake --rerun-incomplete): what finished is not run again."""
     from jobsmith.agent.views import render as views
 
-    views.show_pipeline_launched(_app(ctx).pipelines.resume(session_id), as_json)
+    views.show_pipeline_launched(_app(ctx).pipelines.resume(_session(ctx, session_id)), as_json)
 
 
 @cli.command()
@@ -1071,7 +1080,7 @@ def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """A session's events, one a line."""
     from jobsmith.agent.views import render as views
 
-    views.show_events(_app(ctx).store.read(session_id), as_json)
+    views.show_events(_app(ctx).store.read(_session(ctx, session_id)), as_json)
 
 
 @sessions.command("export")
@@ -1082,7 +1091,7 @@ def sessions_export(ctx: click.Context, session_id: str) -> None:
     from jobsmith.errors import JobsmithError
 
     try:
-        events = _app(ctx).store.read(session_id)
+        events = _app(ctx).store.read(_session(ctx, session_id))
     except JobsmithError as err:
         click.echo(f"jobsmith: error: {err}", err=True)
         sys.exit(err.exit_code)
@@ -1122,6 +1131,7 @@ def sessions_resume(
     """Reconcile a session cut short by a crash: find its jobs in Slurm, never resubmit one."""
     from jobsmith.agent.views.output import print_json
 
+    session_id = _session(ctx, session_id)
     report = _app(ctx).resume(session_id, orphan_wait_s)
     if as_json:
         print_json(report)
@@ -1150,6 +1160,7 @@ def sessions_replay(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """
     from jobsmith.agent.views.output import print_json
 
+    session_id = _session(ctx, session_id)
     steps = _app(ctx).replay(session_id)
     if as_json:
         print_json({"session_id": session_id, "steps": steps})
@@ -1167,6 +1178,7 @@ def sessions_unblock(ctx: click.Context, session_id: str, note: str, as_json: bo
     """Lift the stop after a streak of failed jobs (recorded as an event)."""
     from jobsmith.agent.views.output import print_json
 
+    session_id = _session(ctx, session_id)
     event = _app(ctx).unblock(session_id, note)
     if as_json:
         print_json(event)

@@ -77,10 +77,12 @@ from typing import Protocol
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from jobsmith.agent.runtime.events import Event, EventKind, SessionInfo
-from jobsmith.errors import JobsmithError
+from jobsmith.errors import InputError, JobsmithError
 
 _EVENT_RE = re.compile(r"^(\d{10})\.json$")
 _SESSION_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{12}$")
+#: the fewest characters taken as a short session id (status shows 8)
+_SHORT_ID_MIN = 6
 _TMP_PREFIX = ".tmp."
 _STAGING_PREFIX = ".new."
 _TOMBSTONE_PREFIX = ".trash."
@@ -176,6 +178,11 @@ class SessionStore(Protocol):
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session, oldest first."""
+        ...
+
+    def resolve(self, text: str) -> str:
+        """The session id that text names: the id itself, or a unique start of it or of
+        its random part (the 8 characters `status` shows); text unchanged if none does."""
         ...
 
     def prune(self, older_than: timedelta, *, dry_run: bool = False) -> PruneReport:
@@ -286,6 +293,24 @@ class FileSessionStore:
     def info(self, session_id: str) -> SessionInfo:
         """Summary of one session."""
         return _summarise(self._require(session_id), session_id)
+
+    def resolve(self, text: str) -> str:
+        """The session id that text names (see SessionStore.resolve).
+
+        A person types what `status` shows (the first characters of the id's random
+        part) or pastes the start of a full id. Only directory names are read; two
+        sessions that both match are an InputError listing them, never a guess.
+        """
+        if len(text) < _SHORT_ID_MIN or _SESSION_ID_RE.match(text):
+            return text
+        names = [n for n in _listdir(self.root) if _SESSION_ID_RE.match(n)]
+        hits = sorted(
+            n for n in names if n.startswith(text) or n.rpartition("-")[2].startswith(text)
+        )
+        if len(hits) > 1:
+            shown = ", ".join(hits[:5]) + (", …" if len(hits) > 5 else "")
+            raise InputError(f"session {text!r} is ambiguous: {shown}; give more of its id")
+        return hits[0] if hits else text
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session, oldest first (ids sort by creation time)."""
