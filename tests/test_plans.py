@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -356,3 +356,72 @@ steps:
     assert status["task_counts"] == {"COMPLETED": 3}
     said = (workdir / "logs" / f"samtools_merge_{jobs['merge']}.out").read_text()
     assert "merge: ok, 300 reads from 3 samples" in said
+
+
+OOM_THEN_TWO = (
+    OOM_THEN_NEXT
+    + """\
+  last:
+    template: command
+    params: {command: "echo after next > last.txt"}
+    after_ok: [next]
+"""
+)
+
+
+@pytest.fixture
+def kills_invalid_dependencies() -> Iterator[None]:
+    """The lab as a site with DependencyParameters=kill_invalid_depend, for one test."""
+    lab_sbin = "/usr/local/sbin/jobsmith-slurm-lab"
+    switch = ["sudo", "-n", lab_sbin, "kill-invalid-depend"]
+    subprocess.run([*switch, "on"], check=True, timeout=120)
+    try:
+        yield
+    finally:
+        subprocess.run([*switch, "off"], check=True, timeout=120)
+
+
+@lab
+@pytest.mark.disruptive  # changes slurmctld's configuration for every job on the lab
+@pytest.mark.usefixtures("kills_invalid_dependencies")
+def test_where_slurm_kills_the_steps_after_a_failure_they_are_submitted_again_after_the_rerun(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    """Slurm cancels `next` and `last` as soon as the hog fails (their dependency can
+    never be met); the rule brain's re-run of the hog submits them again, each waiting
+    for the new jobs, their scripts as the plan checked them; the hog's first job and
+    nothing that ran is submitted twice."""
+    import time
+
+    user_site()
+    ran = json.loads(js("plan", "run", str(write(workdir, OOM_THEN_TWO)), "--json").stdout)
+    hog, after, last = (ran["jobs"][n] for n in ("hog", "next", "last"))
+    reruns: list[dict[str, object]] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not reruns:
+        decisions = json.loads(js("watch", "--once", "--json").stdout)["decisions"]
+        reruns += [d for d in decisions if d["action"] == "rerun"]
+        time.sleep(2)
+    (decision,) = reruns
+    assert decision["job_id"] == hog
+    rerun = str(decision["new_job_id"])
+    killed = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", f"{after},{last}", "-o", "JobID,State,Elapsed"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert killed == [f"{after}|CANCELLED|00:00:00", f"{last}|CANCELLED|00:00:00"]
+
+    status = json.loads(js("plan", "status", ran["session_id"], "--json").stdout)
+    now = {s["name"]: s["job_id"] for s in status["steps"]}
+    assert now["hog"] == rerun and now["next"] not in (after, None)
+    assert now["last"] not in (last, None)
+    assert scontrol_dependency(now["next"]).startswith(f"Dependency=afterok:{rerun}")
+    assert js("wait", *now.values(), "--timeout", "180").exit_code == 0
+    assert (workdir / "next.txt").read_text() == "after the hog\n"
+    assert (workdir / "last.txt").read_text() == "after next\n"
+    events = json.loads(js("sessions", "show", ran["session_id"], "--json").stdout)["events"]
+    assert [e["data"]["step"] for e in events if e["kind"] == "plan_job"] == [
+        "next",
+        "last",
+        "hog",
+    ]

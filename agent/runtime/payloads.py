@@ -147,8 +147,9 @@ class WakePayload(_Payload):
 
 
 class PlanJobPayload(_Payload):
-    """`plan_job` (agent/runtime/planrun.py): a plan step's job was re-run, so the step's
-    job is now the re-run's, and the jobs waiting for it were pointed at it."""
+    """`plan_job` (agent/runtime/planrun.py): a plan step's job was re-run (or submitted
+    again after Slurm cancelled it for a dependency that failed), so the step's job is now
+    the new one, and the jobs waiting for it were pointed at it."""
 
     step: str = Field(description="the plan step")
     job_id: str = Field(description="the step's job now (the re-run)")

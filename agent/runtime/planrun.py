@@ -22,11 +22,13 @@ import contextlib
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_indices, array_spec
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.payloads import (
@@ -335,16 +337,28 @@ def _submit_each(
                 f"process stopped and is not settled; run `jobsmith sessions resume "
                 f"{log.session_id}` (it settles that job first, then goes on with the plan)"
             )
-        request = plan.request(name, job_ids)
-        job = jobs[name]
-        # what it waited for already (a canary's `--after-ok`), and its steps' jobs
-        waits = (*job.options.dependencies, *request.dependencies)
-        options = job.options.model_copy(update={"dependencies": waits})
-        script = with_directives(job.script, options, executor.scheduler)
-        submit = st.Submit(id=sub_id, job=request)
-        result = executor.submit_prepared(log, submit, job.template, script, options)
-        job_ids[name] = str(result.summary["job_id"])
+        job_ids[name] = _submit_one(executor, log, plan, name, jobs[name], job_ids, sub_id)
     return job_ids
+
+
+def _submit_one(
+    executor: Executor,
+    log: SessionLog,
+    plan: Plan,
+    name: str,
+    job: PlannedJob,
+    job_ids: Mapping[str, str],
+    sub_id: str,
+) -> str:
+    """Submit step name's checked script, waiting for its steps' current jobs."""
+    request = plan.request(name, job_ids)
+    # what it waited for already (a canary's `--after-ok`), and its steps' jobs
+    waits = (*job.options.dependencies, *request.dependencies)
+    options = job.options.model_copy(update={"dependencies": waits})
+    script = with_directives(job.script, options, executor.scheduler)
+    submit = st.Submit(id=sub_id, job=request)
+    result = executor.submit_prepared(log, submit, job.template, script, options)
+    return str(result.summary["job_id"])
 
 
 def _submitted(events: list[Event], plan_step_id: str, plan: Plan) -> dict[str, str]:
@@ -365,10 +379,17 @@ def _submitted(events: list[Event], plan_step_id: str, plan: Plan) -> dict[str, 
 def redirect_after_rerun(
     executor: Executor, session_id: str, old_job: str, new_job: str
 ) -> list[str]:
-    """A plan's job was re-run as new_job: the step's job is now new_job, and the pending
-    jobs waiting for old_job (Slurm left them with DependencyNeverSatisfied) wait for
-    new_job instead (`scontrol update … Dependency=`). Returns the jobs pointed at it;
-    nothing if old_job is no plan's current job."""
+    """A plan's job was re-run as new_job: the step's job is now new_job, and the jobs
+    downstream of it wait for the new jobs. Returns the jobs pointed at new ones; nothing
+    if old_job is no plan's current job.
+
+    A job waiting for old_job is usually still pending (Slurm left it with
+    DependencyNeverSatisfied) and is pointed at the new job (`scontrol update …
+    Dependency=`). A site that kills jobs whose dependencies can never be met
+    (`DependencyParameters=kill_invalid_depend`) has cancelled it, and its own
+    dependents, before they ran: those are submitted again, their scripts as the plan
+    checked them, each waiting for the new jobs (a plan_job event records each).
+    """
     events = executor.store.read(session_id)
     try:
         record = plan_of(events)
@@ -377,17 +398,54 @@ def redirect_after_rerun(
     step = next((n for n, j in record.job_ids.items() if j == old_job), None)
     if step is None:
         return []
+    log = SessionLog(executor.store, session_id)
+    jobs = _recorded_jobs(events, record.step_id) or {}
     job_ids = {**record.job_ids, step: new_job}
-    redirected = []
+    changed, redirected = {step}, []
     for name in record.plan.order():
-        if step in record.plan.steps[name].waits_for() and name in job_ids:
-            deps = record.plan.request(name, job_ids).dependencies
-            with contextlib.suppress(SchedulerError):  # it ran or ended: nothing to point
-                executor.scheduler.set_dependencies(job_ids[name], deps)
-                redirected.append(job_ids[name])
+        waits = set(record.plan.steps[name].waits_for())
+        if not waits & changed or name not in job_ids:
+            continue
+        current = job_ids[name]
+        if _point(executor, record.plan, name, job_ids):
+            redirected.append(current)
+        elif name in jobs and _killed_before_it_ran(executor, current):
+            sub_id = f"{sub_step_id(record.step_id, name)}.after-{new_job}"
+            job_ids[name] = _submit_one(
+                executor, log, record.plan, name, jobs[name], job_ids, sub_id
+            )
+            changed.add(name)
+            again = {"step": name, "job_id": job_ids[name], "replaces": current}
+            log.append(EventKind.PLAN_JOB, again, None)
     data = {"step": step, "job_id": new_job, "replaces": old_job, "redirected": redirected}
-    SessionLog(executor.store, session_id).append(EventKind.PLAN_JOB, data, None)
-    return redirected
+    log.append(EventKind.PLAN_JOB, data, None)
+    return redirected + [job_ids[n] for n in changed - {step}]
+
+
+def _point(executor: Executor, plan: Plan, name: str, job_ids: Mapping[str, str]) -> bool:
+    """Step name's job now waits for its steps' current jobs (False: Slurm has it no
+    more as a pending job: it ran, ended, or was cancelled)."""
+    deps = plan.request(name, job_ids).dependencies
+    try:
+        executor.scheduler.set_dependencies(job_ids[name], deps)
+    except SchedulerError:
+        return False
+    return True
+
+
+def _killed_before_it_ran(executor: Executor, job_id: str) -> bool:
+    """Cancelled by Slurm itself (no user's uid) without running: what a site with
+    kill_invalid_depend does to a job whose dependency failed."""
+    since = executor.clock() - timedelta(days=7)
+    status = executor.scheduler.status([job_id], since).get(job_id)
+    record = status.record if status is not None else None
+    return (
+        record is not None
+        and record.state is JobState.CANCELLED
+        and record.cancelled_by is None
+        and record.cancelled_by_user is None
+        and not record.elapsed_s
+    )
 
 
 def _approved_sha(events: list[Event], step_id: str) -> str | None:
