@@ -112,6 +112,38 @@ def test_a_file_that_is_no_video_is_one_clear_error(tmp_path: Path) -> None:
 
 
 @lab
+def test_the_plan_a_transcode_makes_is_a_plan_file_that_plan_check_reads_the_same(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    """The rules' plan is the plan document a person writes (issue 10: the brain emits
+    the same plan document): saved, read back by `plan check`, judged alike."""
+    user_site()
+    source = make_clip(workdir / "clip.mp4", seconds=6)
+    saved = workdir / "transcode-plan.yaml"
+    made = js(
+        "transcode", str(source), str(workdir / "out.mkv"), "--chunk-seconds", "2",
+        "--dry-run", "--save-plan", str(saved), "--json",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert f"plan written to {saved}" in made.stderr
+    assert saved.read_text().startswith("# plan made by jobsmith transcode clip.mp4;")
+    read = js("plan", "check", str(saved), "--json")
+    assert read.exit_code == 0, read.output
+    first, again = json.loads(made.stdout), json.loads(read.stdout)
+    for key in ("plan", "order", "cost", "policy"):
+        assert first[key] == again[key], key
+    assert [s["name"] for s in first["steps"]] == [s["name"] for s in again["steps"]]
+    unwritable = js(
+        "transcode", str(source), str(workdir / "out.mkv"), "--dry-run",
+        "--save-plan", "/proc/no-such-dir/plan.yaml",
+    )  # fmt: skip
+    assert unwritable.exit_code != 0 and "--save-plan /proc/no-such-dir/plan.yaml" in (
+        unwritable.stderr
+    )
+    assert "Traceback" not in unwritable.output
+
+
+@lab
 def test_a_clip_is_transcoded_in_segments_joined_and_checked(
     user_site: Callable[[str], None], workdir: Path
 ) -> None:

@@ -958,6 +958,11 @@ def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Where the segments and the sound go (default: .OUTPUT.jobsmith beside OUTPUT).",
 )
+@click.option(
+    "--save-plan",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the plan as a plan file (for `plan check` / `plan run`).",
+)
 @click.option("--dry-run", is_flag=True, help="Show the plan's scripts and cost; submit nothing.")
 @json_command
 @click.pass_context
@@ -971,6 +976,7 @@ def transcode(
     crf: int,
     audio_kbps: int,
     work_dir: Path | None,
+    save_plan: Path | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -982,7 +988,8 @@ def transcode(
     app = _app(ctx)
     encoding = Encoding(video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps)
     plan = app.transcode_plan(source, output, chunk_seconds, encoding, work_dir)
-    _check_or_run(app, plan, f"transcode {source.name}", dry_run=dry_run, as_json=as_json)
+    title = f"transcode {source.name}"
+    _check_or_run(app, plan, title, dry_run=dry_run, as_json=as_json, save=save_plan)
 
 
 @cli.command(name="render-frames")
@@ -1008,6 +1015,11 @@ def transcode(
 @click.option("--video", type=click.Path(path_type=Path, dir_okay=False), help="Encode the frames.")
 @click.option("--fps", type=click.IntRange(1, 240), default=24, show_default=True)
 @click.option("--missing-only", is_flag=True, help="Re-render only missing or broken frames.")
+@click.option(
+    "--save-plan",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the plan as a plan file (for `plan check` / `plan run`).",
+)
 @click.option("--dry-run", is_flag=True, help="Show the plan's scripts and cost; submit nothing.")
 @json_command
 @click.pass_context
@@ -1022,6 +1034,7 @@ def render_frames(
     video: Path | None,
     fps: int,
     missing_only: bool,
+    save_plan: Path | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -1043,13 +1056,27 @@ def render_frames(
         fps=fps,
     )
     plan = app.render_plan(request, missing_only=missing_only)
-    _check_or_run(app, plan, f"render {blend_file.name}", dry_run=dry_run, as_json=as_json)
+    title = f"render {blend_file.name}"
+    _check_or_run(app, plan, title, dry_run=dry_run, as_json=as_json, save=save_plan)
 
 
-def _check_or_run(app: App, plan: Plan, title: str, *, dry_run: bool, as_json: bool) -> None:
-    """A plan a command built: only judged and shown (--dry-run), or submitted."""
+def _check_or_run(
+    app: App, plan: Plan, title: str, *, dry_run: bool, as_json: bool, save: Path | None = None
+) -> None:
+    """A plan a command built: written as a plan file (--save-plan), then only judged and
+    shown (--dry-run), or submitted."""
+    from jobsmith.agent.runtime.plans import plan_text
     from jobsmith.agent.views import render as views
+    from jobsmith.agent.views.output import note
+    from jobsmith.errors import InputError
+    from jobsmith.files import replace_file
 
+    if save is not None:
+        try:
+            replace_file(save, plan_text(plan, f"jobsmith {title}").encode())
+        except OSError as exc:
+            raise InputError(f"--save-plan {save}: cannot write it ({exc.strerror})") from None
+        note(f"jobsmith: plan written to {save}")
     if dry_run:
         views.show_plan_check(app.judge_plan(plan), as_json)
     else:

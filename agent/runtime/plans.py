@@ -160,6 +160,16 @@ def load_plan(path: Path) -> Plan:
         raise InputError(message) from None
 
 
+def plan_text(plan: Plan, made_by: str) -> str:
+    """plan as a plan file (what load_plan reads back into an equal plan), under a comment
+    naming what made it: a command that plans by rules writes the very document a person
+    writes and the model's run_plan tool takes."""
+    from jobsmith.site_config.yamlfile import dump_yaml
+
+    header = f"# plan made by {made_by}; `jobsmith plan run FILE` submits it\n"
+    return header + dump_yaml(plan.model_dump(mode="json", exclude_defaults=True))
+
+
 def approval_text(plan: Plan, scripts: Mapping[str, str]) -> str:
     """What a person approves for a whole plan: every step's script, in order, each under
     a line naming the step and what it waits for (the dependencies' job ids are added at
