@@ -12,8 +12,9 @@ batched accounting call made by the caller (agent/runtime/advice.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from statistics import median
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -124,38 +125,42 @@ def p95(values: Sequence[float]) -> float:
 
 
 def _memory(usage: Usage, requested: int | None) -> Resize | None:
-    peak = usage.peak_mem_mb_p95
-    if peak is None or requested is None:
-        return None
-    wanted = max(peak * _MEM_FACTOR, peak + _MEM_MIN_EXTRA_MB)
-    proposed = _round_up(wanted, _MEM_STEP_MB)
-    if not _far_above(requested, proposed, _FAR_MEM_MB):
-        return None
     from jobsmith.units import format_memory
 
-    return Resize(
-        field="mem_mb",
-        requested=requested,
-        proposed=proposed,
-        option=f"--mem {format_memory(proposed)}",
-    )
+    rule = _Rule(_MEM_FACTOR, _MEM_MIN_EXTRA_MB, _MEM_STEP_MB, _FAR_MEM_MB)
+    return _shrink("mem_mb", usage.peak_mem_mb_p95, requested, rule, "--mem", format_memory)
 
 
 def _time(usage: Usage, requested: int | None) -> Resize | None:
-    took = usage.elapsed_s_p95
-    if took is None or requested is None:
-        return None
-    wanted = max(took * _TIME_FACTOR, took + _TIME_MIN_EXTRA_S)
-    proposed = _round_up(wanted, _TIME_STEP_S)
-    if not _far_above(requested, proposed, _FAR_TIME_S):
-        return None
     from jobsmith.units import format_duration
 
+    rule = _Rule(_TIME_FACTOR, _TIME_MIN_EXTRA_S, _TIME_STEP_S, _FAR_TIME_S)
+    return _shrink("time_limit_s", usage.elapsed_s_p95, requested, rule, "--time", format_duration)
+
+
+class _Rule(NamedTuple):
+    factor: float  # headroom over what runs used ...
+    min_extra: int  # ... and at least this much more
+    step: int  # rounded up to a multiple of this
+    far_by: int  # proposed only if the request is at least this much above
+
+
+def _shrink(
+    field: str,
+    used: int | None,
+    requested: int | None,
+    rule: _Rule,
+    option: str,
+    shown: Callable[[int], str],
+) -> Resize | None:
+    """The proposal for one resource: used plus headroom, if requested is far above it."""
+    if used is None or requested is None:
+        return None
+    proposed = _round_up(max(used * rule.factor, used + rule.min_extra), rule.step)
+    if not _far_above(requested, proposed, rule.far_by):
+        return None
     return Resize(
-        field="time_limit_s",
-        requested=requested,
-        proposed=proposed,
-        option=f"--time {format_duration(proposed)}",
+        field=field, requested=requested, proposed=proposed, option=f"{option} {shown(proposed)}"
     )
 
 
