@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.brains.protocol import Brain
     from jobsmith.agent.brains.waking import WakeOutcome
     from jobsmith.agent.diagnosis.table import Diagnosis
-    from jobsmith.agent.faces.sitecmd import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.faces.sitecmd import Login, SiteCheckReport, SiteInitResult
     from jobsmith.agent.runtime.advice import SubmitAdvice
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.events import Event
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.watcher.news import News
     from jobsmith.job_templates import Template, TemplateLibrary
     from jobsmith.site_config import LoadedSite
+    from jobsmith.site_config.model import SchedulerAccess
 
 
 @dataclass
@@ -96,11 +97,10 @@ class App:
         if self.transport_override is not None:
             return self.transport_override
         try:
-            config = self.site.config
+            secrets = SecretFilter.with_site_names(self.site.config.policy.secret_env)
         except ConfigError:
-            return LocalTransport(SecretFilter())
-        secrets = SecretFilter.with_site_names(config.policy.secret_env)
-        access = config.scheduler
+            secrets = SecretFilter()
+        access = self.scheduler_access
         if access.kind == "local":
             return LocalTransport(secrets)
         assert access.host is not None  # the site config requires it for ssh and openssh
@@ -128,19 +128,42 @@ class App:
         )
 
     @cached_property
+    def scheduler_access(self) -> SchedulerAccess:
+        """The site's `scheduler` block: the whole config's, else the block read alone
+        (`site init` over SSH starts from a file that holds only it; see
+        load_scheduler_access for when that is local)."""
+        from jobsmith.site_config.loader import load_scheduler_access
+
+        try:
+            return self.site.config.scheduler
+        except ConfigError:
+            return load_scheduler_access(
+                self.site_file,
+                environ=self.environ,
+                system_file=self.paths.system_site_file,
+                user_file=self.paths.config_dir / "site.yaml",
+            )
+
+    @property
+    def scheduler_via(self) -> str:
+        """How Slurm is reached, for messages: 'local', or the kind and user@host:port."""
+        where = getattr(self.transport, "where", None)
+        return f"{self.scheduler_access.kind} {where}" if where else "local"
+
+    @cached_property
     def scheduler(self) -> Scheduler:
         """Slurm, through the transport, with the site's command timeout, remembering per
         cluster whether the site keeps accounting (adapters/slurm/accounting.py)."""
         from jobsmith.adapters.slurm.accounting import AccountingMemory
         from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
+        access = self.scheduler_access
+        timeout_s, remote = access.command_timeout_s, access.kind != "local"
         try:
-            timeout_s = self.site.config.scheduler.command_timeout_s
             cluster = self.site.config.cluster
-            remote = self.site.config.scheduler.kind != "local"
         except ConfigError:
-            # commands that need no site config still work without one, here
-            timeout_s, cluster, remote = 30.0, "no-site-config", False
+            # commands that need no site config still work without one
+            cluster = "no-site-config"
         memory = AccountingMemory(self.paths.state_dir / "clusters" / f"{cluster}.json")
         return SlurmScheduler(self.transport, timeout_s=timeout_s, memory=memory, remote=remote)
 
@@ -771,14 +794,30 @@ class App:
         """The site config compared with the live cluster."""
         from jobsmith.agent.faces.sitecmd import site_check
 
-        return site_check(self.site, self.scheduler)
+        return site_check(self.site, self.scheduler, self._login())
 
     def site_init(self, output: Path | None, force: bool) -> SiteInitResult:
         """A starting config from the live cluster, written to the user's file or output."""
         from jobsmith.agent.faces.sitecmd import site_init
 
         target = output or self.paths.config_dir / "site.yaml"
-        return site_init(self.scheduler, target, force=force, to_stdout=str(output) == "-")
+        return site_init(
+            self.scheduler,
+            self._login(),
+            self.scheduler_access,
+            target,
+            force=force,
+            to_stdout=str(output) == "-",
+        )
+
+    def _login(self) -> Login:
+        """Whose Slurm account `site` commands ask about, on the host Slurm runs on."""
+        from jobsmith.agent.faces.sitecmd import local_login, remote_login
+
+        if self.scheduler_access.kind == "local":
+            return local_login()
+        timeout_s = self.scheduler_access.command_timeout_s
+        return remote_login(self.transport, self.scheduler_via, timeout_s)
 
 
 def _named(status: JobStatus, ledger: JobLedger) -> JobStatus:

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.errors import ConfigError
 from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import file_context
 from jobsmith.site_config.layers import Provenance, merge_documents
-from jobsmith.site_config.model import SiteConfig
+from jobsmith.site_config.model import SchedulerAccess, SiteConfig
 from jobsmith.site_config.yamlfile import KeyPath, read_yaml
 
 SYSTEM_SITE_FILE = Path("/etc/jobsmith/site.yaml")
@@ -77,6 +77,54 @@ def load_site(
     expanded with; user_file None means default_user_file().
     """
     base, base_from = _base_file(explicit, environ, system_file)
+    files = _site_files(base, base_from, user_file)
+    loaded = load_site_files(files, environ=environ)
+    used_from = base_from if base in files else None
+    return LoadedSite(loaded.config, loaded.files, used_from, loaded.provenance)
+
+
+class _SchedulerOnly(BaseModel):
+    """The scheduler block of a site file whose other sections may be missing."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    scheduler: SchedulerAccess = Field(default_factory=SchedulerAccess)
+
+
+def load_scheduler_access(
+    explicit: Path | None = None,
+    *,
+    environ: Mapping[str, str],
+    system_file: Path = SYSTEM_SITE_FILE,
+    user_file: Path | None = None,
+) -> SchedulerAccess:
+    """Only the `scheduler` block of the files load_site would read, validated alone.
+
+    `jobsmith site init` writes the rest of a site file from what Slurm reports, so it
+    must reach a remote Slurm with a file that says no more than how (`scheduler:`
+    with kind, host, ...). Without a readable site file: local, as commands that need
+    no site config have always run. A block that asks for another kind but is wrong is
+    a ConfigError naming the field, never a run on this host instead.
+    """
+    try:
+        base, base_from = _base_file(explicit, environ, system_file)
+        files = _site_files(base, base_from, user_file)
+        merged, provenance = merge_documents([read_yaml(f) for f in files])
+    except ConfigError:
+        return SchedulerAccess()
+    try:
+        only = _SchedulerOnly.model_validate(merged, context=file_context(environ))
+    except ValidationError as exc:
+        block = merged.get("scheduler")
+        if isinstance(block, dict) and block.get("kind", "local") != "local":
+            message = describe_validation_error(exc, _SchedulerOnly, provenance, files)
+            raise ConfigError(message) from exc
+        return SchedulerAccess()
+    return only.scheduler
+
+
+def _site_files(base: Path, base_from: BaseSource, user_file: Path | None) -> list[Path]:
+    """The site files that exist, base first (module docstring); ConfigError if none."""
     user = user_file if user_file is not None else default_user_file()
     if base_from != "system" and not base.is_file():
         raise ConfigError(f"site file {base} (from {_describe_source(base_from)}) does not exist")
@@ -86,9 +134,7 @@ def load_site(
             f"no site configuration found: tried {base} and {user}; "
             "run `jobsmith site init` to write one from what Slurm reports"
         )
-    loaded = load_site_files(files, environ=environ)
-    used_from = base_from if base in files else None
-    return LoadedSite(loaded.config, loaded.files, used_from, loaded.provenance)
+    return files
 
 
 def load_site_files(files: Sequence[Path], *, environ: Mapping[str, str]) -> LoadedSite:

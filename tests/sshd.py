@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,20 +96,30 @@ class Sshd:
         return [pid for pid in _all_pids() if _ppid(pid) == self.process.pid]
 
 
-def start_sshd(root: Path) -> Sshd:
-    """Start sshd in the foreground on a free loopback port; wait until it answers."""
+def start_sshd(
+    root: Path, login_env: Mapping[str, str] | None = None, login_shell: str | None = None
+) -> Sshd:
+    """Start sshd in the foreground on a free loopback port; wait until it answers.
+
+    login_env adds to (or replaces) HOSTILE_ENV in every session's environment: PATH
+    there plays a login node whose PATH holds other programs (no spaces in values).
+    login_shell plays a user whose login shell it is (an unprivileged sshd cannot log in
+    another user): the user's own shell runs the fixed ForceCommand, which hands the
+    client's command line, verbatim, to `login_shell -c`, as sshd does with a login shell.
+    """
     root.mkdir(parents=True, exist_ok=True)
     keygen(root / "host_key")
     keygen(root / "client_key")
     (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
     port = free_port()
-    setenv = " ".join(f"{k}={v}" for k, v in HOSTILE_ENV.items())
+    setenv = " ".join(f"{k}={v}" for k, v in {**HOSTILE_ENV, **(login_env or {})}.items())
     (root / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\n"
         f"PidFile {root / 'sshd.pid'}\nAuthorizedKeysFile {root / 'authorized_keys'}\n"
         "UsePAM no\nStrictModes no\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nLogLevel VERBOSE\n"
         f"SetEnv {setenv}\n"
+        + (f'ForceCommand exec {login_shell} -c "$SSH_ORIGINAL_COMMAND"\n' if login_shell else "")
     )
     process = subprocess.Popen(
         [str(SSHD), "-D", "-f", str(root / "sshd_config"), "-E", str(root / "sshd.log")]

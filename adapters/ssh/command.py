@@ -1,4 +1,5 @@
-"""The remote command line: the local argv, quoted for a POSIX shell, in a clean environment.
+"""The remote command line: the local argv, quoted for a POSIX shell, in a clean environment,
+in a form any login shell passes on unchanged.
 
 sshd runs a command string through the user's login shell, which reads its rc files
 first (bash reads ~/.bashrc even for `ssh host cmd`). A line there exporting
@@ -16,26 +17,62 @@ told to accept. Nothing of this process's own environment is sent. sbatch hands 
 environment it runs in to the job (--export=ALL), so a job submitted over SSH sees this
 allowlist, not the user's interactive environment: `env_setup` lines set up the rest.
 
-The quoting is POSIX shell (sh, bash, dash, zsh, ksh); csh and tcsh quote differently
-and are not supported yet.
+A command given a deadline runs under coreutils' `timeout`: past the deadline plus
+GRACE_S it gets SIGTERM, KILL_AFTER_S later SIGKILL. Closing the channel at the deadline
+does not stop it (sshd signals a session's process only through a pty, which these
+commands have none of), and a Slurm command left running on the login node keeps its
+load on slurmctld and, for sbatch, may submit after the caller gave up. The grace lets
+the caller's own deadline fire first, so it sees CommandTimedOut, not `timeout`'s 124.
+
+sshd hands the line to the user's login shell, whatever it is: csh and tcsh quote
+differently from sh (no newline inside quotes, `!` and `${X+...}` mean other things),
+fish differently again. So the POSIX line above is sent base64-encoded inside a line
+every one of them reads the same way, `exec sh -c 'eval "$(echo B64 | base64 -d)"'`:
+one single-quoted word of characters no shell treats specially there, decoded and run by
+the login node's /bin/sh (sh and coreutils' base64 are on every Linux login node).
 """
 
 from __future__ import annotations
 
+import base64
+import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+
+from jobsmith.errors import SchedulerUnavailable
 
 #: remote login variables always passed (empty if the remote shell has them unset)
 ALWAYS_PASSED: tuple[str, ...] = ("PATH", "HOME", "USER", "LOGNAME")
 #: remote login variables passed only when set there
 PASSED_IF_SET: tuple[str, ...] = ("LANG", "SLURM_CONF", "SLURM_CONF_SERVER")
 
+#: seconds past the caller's deadline before the remote command is sent SIGTERM
+GRACE_S = 1
+#: seconds after SIGTERM before SIGKILL, for a command that ignores SIGTERM
+KILL_AFTER_S = 5
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def remote_command(argv: Sequence[str], env: Mapping[str, str]) -> str:
-    """The shell line that runs argv remotely with the allowlist plus env (see above)."""
+class CommandTimedOut(SchedulerUnavailable):
+    """A remote command gave no answer by its deadline (retryable, like any unavailable
+    scheduler); the login node's `timeout` ends it (module docstring)."""
+
+    def __init__(self, argv: Sequence[str], where: str, timeout_s: float) -> None:
+        self.argv = tuple(argv)
+        self.timeout_s = timeout_s
+        super().__init__(
+            f"{' '.join(argv[:2])} on {where} gave no answer within {timeout_s:g}s "
+            "(it is stopped there); slurmctld or the login node may be busy, try again"
+        )
+
+
+def remote_command(
+    argv: Sequence[str], env: Mapping[str, str], *, timeout_s: float | None = None
+) -> str:
+    """The shell line that runs argv remotely with the allowlist plus env, stopped past
+    timeout_s (see above)."""
     if not argv:
         raise ValueError("an empty command cannot be run")
     if "=" in argv[0]:
@@ -47,5 +84,16 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str]) -> str:
     remote = [f'{name}="${name}"' for name in ALWAYS_PASSED]
     remote += [f'${{{name}+"{name}=${name}"}}' for name in PASSED_IF_SET]
     given = [shlex.quote(f"{name}={value}") for name, value in env.items()]
+    limit = []
+    if timeout_s is not None:
+        seconds = math.ceil(timeout_s) + GRACE_S
+        limit = ["timeout", "-k", str(KILL_AFTER_S), str(seconds)]
     # exec: the login shell has nothing left to do, so it need not wait around
-    return " ".join(["exec", "env", "-i", *remote, *given, *map(shlex.quote, argv)])
+    line = " ".join(["exec", *limit, "env", "-i", *remote, *given, *map(shlex.quote, argv)])
+    return any_shell(line)
+
+
+def any_shell(posix_line: str) -> str:
+    """posix_line run by sh, through a line sh, bash, csh, tcsh and fish read alike."""
+    encoded = base64.b64encode(posix_line.encode()).decode("ascii")
+    return f"""exec sh -c 'eval "$(echo {encoded} | base64 -d)"'"""

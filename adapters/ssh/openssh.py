@@ -19,8 +19,9 @@ ssh's exit status 255 is its own failure (connection, socket, authentication):
 SchedulerUnavailable. A remote command that itself exits 255 is read the same way; no
 Slurm command does.
 
-Not done: a command cut at its deadline is not killed on the login node (the master
-keeps its channel until it ends; OpenSSH has no per-session cancel), as over paramiko.
+A command cut at its deadline raises CommandTimedOut; killing the local ssh does not
+end it on the login node (the master keeps its channel; OpenSSH has no per-session
+cancel), the login node's coreutils `timeout` does (command.py), as over paramiko.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from jobsmith.adapters.ssh.command import remote_command
+from jobsmith.adapters.ssh.command import CommandTimedOut, remote_command
 from jobsmith.adapters.transport import CommandResult, decode
 from jobsmith.errors import SchedulerUnavailable
 
@@ -87,7 +88,7 @@ class OpenSshTransport:
     ) -> CommandResult:
         """Run argv remotely through the master, stdin sent and closed; deadline timeout."""
         sent = {k: v for k, v in (env or {}).items() if not self._is_secret(k)}
-        line = remote_command(argv, sent)
+        line = remote_command(argv, sent, timeout_s=timeout)
         if not self.control_path.exists():
             raise self._no_master("there is no connection socket")
         proc = subprocess.Popen(
@@ -102,10 +103,7 @@ class OpenSshTransport:
             out, err = proc.communicate(None if stdin is None else stdin.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill(proc)
-            raise SchedulerUnavailable(
-                f"{' '.join(argv[:2])} on {self.where} gave no answer within {timeout:g}s; "
-                "the login node or slurmctld may be busy, try again"
-            ) from None
+            raise CommandTimedOut(argv, self.where, timeout) from None
         if proc.returncode == SSH_FAILED:
             raise self._no_master(" ".join(decode(err).split())[:300] or "ssh failed")
         return CommandResult(tuple(argv), proc.returncode, decode(out), decode(err))

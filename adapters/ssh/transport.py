@@ -15,9 +15,10 @@ else ssh-agent and the default keys (~/.ssh/id_*), as OpenSSH would try them. Th
 session store, the watcher's state and the logs of jobsmith itself stay on the machine
 where jobsmith runs.
 
-Not done yet: a timed-out or cut-off remote command is not killed (the local transport
-kills and reaps it), and ProxyJump is not followed (refused by name: the OpenSSH
-transport follows it).
+A command past its deadline raises CommandTimedOut and its channel is closed; the
+login node's coreutils `timeout` ends the command itself (command.py). Not done yet: a
+command whose connection is cut off is left to that same `timeout`, and ProxyJump is not
+followed (refused by name: the OpenSSH transport follows it).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 import paramiko
 
 from jobsmith.adapters.ssh import hostkeys, sshconfig
-from jobsmith.adapters.ssh.command import remote_command
+from jobsmith.adapters.ssh.command import CommandTimedOut, remote_command
 from jobsmith.adapters.transport import CommandResult, decode
 from jobsmith.errors import ConfigError, SchedulerUnavailable
 
@@ -94,7 +95,7 @@ class ParamikoTransport:
         """Run argv remotely to completion, stdin sent and closed; deadline `timeout`."""
         deadline = time.monotonic() + timeout
         sent = {k: v for k, v in (env or {}).items() if not self._is_secret(k)}
-        command = remote_command(argv, sent)
+        command = remote_command(argv, sent, timeout_s=timeout)
         channel = self._open_channel(deadline)
         try:
             channel.exec_command(command)
@@ -204,10 +205,7 @@ class ParamikoTransport:
                 return bytes(out), bytes(err)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SchedulerUnavailable(
-                    f"{' '.join(argv[:2])} on {self.host} gave no answer within "
-                    f"{timeout:g}s; slurmctld or the login node may be busy or down, try again"
-                )
+                raise CommandTimedOut(argv, self.host, timeout)
             select.select([channel], [], [], min(remaining, 1.0))
 
     def _lost(self, argv: Sequence[str]) -> SchedulerUnavailable:

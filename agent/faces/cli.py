@@ -603,16 +603,30 @@ for _action in ("cancel", "hold", "release"):
     show_default=True,
     help="Seconds between polls (one sacct for all jobs each time).",
 )
-@click.option("--install", is_flag=True, help="Run `watch --once` from your crontab.")
+@click.option(
+    "--install",
+    is_flag=True,
+    help="Run `watch --once` from your crontab (on this machine, also for an SSH site).",
+)
+@click.option(
+    "--remote",
+    is_flag=True,
+    help="With --install and an SSH site: the login node's crontab, run by its jobsmith.",
+)
 @json_command
 @click.pass_context
-def watch(ctx: click.Context, once: bool, interval_s: float, install: bool, as_json: bool) -> None:
+def watch(
+    ctx: click.Context, once: bool, interval_s: float, install: bool, remote: bool, as_json: bool
+) -> None:
     """Follow every session's jobs: record state changes, re-run what the rules can fix."""
     from jobsmith.agent.watcher import running as watching
+    from jobsmith.errors import InputError
 
     app = _app(ctx)
+    if remote and not install:
+        raise InputError("--remote goes with --install: watch --install --remote")
     if install:
-        watching.install_cron(app, interval_s, as_json)
+        watching.install_cron(app, interval_s, as_json, remote=remote)
     elif once:
         watching.run_once(app, interval_s, as_json)
     else:
@@ -1230,6 +1244,8 @@ def site_check(ctx: click.Context, as_json: bool) -> None:
 
     report = _app(ctx).site_check()
     views.show_site_check(report, as_json)
+    if not as_json and report.via != "local":
+        click.echo(f"Slurm asked over {report.via}")
     if any(m.severity == "error" for m in report.mismatches):
         sys.exit(1)
 
@@ -1245,10 +1261,14 @@ def site_check(ctx: click.Context, as_json: bool) -> None:
 @json_command
 @click.pass_context
 def site_init(ctx: click.Context, output: Path | None, force: bool, as_json: bool) -> None:
-    """Write a starting site config discovered from the live cluster."""
+    """Write a starting site config discovered from the live cluster (over SSH when the
+    site file's `scheduler` block says so; the file is written here, with that block)."""
     from jobsmith.agent.views import render as views
 
-    views.show_site_init(_app(ctx).site_init(output, force), as_json)
+    result = _app(ctx).site_init(output, force)
+    views.show_site_init(result, as_json)
+    if not as_json and result.path is not None and result.via != "local":
+        click.echo(f"Slurm asked over {result.via}")
 
 
 def main() -> None:

@@ -1,19 +1,28 @@
-"""`jobsmith site check` and `site init`: the site file against the live cluster."""
+"""`jobsmith site check` and `site init`: the site file against the live cluster.
+
+Both ask Slurm through the site's transport, so from a laptop (scheduler.kind ssh or
+openssh) they ask the login node's Slurm, about the remote user, and `site init` takes
+the home and scratch directories from there too; the file it writes stays on this
+machine and keeps the scheduler block it used, so the next command goes the same way.
+"""
 
 from __future__ import annotations
 
 import getpass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.errors import ConfigError
+from jobsmith.errors import ConfigError, SchedulerUnavailable
 from jobsmith.site_config import Mismatch
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
+    from jobsmith.adapters.transport import Transport
     from jobsmith.site_config import LoadedSite
+    from jobsmith.site_config.model import SchedulerAccess
 
 
 class SiteCheckReport(BaseModel):
@@ -24,6 +33,7 @@ class SiteCheckReport(BaseModel):
     files: list[str] = Field(description="site files read, in the order applied")
     cluster: str = Field(description="cluster name in the config")
     slurm_version: str = Field(description="the live cluster's Slurm version")
+    via: str = Field("local", description="how Slurm was reached: local, or kind user@host:port")
     mismatches: list[Mismatch] = Field(description="differences, errors first")
 
 
@@ -33,41 +43,81 @@ class SiteInitResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str | None = Field(description="file written, or None if only printed")
+    via: str = Field("local", description="how Slurm was reached: local, or kind user@host:port")
     yaml: str = Field(description="the generated config")
 
 
-def site_check(site: LoadedSite, scheduler: Scheduler) -> SiteCheckReport:
+@dataclass(frozen=True)
+class Login:
+    """The account Slurm is asked about, on the host where Slurm's commands run."""
+
+    user: str
+    home: Path
+    #: /scratch/USER when that directory exists there, else None
+    scratch: Path | None
+    #: how that host was reached (SiteCheckReport.via)
+    via: str = "local"
+
+
+def local_login() -> Login:
+    """The user running jobsmith, on this host."""
+    user = getpass.getuser()
+    scratch = Path("/scratch") / user
+    return Login(user, Path.home(), scratch if scratch.is_dir() else None)
+
+
+def remote_login(transport: Transport, via: str, timeout_s: float) -> Login:
+    """The remote user, home and scratch, asked through transport (~/.ssh/config's User
+    and the remote passwd file, not this laptop, say who and where that is)."""
+    said = transport.run(["sh", "-c", 'id -un && printf "%s\\n" "$HOME"'], timeout=timeout_s)
+    lines = said.stdout.splitlines()
+    if said.returncode != 0 or len(lines) != 2 or not lines[1].startswith("/"):
+        raise SchedulerUnavailable(
+            f"could not read the remote user and home over {via} (exit {said.returncode}: "
+            f"{' '.join(said.stderr.split())[:200]}); check the login works, then try again"
+        )
+    user, home = lines[0], Path(lines[1])
+    scratch = Path("/scratch") / user
+    found = transport.run(["test", "-d", str(scratch)], timeout=timeout_s).returncode == 0
+    return Login(user, home, scratch if found else None, via)
+
+
+def site_check(site: LoadedSite, scheduler: Scheduler, login: Login) -> SiteCheckReport:
     """Compare the loaded site config with the live cluster."""
     from jobsmith.site_config import check_site
 
-    facts = scheduler.cluster_facts(getpass.getuser())
+    facts = scheduler.cluster_facts(login.user)
     return SiteCheckReport(
         files=[str(f) for f in site.files],
         cluster=site.config.cluster,
         slurm_version=scheduler.version(),
+        via=login.via,
         mismatches=check_site(site.config, facts),
     )
 
 
 def site_init(
-    scheduler: Scheduler, output: Path, *, force: bool, to_stdout: bool
+    scheduler: Scheduler,
+    login: Login,
+    access: SchedulerAccess,
+    output: Path,
+    *,
+    force: bool,
+    to_stdout: bool,
 ) -> SiteInitResult:
-    """Discover a starting config; write it to output unless to_stdout."""
+    """Discover a starting config that reaches Slurm as access did; write it to output
+    (on this machine) unless to_stdout."""
     from jobsmith.site_config import dump_site, init_site
 
-    user = getpass.getuser()
-    scratch = Path("/scratch") / user
-    config = init_site(
-        scheduler.cluster_facts(user),
-        user,
-        home=Path.home(),
-        scratch=scratch if scratch.is_dir() else None,
+    found = init_site(
+        scheduler.cluster_facts(login.user), login.user, home=login.home, scratch=login.scratch
     )
+    config = found.model_copy(update={"scheduler": access})
     text = dump_site(config, header="Written by `jobsmith site init`: read it and tighten it.")
     if to_stdout:
-        return SiteInitResult(path=None, yaml=text)
+        return SiteInitResult(path=None, via=login.via, yaml=text)
     if output.exists() and not force:
         raise ConfigError(f"{output} already exists: pass --force to replace it, or -o FILE")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    return SiteInitResult(path=str(output), yaml=text)
+    return SiteInitResult(path=str(output), via=login.via, yaml=text)

@@ -1,4 +1,5 @@
-"""Running the watcher: once (cron), forever (apscheduler), or installed in the crontab."""
+"""Running the watcher: once (cron), forever (apscheduler), or installed in a crontab
+(this machine's, or with a remote site and --remote the login node's)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.agent.views.output import note, print_json
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval
-from jobsmith.errors import ConfigError
+from jobsmith.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
+    from jobsmith.adapters.transport import CommandResult, Transport
     from jobsmith.agent.app import App
 
 #: how far the interval grows while Slurm does not answer
@@ -68,34 +72,95 @@ def run_forever(app: App, interval_s: float, as_json: bool) -> None:
         lock.release()
 
 
-def install_cron(app: App, interval_s: float, as_json: bool) -> None:
-    """Run `jobsmith watch --once` from Slurm's scrontab where the site allows it, else from
-    the user's crontab (idempotent: a previous jobsmith line is replaced)."""
+class Crontab(BaseModel):
+    """What `jobsmith watch --install` did: the line, the table and where, and why there."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    installed: str = Field(description="the crontab line written")
+    with_: str = Field(alias="with", description="the table: scrontab or crontab")
+    where: str = Field(description="'local' (this machine) or 'remote' (the login node)")
+    why: str = Field(description="why there, in one line")
+    warnings: list[str] = Field(description="what may keep the installed watcher from working")
+
+
+def install_cron(app: App, interval_s: float, as_json: bool, *, remote: bool = False) -> None:
+    """Run `jobsmith watch --once` from a table (idempotent: a previous jobsmith line is
+    replaced): on this machine, or with `remote` on the login node a remote site names.
+
+    Locally, Slurm's scrontab where the site allows it, else the user's crontab; with a
+    remote site only the crontab: the sessions are kept on this machine, so the watcher
+    must run here and poll over SSH (scrontab would run it on the cluster). Remotely the
+    login node's own jobsmith watches the sessions kept there, not this machine's.
+    """
     minutes = max(1, round(interval_s / 60))
-    argv = [
-        str(jobsmith_program()),
-        *(["--site", str(Path(app.site_file).resolve())] if app.site_file else []),
-        "watch",
-        "--once",
-    ]
+    if remote and app.scheduler_access.kind == "local":
+        raise InputError(
+            "watch --install --remote needs a site whose scheduler.kind is ssh "
+            "or openssh; this one runs Slurm here: drop --remote"
+        )
+    host, argv, tools, why = _remote_plan(app) if remote else _local_plan(app)
     line = f"*/{minutes} * * * * {shlex.join(argv)} >/dev/null 2>&1 {_CRON_MARK}"
-    warnings = app.watch_warnings(minutes * 60.0)
-    for tool in ("scrontab", "crontab"):
-        current = _current_table(tool)
+    tool = _install_line(host, tools, line)
+    done = Crontab.model_validate(
+        {
+            "installed": line,
+            "with": tool,
+            "where": "remote" if remote else "local",
+            "why": why,
+            "warnings": app.watch_warnings(minutes * 60.0),
+        }
+    )
+    _show_installed(done, as_json)
+
+
+def _remote_plan(app: App) -> tuple[_Host, list[str], tuple[str, ...], str]:
+    """The login node's table, running the login node's own jobsmith with its own site."""
+    remote = _RemoteHost(app.transport, app.scheduler_access.command_timeout_s)
+    argv = [remote.jobsmith(app.scheduler_via), "watch", "--once"]
+    why = (
+        f"on the login node ({app.scheduler_via}), by its own jobsmith: it watches "
+        "the sessions kept there, not this machine's"
+    )
+    return remote, argv, ("scrontab", "crontab"), why
+
+
+def _local_plan(app: App) -> tuple[_Host, list[str], tuple[str, ...], str]:
+    """This machine's table, running this jobsmith with this site file."""
+    site = ["--site", str(Path(app.site_file).resolve())] if app.site_file else []
+    argv = [str(jobsmith_program()), *site, "watch", "--once"]
+    if app.scheduler_access.kind == "local":
+        return _LocalHost(), argv, ("scrontab", "crontab"), "Slurm runs on this host"
+    why = (
+        f"the sessions are kept on this machine, so its jobsmith polls Slurm over "
+        f"{app.scheduler_via} (--remote installs on the login node instead)"
+    )
+    return _LocalHost(), argv, ("crontab",), why
+
+
+def _install_line(host: _Host, tools: tuple[str, ...], line: str) -> str:
+    """Put line in the first usable table of tools on host; the tool used."""
+    for tool in tools:
+        current = host.current_table(tool)
         if current is None:
             continue
         kept = [x for x in current.splitlines() if _CRON_MARK not in x]
-        _write_table(tool, "\n".join([*kept, line]) + "\n")
-        if as_json:
-            print_json({"installed": line, "with": tool, "warnings": warnings})
-        else:
-            print(f"installed with {tool}: {line}")
-            for warning in warnings:
-                note(f"jobsmith watch: warning: {warning}")
-        return
+        host.write_table(tool, "\n".join([*kept, line]) + "\n")
+        return tool
     raise ConfigError(
-        "neither scrontab nor crontab is usable on this host: run `jobsmith watch` in tmux"
+        f"neither {' nor '.join(tools)} is usable on {host.name}: run `jobsmith watch` in tmux"
     )
+
+
+def _show_installed(done: Crontab, as_json: bool) -> None:
+    if as_json:
+        print_json(done.model_dump(by_alias=True))
+        return
+    place = "this machine" if done.where == "local" else "the login node"
+    print(f"installed with {done.with_} on {place}: {done.installed}")
+    print(f"why {place}: {done.why}")
+    for warning in done.warnings:
+        note(f"jobsmith watch: warning: {warning}")
 
 
 def jobsmith_program() -> Path:
@@ -122,24 +187,89 @@ def jobsmith_program() -> Path:
     )
 
 
-def _current_table(tool: str) -> str | None:
-    """The user's current table, '' if none yet, None if the tool is missing or disabled."""
-    path = shutil.which(tool)
-    if path is None:
-        return None
-    res = subprocess.run([path, "-l"], capture_output=True, text=True)
-    if res.returncode == 0:
-        return res.stdout
-    return "" if "no crontab" in res.stderr.lower() else None
+class _Host(Protocol):
+    """Where a table is read and written: this machine, or the login node."""
+
+    name: str
+
+    def current_table(self, tool: str) -> str | None:
+        """The user's table, '' if none yet, None if tool is missing or disabled."""
+        ...
+
+    def write_table(self, tool: str, text: str) -> None:
+        """Replace the user's table with text."""
+        ...
 
 
-def _write_table(tool: str, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".cron", delete=False) as fh:
-        fh.write(text)
-    try:
-        subprocess.run([tool, fh.name], check=True, capture_output=True, text=True)
-    finally:
-        Path(fh.name).unlink(missing_ok=True)
+class _LocalHost:
+    """This machine's tables, through its own programs."""
+
+    name = "this host"
+
+    def current_table(self, tool: str) -> str | None:
+        path = shutil.which(tool)
+        if path is None:
+            return None
+        res = subprocess.run([path, "-l"], capture_output=True, text=True)
+        return _table(res.returncode, res.stdout, res.stderr)
+
+    def write_table(self, tool: str, text: str) -> None:
+        with tempfile.NamedTemporaryFile("w", suffix=".cron", delete=False) as fh:
+            fh.write(text)
+        try:
+            subprocess.run([tool, fh.name], check=True, capture_output=True, text=True)
+        finally:
+            Path(fh.name).unlink(missing_ok=True)
+
+
+class _RemoteHost:
+    """The login node's tables and jobsmith, through the site's transport."""
+
+    name = "the login node"
+
+    def __init__(self, transport: Transport, timeout_s: float) -> None:
+        self._transport = transport
+        self._timeout_s = timeout_s
+
+    def jobsmith(self, via: str) -> str:
+        """The remote jobsmith program, absolute (cron's PATH is bare), as found on the
+        remote login PATH."""
+        path = self._which("jobsmith")
+        if path is None:
+            raise ConfigError(
+                f"no jobsmith on the login node's PATH ({via}): install it there (pip "
+                "install jobsmith), or drop --remote to run the watcher on this machine"
+            )
+        return path
+
+    def current_table(self, tool: str) -> str | None:
+        if self._which(tool) is None:
+            return None
+        res = self._run([tool, "-l"])
+        return _table(res.returncode, res.stdout, res.stderr)
+
+    def write_table(self, tool: str, text: str) -> None:
+        # the table goes in a remote temporary file: scrontab reads no stdin
+        script = 'f=$(mktemp) && cat >"$f" && "$1" "$f"; s=$?; rm -f "$f"; exit $s'
+        res = self._run(["sh", "-c", script, "sh", tool], stdin=text)
+        if res.returncode != 0:
+            said = " ".join(res.stderr.split())[:300]
+            raise ConfigError(f"{tool} on the login node refused the table: {said}")
+
+    def _which(self, program: str) -> str | None:
+        res = self._run(["sh", "-c", 'command -v "$1"', "sh", program])
+        found = res.stdout.strip()
+        return found if res.returncode == 0 and found.startswith("/") else None
+
+    def _run(self, argv: list[str], stdin: str | None = None) -> CommandResult:
+        return self._transport.run(argv, timeout=self._timeout_s, stdin=stdin)
+
+
+def _table(returncode: int, stdout: str, stderr: str) -> str | None:
+    """What `TOOL -l` said: the table, '' for none yet, None when the tool is unusable."""
+    if returncode == 0:
+        return stdout
+    return "" if "no crontab" in stderr.lower() else None
 
 
 def _show(cycle: WatchCycle, as_json: bool, shown: list[str]) -> None:

@@ -1,0 +1,107 @@
+"""A remote command past its deadline (issue 12): the caller gets CommandTimedOut naming
+it, and nothing of it keeps running on the login node, over both SSH transports.
+
+Closing an SSH channel does not stop a command without a pty, so the command line runs
+it under coreutils' `timeout` (adapters/ssh/command.py); these tests look for the
+remote process itself (same host on loopback) after the deadline.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sshd import Sshd, kill_all, start_sshd
+from test_openssh_transport import close_master, open_master
+from test_ssh_transport import HOST
+
+from jobsmith.adapters.ssh.command import GRACE_S, KILL_AFTER_S, CommandTimedOut, remote_command
+from jobsmith.adapters.ssh.openssh import OpenSshTransport
+from jobsmith.adapters.ssh.transport import ParamikoTransport
+from jobsmith.adapters.transport import Transport
+from jobsmith.errors import SchedulerUnavailable
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["paramiko", "openssh"])
+def transport(request: pytest.FixtureRequest, sshd: Sshd, tmp_path: Path) -> Iterator[Transport]:
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd.known_hosts_line())
+    if request.param == "paramiko":
+        t = ParamikoTransport(HOST, port=sshd.port, key_file=sshd.client_key, known_hosts=known)
+        yield t
+        t.close()
+        return
+    socket = Path(f"/tmp/js-cm-{os.getpid()}-timeout.sock")
+    open_master(sshd, known, socket)
+    try:
+        yield OpenSshTransport(HOST, control_path=socket, port=sshd.port, known_hosts=known)
+    finally:
+        close_master(socket, sshd.port)
+
+
+def running(pattern: str) -> list[int]:
+    """pids of this user's processes whose whole command line is pattern (pgrep -x)."""
+    found = subprocess.run(
+        ["pgrep", "-u", str(os.getuid()), "-fx", pattern], capture_output=True, text=True
+    )
+    return [int(p) for p in found.stdout.split()]
+
+
+def gone_within(pattern: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while running(pattern):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_the_command_line_puts_the_deadline_on_the_login_node() -> None:
+    line = posix(remote_command(["sleep", "60"], {}, timeout_s=2.5))
+    assert line.startswith(f"exec timeout -k {KILL_AFTER_S} {3 + GRACE_S} env -i ")
+    assert posix(remote_command(["true"], {})).startswith("exec env -i ")
+
+
+def posix(line: str) -> str:
+    """The POSIX line inside command.any_shell's wrapping."""
+    encoded = line.split("echo ", 1)[1].split(" |", 1)[0]
+    return base64.b64decode(encoded).decode()
+
+
+@pytest.mark.parametrize(
+    ("argv", "pattern", "within"),
+    [
+        (["sleep", "60"], "sleep 60", 2 + GRACE_S + 3),
+        # a command that ignores SIGTERM gets SIGKILL, its children with it
+        (["sh", "-c", "trap '' TERM; sleep 61; true"], "sleep 61", 2 + GRACE_S + KILL_AFTER_S + 3),
+    ],
+    ids=["sleep", "ignores-TERM"],
+)
+def test_a_command_past_its_deadline_leaves_nothing_running(
+    transport: Transport, argv: list[str], pattern: str, within: float
+) -> None:
+    assert not running(pattern), f"a {pattern!r} of this user is already running"
+    started = time.monotonic()
+    try:
+        with pytest.raises(CommandTimedOut) as timed_out:
+            transport.run(argv, timeout=2)
+        assert time.monotonic() - started < 6
+        assert isinstance(timed_out.value, SchedulerUnavailable)  # retryable, as before
+        assert timed_out.value.argv == tuple(argv) and timed_out.value.timeout_s == 2
+        assert f"{' '.join(argv[:2])} on " in str(timed_out.value)
+        assert "within 2s" in str(timed_out.value)
+        assert gone_within(pattern, within), f"{pattern!r} still runs on the login node"
+    finally:
+        kill_all(running(pattern))
