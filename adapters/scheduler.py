@@ -90,6 +90,28 @@ class EnvironmentInputs(_Model):
     )
 
 
+class SubmitLimit(_Model):
+    """A limit on how many of a user's jobs may be queued or running at once, which a
+    submission falls under (Slurm: a QoS's MaxSubmitPU or MaxSubmitPA, an association's
+    MaxSubmitJobs); the scheduler refuses a submission that would pass it."""
+
+    rule: str = Field(description="the scheduler's name for it, e.g. MaxSubmitPU")
+    holder: str = Field(description="what sets it, e.g. 'QoS tiny (per user)'")
+    limit: int = Field(description="most jobs queued or running at once (array tasks count one)")
+    queued: int = Field(
+        description="the caller's own jobs and array tasks counting against it now (a "
+        "per-account limit also counts other users' jobs: this is then a lower bound)"
+    )
+
+
+class SubmitLimits(_Model):
+    """The submit limits a job would be under, each with how full it is."""
+
+    qos: str | None = Field(None, description="the QoS the job gets: its own, else the default")
+    account: str | None = Field(None, description="the account: its own, else the default")
+    limits: tuple[SubmitLimit, ...] = Field((), description="empty: no such limit is set")
+
+
 class Scheduler(Protocol):
     """A batch scheduler reached through a transport."""
 
@@ -135,6 +157,12 @@ class Scheduler(Protocol):
 
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Partitions and their limits, the nodes behind them, the user's associations."""
+        ...
+
+    def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
+        """The limits on queued jobs a job with options would be under (its QoS, else the
+        default; its account, else the user's default), each with how many of the caller's
+        jobs count against it now; no limit: none, and the queue is not asked."""
         ...
 
     def dbd_backlog(self) -> int:

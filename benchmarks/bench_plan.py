@@ -1,19 +1,23 @@
-"""A small DAG (three parallel steps, then a merge) three ways, side by side in one run:
+"""A small DAG (three parallel steps, then a merge) four ways, side by side in one run:
 wall time and the lab user's slurmctld RPCs (sdiag's per-user counts).
 
 - raw Slurm: four `sbatch --parsable`, each `--dependency=afterok:` on what it waits for,
   then `squeue -h -j IDS` every 0.5 s until none is left (what a careful script does);
 - `jobsmith plan run` then `jobsmith wait` on the four job ids;
-- by hand with jobsmith's CLI: `submit` four times (`--after-ok`), then `wait`.
+- by hand with jobsmith's CLI: `submit` four times (`--after-ok`), then `wait`;
+- Snakemake 9 with its Slurm executor plugin (`Snakefile.plan` beside this script: three
+  jobs, then a merge), `snakemake --executor slurm --jobs 4`, timed until it exits.
 
-Every job is `true` in the debug partition. Each variant runs as the lab's unprivileged
+Every job is `true` in the debug partition (Snakemake's jobs `touch` their output file, which
+it needs to see a step done). Each variant runs as the lab's unprivileged
 user (default alice), with a private jobsmith config and state directory; the order of the
 variants rotates between rounds, so a warm or busy cluster favours none. RPCs are the
 user's own (sdiag's "by user" table, before and after): the snapshots themselves run as
-root and are not counted. Snakemake 9 with its Slurm executor plugin (the issue's third
-peer) is not installed on these machines and is not run here.
+root and are not counted. Snakemake runs from its own venv, `.venv-snakemake` (made by
+`scripts/setup` from `scripts/snakemake-requirements.txt`); `--no-snakemake` leaves it out.
+Its plugin checks job states on a ~40 s cycle, so a round lasts about two minutes with it.
 
-    sudo .venv/bin/python benchmarks/bench_plan.py [--rounds 3] [--user alice]
+    sudo .venv/bin/python benchmarks/bench_plan.py [--rounds 3] [--user alice] [--no-snakemake]
 """
 
 from __future__ import annotations
@@ -36,6 +40,15 @@ from jobsmith.adapters.slurm.transport import LocalTransport
 ROOT = Path(__file__).resolve().parent.parent
 JOBSMITH = str(ROOT / ".venv" / "bin" / "jobsmith")
 SITE = ROOT / "site_config" / "examples" / "lab.yaml"
+SNAKEMAKE = ROOT / ".venv-snakemake" / "bin" / "snakemake"
+SNAKEFILE = Path(__file__).resolve().parent / "Snakefile.plan"
+#: Each Snakemake job runs a Python of about 140 MB (the lab's notes; 133 MB MaxRSS seen):
+#: the lab kills a job over its --mem, so 200 MB, not the 50 MB the other variants ask.
+SNAKEMAKE_ARGS = [
+    "--executor", "slurm", "--jobs", "4",
+    "--default-resources", "slurm_partition=debug", "slurm_account=lab", "mem_mb=200",
+    "runtime=5",
+]  # fmt: skip
 PLAN = """\
 name: bench
 steps:
@@ -121,17 +134,42 @@ def by_hand(user: AsUser, submitted: Callable[[], None]) -> list[str]:
     return ids
 
 
-VARIANTS = {"raw Slurm": raw, "jobsmith plan run": plan, "jobsmith submit x4": by_hand}
+def snakemake(user: AsUser, submitted: Callable[[], None]) -> list[str]:
+    # its submissions are spread over the run (the merge only after the plugin has seen
+    # the first three end), so there is no "submitted" moment to mark
+    snakefile = user.work / "Snakefile"
+    snakefile.write_text(SNAKEFILE.read_text())
+    os.chmod(snakefile, 0o644)
+    out = user.run(str(SNAKEMAKE), "--snakefile", str(snakefile), *SNAKEMAKE_ARGS)
+    if not (user.work / "merge.done").exists():
+        raise SystemExit(f"snakemake ended without merge.done:\n{out}")
+    return []
+
+
+VARIANTS: dict[str, Callable[[AsUser, Callable[[], None]], list[str]]] = {
+    "raw Slurm": raw,
+    "jobsmith plan run": plan,
+    "jobsmith submit x4": by_hand,
+    "Snakemake + slurm": snakemake,
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--user", default="alice")
+    parser.add_argument("--no-snakemake", action="store_true", help="leave Snakemake out")
     args = parser.parse_args()
-    root = LocalTransport()
-    results: dict[str, list[tuple[float, int, dict[str, int], int]]] = {v: [] for v in VARIANTS}
     names = list(VARIANTS)
+    if args.no_snakemake:
+        names.remove("Snakemake + slurm")
+    elif not os.access(SNAKEMAKE, os.X_OK):
+        raise SystemExit(
+            f"{SNAKEMAKE} not found: run scripts/setup (it builds .venv-snakemake from "
+            "scripts/snakemake-requirements.txt), or pass --no-snakemake"
+        )
+    root = LocalTransport()
+    results: dict[str, list[tuple[float, int, dict[str, int], int | None]]] = {v: [] for v in names}
     for round_no in range(args.rounds):
         order = names[round_no % len(names) :] + names[: round_no % len(names)]
         for name in order:
@@ -150,7 +188,7 @@ def main() -> int:
                 after = take_snapshot(root)
             mine = before.ctld_users.get(args.user, 0)
             rpcs = after.ctld_users.get(args.user, 0) - mine
-            at_submit = marks[0].ctld_users.get(args.user, 0) - mine
+            at_submit = marks[0].ctld_users.get(args.user, 0) - mine if marks else None
             kinds = {
                 k: after.ctld.get(k, 0) - before.ctld.get(k, 0)
                 for k in after.ctld
@@ -166,7 +204,7 @@ def main() -> int:
     for name, rows in results.items():
         walls = " ".join(f"{row[0]:.2f}" for row in rows)
         median = statistics.median(row[0] for row in rows)
-        submit = "/".join(str(row[3]) for row in rows)
+        submit = "/".join("-" if row[3] is None else str(row[3]) for row in rows)
         every = "/".join(str(row[1]) for row in rows)
         ratio = f"({median / raw_median:.2f}x raw)"
         print(f"{name:22} {walls:22} {median:7.2f} {submit:>13} {every:>9}  {ratio}")

@@ -25,6 +25,8 @@ from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import (
     EnvironmentInputs,
     JobStatus,
+    SubmitLimit,
+    SubmitLimits,
     SubmitResult,
     TestOnlyResult,
 )
@@ -64,6 +66,8 @@ class SchedulerDouble:
     - `on_find`: called on every find_by_name (a test can move its clock there: slow Slurm).
     - `accounting`: False for a site without accounting (has_accounting());
     - `min_job_age`: the controller's MinJobAge for min_job_age_s().
+    - `submit_limit`: QoS name -> its MaxSubmitPU for submit_limits() (none by default; a
+      job naming no QoS is in "normal"), counted over the table's unfinished jobs.
     """
 
     def __init__(self, first_id: int = 1000) -> None:
@@ -81,6 +85,7 @@ class SchedulerDouble:
         self.on_find: Callable[[], object] | None = None
         self.accounting = True
         self.min_job_age: int | None = 300
+        self.submit_limit: dict[str, int] = {}
         self._next_id = first_id
 
     # --- the Scheduler protocol ----------------------------------------------------
@@ -142,6 +147,25 @@ class SchedulerDouble:
             for s in self.jobs.values()
             if not s.state.is_terminal
         )
+
+    def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
+        """The job's QoS's `submit_limit`, with the table's unfinished jobs in that QoS
+        (each array task counts one, as Slurm counts them); no limit unless set."""
+        self._call("submit_limits", user, options)
+        self._reachable()
+        qos = options.qos or "normal"
+        limit = self.submit_limit.get(qos)
+        if limit is None:
+            return SubmitLimits(qos=qos, account=options.account)
+        queued = 0
+        for job_id, status in self.jobs.items():
+            opts = self.options.get(job_id)  # None: a job the test put in the table
+            if not status.state.is_terminal and ((opts and opts.qos) or "normal") == qos:
+                queued += opts.array_size() if opts else 1
+        found = SubmitLimit(
+            rule="MaxSubmitPU", holder=f"QoS {qos} (per user)", limit=limit, queued=queued
+        )
+        return SubmitLimits(qos=qos, account=options.account, limits=(found,))
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Mark the jobs CANCELLED."""

@@ -69,12 +69,21 @@ def sacct_by_name(job_name: str, since: datetime) -> list[str]:
     ]
 
 
+#: squeue --me first asks the controller whether its cluster is in a federation
+#: (REQUEST_FED_INFO), then for the user's jobs: --local skips that question, one RPC of
+#: three per squeue (measured with sdiag on 22.05). Off a federation the answer is the same
+#: (libslurm's slurm_load_job_user falls back to the local cluster); in one, jobs running
+#: on a sibling are left out, as they are from the plain sacct (local cluster) jobsmith
+#: reads: jobsmith submits and reads one cluster, federations are not supported.
+_SQUEUE_MINE = ["squeue", "--local", "--me", "--noheader", "-t", "all"]
+
+
 def squeue_mine(fmt: str) -> list[str]:
     """The caller's own jobs in the controller, all states: never the whole job table.
 
     fmt is a --Format (-O) field list: only -O has STDOUT/STDERR on 22.05.
     """
-    return ["squeue", "--me", "--noheader", "-t", "all", f"--Format={fmt}"]
+    return [*_SQUEUE_MINE, f"--Format={fmt}"]
 
 
 #: Set for every Slurm command (see slurmenv.PINNED, which the transport applies as well).
@@ -83,7 +92,7 @@ SLURM_ENV = dict(PINNED)
 
 def squeue_by_name(job_name: str) -> list[str]:
     """The caller's jobs carrying this name, as 'arrayjobid' lines."""
-    return ["squeue", "--me", "--noheader", "-t", "all", f"--name={job_name}", "--format=%F"]
+    return [*_SQUEUE_MINE, f"--name={job_name}", "--format=%F"]
 
 
 def scancel(job_ids: Sequence[str]) -> list[str]:
@@ -137,3 +146,19 @@ def sacctmgr_assoc(user: str) -> list[str]:
         f"user={user}",
         "format=Cluster,Account,User,Partition,QOS",
     ]
+
+
+def sacctmgr_qos_submit(fields: Sequence[str]) -> list[str]:
+    """Every QoS with its submit limits (MaxSubmitPU, MaxSubmitPA), `|`-separated."""
+    return ["sacctmgr", "-P", "-n", "show", "qos", "format=" + ",".join(fields)]
+
+
+def sacctmgr_user_assoc(user: str, fields: Sequence[str]) -> list[str]:
+    """The user's default account and associations (QoS, DefaultQOS, MaxSubmit)."""
+    return ["sacctmgr", "-P", "-n", "show", "user", user, "withassoc", "format=" + ",".join(fields)]
+
+
+def squeue_submit_counts(fmt: str) -> list[str]:
+    """The caller's jobs that count against submit limits (pending, running, suspended),
+    with their QoS and account, which squeue_mine's fields do not carry."""
+    return ["squeue", "--local", "--me", "--noheader", "-t", "pending,running,suspended", "-o", fmt]

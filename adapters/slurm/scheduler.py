@@ -21,6 +21,7 @@ from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.scheduler import (
     EnvironmentInputs,
     JobStatus,
+    SubmitLimits,
     SubmitResult,
     TestOnlyResult,
     task_range_size,
@@ -43,6 +44,17 @@ from jobsmith.adapters.slurm.parse import (
     parse_key_values,
     parse_sacct_parsable,
     parse_squeue,
+)
+from jobsmith.adapters.slurm.qoslimits import (
+    QOS_FIELDS,
+    QUEUED_FORMAT,
+    USER_ASSOC_FIELDS,
+    SubmitFacts,
+    applicable,
+    counted,
+    parse_qos_submit,
+    parse_queued,
+    parse_user_assoc,
 )
 from jobsmith.adapters.slurm.slurmenv import environment_inputs
 from jobsmith.adapters.slurm.status import controller_status, merge_status
@@ -92,6 +104,7 @@ class SlurmScheduler:
         self._memory = memory
         self._facts: AccountingFacts | None = None  # learned by this process
         self._config_read = False
+        self._submit_facts: dict[str, SubmitFacts] = {}  # by user, read once per process
 
     def version(self) -> str:
         """The Slurm version from `sbatch --version`, e.g. '22.05.8'."""
@@ -268,6 +281,34 @@ class SlurmScheduler:
     def active_tasks(self) -> int:
         """How many of the caller's jobs and array tasks are queued or running (one squeue)."""
         return sum(task_range_size(q) for q in self.queue() if q.state.is_active)
+
+    def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
+        """The MaxSubmit limits a job would be under (adapters/slurm/qoslimits.py), counted
+        with one squeue of the caller's jobs, which is skipped when none applies."""
+        base, rules = applicable(self._submit_facts_of(user), options)
+        if not rules:
+            return base
+        queue = parse_queued(self._checked(argv.squeue_submit_counts(QUEUED_FORMAT)).stdout)
+        return counted(base, rules, queue)
+
+    def _submit_facts_of(self, user: str) -> SubmitFacts:
+        """sacctmgr's QoS and association limits, asked once per process: an admin changes
+        them rarely, and a process lives for one command or one agent's run."""
+        if user in self._submit_facts:
+            return self._submit_facts[user]
+        try:
+            qos_text = self._checked(argv.sacctmgr_qos_submit(QOS_FIELDS)).stdout
+            assoc_text = self._checked(argv.sacctmgr_user_assoc(user, USER_ASSOC_FIELDS)).stdout
+        except SchedulerError:
+            # no slurmdbd to ask (a site without accounting enforces no such limit): Slurm
+            # stays the judge at sbatch, so a check that cannot be made stops nothing
+            qos_text = assoc_text = ""
+        default, assocs = parse_user_assoc(assoc_text, user)
+        facts = SubmitFacts(
+            user=user, default_account=default, qos=parse_qos_submit(qos_text), assocs=assocs
+        )
+        self._submit_facts[user] = facts
+        return facts
 
     def dbd_backlog(self) -> int:
         """Messages the controller still has to send to slurmdbd (sdiag's agent queue).

@@ -10,6 +10,7 @@ hash, and waits for `jobsmith approve`; a refusal names the rule and the limit.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import socket
@@ -22,7 +23,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.adapters.scheduler import Scheduler, SubmitLimits
 from jobsmith.agent.diagnosis.job import diagnose_job
 from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime import steps as st
@@ -47,6 +48,7 @@ from jobsmith.agent.runtime.policy import (
     budget_use,
     evaluate,
     history_from_folds,
+    submit_limit_refusal,
 )
 from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
@@ -148,6 +150,10 @@ class Executor:
     folds: SessionFolds | None = None
     #: the queue's active tasks, while one look serves several decisions (see below)
     _active: int | None = field(default=None, init=False, repr=False)
+    #: the submit limits (with their queues) seen within that one look, by QoS/account/partition
+    _limits: dict[tuple[str | None, ...], SubmitLimits] | None = field(
+        default=None, init=False, repr=False
+    )
 
     @contextlib.contextmanager
     def one_look_at_the_queue(self) -> Iterator[None]:
@@ -155,10 +161,12 @@ class Executor:
         judge one moment, at one squeue instead of one per check and submission (the
         plan's total was judged against the concurrency limit, which covers its jobs)."""
         self._active = self._active_tasks()
+        self._limits = {}
         try:
             yield
         finally:
             self._active = None
+            self._limits = None
 
     def _active_tasks(self) -> int:
         """The queue's active tasks, for the concurrency limit: 0 without one (no squeue:
@@ -218,9 +226,13 @@ class Executor:
             self._finish(log, step, _outcome_of(err), {}, str(err))
             raise
 
-    def decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
-        """The policy's verdict on spending cost now (budgets, limits, thresholds)."""
-        return self._decide(cost, approval_given=approval_given)
+    def decide(
+        self, cost: Cost, *, approval_given: bool = False, jobs: Sequence[JobOptions] = ()
+    ) -> Decision:
+        """The policy's verdict on spending cost now (budgets, limits, thresholds); jobs,
+        if given, are what cost is of, judged together against the scheduler's limits on
+        queued jobs (a plan's, all of them)."""
+        return self._decide(cost, approval_given=approval_given, jobs=jobs)
 
     def finish(
         self,
@@ -260,13 +272,13 @@ class Executor:
         if isinstance(step, st.Rerun):
             template, script, options, extra = self._prepare_rerun(step)
             cost = Cost.of(options)
-            decision = self._decide(cost)
+            decision = self._decide(cost, jobs=[options])
         else:
             if checked is None:
                 checked = self.check(step.job)
                 decision = checked.decision
             else:
-                decision = self._decide(checked.cost)
+                decision = self._decide(checked.cost, jobs=[checked.job.options])
             if decision.verdict != "refuse" and needs_canary(self, step, checked):
                 return run_canary(self, log, step, checked)  # a plan of two (planrun.py)
             job, cost = checked.job, checked.cost
@@ -383,7 +395,7 @@ class Executor:
             raise PolicyError(message)
         options = JobOptions.model_validate(asked["options"])
         cost = Cost.of(options)
-        hard = self._decide(cost, approval_given=approved_sha256 is not None)
+        hard = self._decide(cost, approval_given=approved_sha256 is not None, jobs=[options])
         if hard.verdict == "approve":
             # its process died before asking (resume): ask now, so `pending` shows it
             log.append(EventKind.APPROVAL_ASKED, {**asked, "reason": hard.message}, step_id)
@@ -498,7 +510,7 @@ class Executor:
                 raise type(err)(f"{err} ({origin})") from None
             raise
         cost = Cost.of(job.options)
-        return CheckedJob(job=job, cost=cost, decision=self._decide(cost))
+        return CheckedJob(job=job, cost=cost, decision=self._decide(cost, jobs=[job.options]))
 
     def advise(self, request: JobRequest) -> SubmitAdvice:
         """What to offer before submitting request (agent/runtime/advice.py): asks Slurm
@@ -537,15 +549,49 @@ class Executor:
         sessions = self.folds_active_since(self.clock() - timedelta(days=7))
         return budget_use(self.site.policy.budgets, history_from_folds(sessions, self.clock()))
 
-    def _decide(self, cost: Cost, *, approval_given: bool = False) -> Decision:
+    def _decide(
+        self, cost: Cost, *, approval_given: bool = False, jobs: Sequence[JobOptions] = ()
+    ) -> Decision:
         # budgets look back a day; a failure streak is only read from sessions active in
         # the last week, so a long-lived store does not slow every submission down
         sessions = self.folds_active_since(self.clock() - timedelta(days=7))
         history = history_from_folds(sessions, self.clock())
         decision = evaluate(cost, self.site.policy, history, self._active_tasks())
+        if decision.verdict != "refuse":  # no person need approve what Slurm would refuse
+            decision = self._submit_limit_refusal(jobs) or decision
         if approval_given and decision.verdict == "approve":
             return Decision("allow")
         return decision
+
+    def _submit_limit_refusal(self, jobs: Sequence[JobOptions]) -> Decision | None:
+        """A refusal if the jobs' tasks would pass one of the scheduler's limits on queued
+        jobs (MaxSubmit); the tasks of jobs under the same limit are added up.
+
+        A single job is not checked, so it costs no sacctmgr and no squeue: over a limit,
+        Slurm refuses it whole with an error naming the limit, leaving nothing half done;
+        an array (refused whole after policy said yes, its canary too) or a plan (whose
+        last jobs would be refused after the first were queued) is what needs it.
+        """
+        if sum(opts.array_size() for opts in jobs) <= 1:
+            return None
+        adds: dict[tuple[str, str], int] = {}
+        limits = {}
+        for opts in jobs:
+            for limit in self._submit_limits(opts).limits:
+                key = (limit.rule, limit.holder)
+                limits[key] = limit
+                adds[key] = adds.get(key, 0) + opts.array_size()
+        return submit_limit_refusal(((limits[k], adds[k]) for k in limits), len(jobs))
+
+    def _submit_limits(self, opts: JobOptions) -> SubmitLimits:
+        """The scheduler's answer, asked once per QoS, account and partition within one
+        look at the queue (a plan's jobs usually share them: one squeue for the plan)."""
+        if self._limits is None:
+            return self.scheduler.submit_limits(getpass.getuser(), opts)
+        key = (opts.qos, opts.account, opts.partition)
+        if key not in self._limits:
+            self._limits[key] = self.scheduler.submit_limits(getpass.getuser(), opts)
+        return self._limits[key]
 
     # --- everything else -------------------------------------------------------------
 

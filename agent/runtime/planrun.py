@@ -109,7 +109,8 @@ def judge(executor: Executor, plan: Plan, *, approval_given: bool = False) -> Ju
     checked = {name: executor.check(plan.request(name, {})) for name in plan.order()}
     text = approval_text(plan, {name: job.job.script for name, job in checked.items()})
     total = total_cost(job.cost for job in checked.values())
-    decision = executor.decide(total, approval_given=approval_given)
+    options = [job.job.options for job in checked.values()]
+    decision = executor.decide(total, approval_given=approval_given, jobs=options)
     return Judgement(plan, checked, text, total, decision)
 
 
@@ -154,7 +155,11 @@ def run_plan(
     jobs = _recorded_jobs(events, step.id) or checked or _checked_jobs(executor, plan)
     text = approval_text(plan, {name: job.script for name, job in jobs.items()})
     total = total_cost(Cost.of(job.options) for job in jobs.values())
-    decision = executor.decide(total, approval_given=approved is not None)
+    # against the limits on queued jobs, only what is still to submit counts (after a
+    # crash or an approval, the jobs already submitted are in the queue Slurm counts)
+    done = _submitted(events, step.id, plan)
+    to_submit = [job.options for name, job in jobs.items() if name not in done]
+    decision = executor.decide(total, approval_given=approved is not None, jobs=to_submit)
     intent = _intent(step, text, total, jobs)
     log.intent(step.id, intent)
     if decision.verdict == "refuse":

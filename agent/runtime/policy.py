@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.scheduler import SubmitLimit
 from jobsmith.agent.runtime.events import Event
 from jobsmith.agent.runtime.readmodel import SessionFold, fold_events
 from jobsmith.site_config.model import Budgets, Policy
@@ -231,3 +232,41 @@ def _gpu_budget(cost: Cost, policy: Policy, hist: History, active: int) -> Decis
             f"would pass the daily budget of {limit:g}",
         )
     return None
+
+
+def submit_limit_refusal(limits: Iterable[tuple[SubmitLimit, int]], jobs: int) -> Decision | None:
+    """The refusal for the first of the scheduler's submit limits (MaxSubmit) a submission
+    would pass, or None. limits: each with the tasks the submission adds under it; jobs:
+    how many jobs it is (1, or a plan's). Slurm would refuse an array over a limit whole,
+    and a plan's jobs after the limit was reached: after policy said yes, half a DAG."""
+    for limit, adds in limits:
+        if limit.queued + adds > limit.limit:
+            return Decision("refuse", "submit limit", _submit_limit_message(limit, adds, jobs))
+    return None
+
+
+def _submit_limit_message(limit: SubmitLimit, adds: int, jobs: int) -> str:
+    if jobs == 1:
+        what, it = "this submission adds", "it"
+    else:
+        what, it = f"the plan's {jobs} jobs add", "its last jobs after the first were queued"
+    room = limit.limit - limit.queued
+    over = limit.queued + adds - limit.limit  # jobs that must end before it fits
+    if adds > limit.limit:
+        advice = (
+            f"split it into parts of at most {limit.limit} tasks, each submitted once the "
+            "ones before have ended"
+        )
+    elif room > 0:
+        advice = (
+            f"submit at most {room} tasks now (split it), or wait until {over} of your "
+            "queued jobs have ended (squeue --me)"
+        )
+    else:
+        advice = f"wait until {over} of your queued jobs have ended (squeue --me)"
+    return (
+        f"{limit.holder} allows at most {limit.limit} jobs queued or running "
+        f"({limit.rule}, each array task counting one): you have {limit.queued} and {what} "
+        f"{adds}, so Slurm would refuse {it}; --throttle does not help (it limits running "
+        f"tasks, not queued ones): {advice}"
+    )

@@ -23,6 +23,7 @@ from jobsmith.adapters.scheduler import (
     EnvironmentInputs,
     JobStatus,
     Scheduler,
+    SubmitLimits,
     SubmitResult,
     TestOnlyResult,
 )
@@ -89,6 +90,10 @@ class DryRunScheduler:
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Read-only: asked of the real scheduler."""
         return self.real.cluster_facts(user)
+
+    def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
+        """Read-only: asked of the real scheduler."""
+        return self.real.submit_limits(user, options)
 
     def dbd_backlog(self) -> int:
         """Read-only: asked of the real scheduler."""
