@@ -97,7 +97,10 @@ class Sshd:
 
 
 def start_sshd(
-    root: Path, login_env: Mapping[str, str] | None = None, login_shell: str | None = None
+    root: Path,
+    login_env: Mapping[str, str] | None = None,
+    login_shell: str | None = None,
+    extra_config: str = "",
 ) -> Sshd:
     """Start sshd in the foreground on a free loopback port; wait until it answers.
 
@@ -106,6 +109,8 @@ def start_sshd(
     login_shell plays a user whose login shell it is (an unprivileged sshd cannot log in
     another user): the user's own shell runs the fixed ForceCommand, which hands the
     client's command line, verbatim, to `login_shell -c`, as sshd does with a login shell.
+    extra_config: more sshd_config lines (e.g. `AllowTcpForwarding no`: a jump host that
+    forwards nothing).
     """
     root.mkdir(parents=True, exist_ok=True)
     keygen(root / "host_key")
@@ -120,6 +125,7 @@ def start_sshd(
         "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nLogLevel VERBOSE\n"
         f"SetEnv {setenv}\n"
         + (f'ForceCommand exec {login_shell} -c "$SSH_ORIGINAL_COMMAND"\n' if login_shell else "")
+        + extra_config
     )
     process = subprocess.Popen(
         [str(SSHD), "-D", "-f", str(root / "sshd_config"), "-E", str(root / "sshd.log")]

@@ -276,13 +276,67 @@ def test_the_sites_explicit_settings_win_over_the_ssh_config(tmp_path: Path) -> 
     assert (nothing.hostname, nothing.port, nothing.user) == ("other", 22, None)
 
 
-def test_a_proxyjump_is_refused_naming_the_transport_that_follows_it(tmp_path: Path) -> None:
+def _jump_config(path: Path, target: Sshd, jump_port: int, jump_extra: str = "") -> Path:
+    """~/.ssh/config: `hpc` is the target, reached through `bastion` (ProxyJump)."""
+    me, key = getpass.getuser(), target.client_key
+    path.write_text(
+        f"Host hpc\n  HostName {HOST}\n  Port {target.port}\n  User {me}\n"
+        f"  IdentityFile {key}\n  ProxyJump bastion\n"
+        f"Host bastion\n  HostName {HOST}\n  Port {jump_port}\n  User {me}\n"
+        f"  IdentityFile {key}\n{jump_extra}"
+    )
+    return path
+
+
+def test_a_proxyjump_is_followed_through_the_jump_host(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path
+) -> None:
+    """The login node reached through a jump host (here the same sshd: it forwards to
+    itself), each host's key checked in known_hosts."""
+    config = _jump_config(tmp_path / "ssh_config", sshd, sshd.port)
+    t = ParamikoTransport("hpc", known_hosts=known_hosts, ssh_config=config)
+    logins = sshd.log.read_text().count("Accepted publickey")
+    assert t.run(["echo", "through the jump"], timeout=20).stdout == "through the jump\n"
+    assert t.run(["echo", "again"], timeout=20).stdout == "again\n"  # the same connection
+    assert sshd.log.read_text().count("Accepted publickey") == logins + 2  # jump, then hpc
+    t.close()
+
+
+def test_a_jump_host_that_forwards_nothing_is_named_in_the_error(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path
+) -> None:
+    """Proof the jump is used: a jump host that allows no forwarding stops the login."""
+    closed = start_sshd(tmp_path / "jump", extra_config="AllowTcpForwarding no\n")
+    try:
+        (tmp_path / "jump" / "client_key").write_bytes(sshd.client_key.read_bytes())
+        (tmp_path / "jump" / "authorized_keys").write_text(
+            (sshd.root / "authorized_keys").read_text()
+        )
+        hosts = tmp_path / "known_hosts_both"
+        hosts.write_text(known_hosts.read_text() + closed.known_hosts_line())
+        config = _jump_config(tmp_path / "ssh_config", sshd, closed.port)
+        t = ParamikoTransport("hpc", known_hosts=hosts, ssh_config=config)
+        via = f"through the jump host {getpass.getuser()}@{HOST}:{closed.port} \\(ProxyJump\\)"
+        with pytest.raises(SchedulerUnavailable, match=via):
+            t.run(["true"], timeout=10)
+    finally:
+        closed.stop()
+
+
+def test_proxycommand_and_a_jump_through_a_jump_are_refused_naming_openssh(
+    tmp_path: Path,
+) -> None:
     from jobsmith.errors import ConfigError
 
     config = tmp_path / "ssh_config"
-    config.write_text("Host hpc\n  HostName login.example\n  ProxyJump bastion.example\n")
-    with pytest.raises(ConfigError, match=r"proxyjump \(bastion.example\).*kind: openssh"):
+    config.write_text("Host hpc\n  HostName login.example\n  ProxyCommand nc %h %p\n")
+    with pytest.raises(ConfigError, match=r"proxycommand \(nc login.example 22\).*kind: openssh"):
         ParamikoTransport("hpc", ssh_config=config)
+    config.write_text("Host hpc\n  ProxyJump bastion\nHost bastion\n  ProxyJump outer.example\n")
+    with pytest.raises(ConfigError, match=r"host bastion goes through proxyjump"):
+        ParamikoTransport("hpc", ssh_config=config)
+    config.write_text("Host hpc\n  HostName login.example\n  ProxyJump none\n")
+    assert ParamikoTransport("hpc", ssh_config=config).where.endswith("@login.example:22")
 
 
 # --- the remote environment ---------------------------------------------------------------

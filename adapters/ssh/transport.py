@@ -73,6 +73,8 @@ class ParamikoTransport:
         self.port = found.port
         self.user = found.user or getpass.getuser()
         self._key_files = found.identity_files
+        self._jumps = found.jumps
+        self._hops: list[Any] = []  # the jump hosts' clients, closed with the connection
         self._known_hosts = known_hosts or Path.home() / ".ssh" / "known_hosts"
         self._keepalive_s = keepalive_s
         self._is_secret = is_secret or (lambda _name: False)
@@ -140,37 +142,70 @@ class ParamikoTransport:
         return self._client
 
     def _connect(self, timeout: float) -> Any:
-        """Open and authenticate a new connection; host key checked before any login."""
+        """Open and authenticate a new connection, through the jump hosts if there are
+        any (ProxyJump: each hop's key checked before any login, as the login node's)."""
+        sock = None
+        hops = [
+            *self._jumps,
+            sshconfig.HostSettings(self.host, self.port, self.user, self._key_files),
+        ]
+        for hop, after in zip(hops, [*hops[1:], None], strict=True):
+            user = hop.user or getpass.getuser()
+            client = self._login(hop.hostname, hop.port, user, hop.identity_files, timeout, sock)
+            if after is None:
+                return client
+            self._hops.append(client)
+            try:
+                sock = client.get_transport().open_channel(
+                    "direct-tcpip", (after.hostname, after.port), ("127.0.0.1", 0), timeout=timeout
+                )
+            except (paramiko.ChannelException, *_LOST) as exc:
+                raise self._unreachable(exc, via=f"{user}@{hop.hostname}:{hop.port}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover: the last hop returns
+
+    def _login(
+        self,
+        host: str,
+        port: int,
+        user: str,
+        key_files: tuple[Path, ...],
+        timeout: float,
+        sock: Any,
+    ) -> Any:
+        """One authenticated client to host (over sock, a channel through the hop before
+        it, if given); host key checked before any login."""
         client = paramiko.SSHClient()
         if self._known_hosts.exists():
             client.load_host_keys(str(self._known_hosts))
-        client.set_missing_host_key_policy(hostkeys.RefuseUnknown(self.port, self._known_hosts))
+        client.set_missing_host_key_policy(hostkeys.RefuseUnknown(port, self._known_hosts))
+        where = f"{user}@{host}:{port}"
         try:
             client.connect(
-                self.host,
-                port=self.port,
-                username=self.user,
-                key_filename=[str(p) for p in self._key_files] or None,
-                look_for_keys=not self._key_files,
+                host,
+                port=port,
+                username=user,
+                key_filename=[str(p) for p in key_files] or None,
+                look_for_keys=not key_files,
                 allow_agent=True,
                 timeout=timeout,
                 banner_timeout=timeout,
                 auth_timeout=timeout,
+                sock=sock,
             )
         except paramiko.BadHostKeyException as exc:
             client.close()
             raise hostkeys.changed(
-                self.host, self.port, exc.key, exc.expected_key, self._known_hosts
+                host, port, exc.key, exc.expected_key, self._known_hosts
             ) from exc
         except paramiko.AuthenticationException as exc:
             client.close()
-            raise self._refused_login(exc) from exc
+            raise self._refused_login(exc, where, key_files) from exc
         except hostkeys.HostKeyRefused:  # raised by RefuseUnknown, before any login
             client.close()
             raise
         except _LOST as exc:
             client.close()
-            raise self._unreachable(exc) from exc
+            raise self._unreachable(exc, via=None if where == self.where else where) from exc
         client.get_transport().set_keepalive(self._keepalive_s)
         return client
 
@@ -182,6 +217,9 @@ class ParamikoTransport:
         if self._client is not None:
             self._client.close()
             self._client = None
+        for hop in reversed(self._hops):
+            hop.close()
+        self._hops.clear()
 
     # --- one command --------------------------------------------------------------------
 
@@ -215,17 +253,22 @@ class ParamikoTransport:
             "the next command reconnects, try again"
         )
 
-    def _unreachable(self, exc: BaseException) -> SchedulerUnavailable:
+    def _unreachable(self, exc: BaseException, via: str | None = None) -> SchedulerUnavailable:
+        hop = f" through the jump host {via} (ProxyJump)" if via else ""
         return SchedulerUnavailable(
-            f"cannot reach the login node {self.where} over SSH ({exc or type(exc).__name__}); "
-            "check the network and scheduler.host/port, then try again"
+            f"cannot reach the login node {self.where}{hop} over SSH "
+            f"({exc or type(exc).__name__}); check the network and scheduler.host/port"
+            + (" and the ProxyJump in ~/.ssh/config" if via else "")
+            + ", then try again"
         )
 
-    def _refused_login(self, exc: BaseException) -> LoginRefused:
-        shown = ", ".join(str(p) for p in self._key_files)
+    def _refused_login(
+        self, exc: BaseException, where: str, key_files: tuple[Path, ...]
+    ) -> LoginRefused:
+        shown = ", ".join(str(p) for p in key_files)
         keys = f"the key {shown}" if shown else "ssh-agent and ~/.ssh/id_*"
         return LoginRefused(
-            f"{self.where} refused the login with {keys} ({exc}); "
+            f"{where} refused the login with {keys} ({exc}); "
             "set scheduler.user and scheduler.key_file in the site file, or load a key "
             "into ssh-agent"
         )
