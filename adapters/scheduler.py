@@ -206,8 +206,14 @@ class Scheduler(Protocol):
         ...
 
     def submission_in_flight(self, job_name: str) -> bool:
-        """True while a submission of job_name started on this machine may still reach
-        the scheduler (its submit command still running after its caller died)."""
+        """True while a submission of job_name may still reach the scheduler (its submit
+        command still running, where submission_host says, after its caller died)."""
+        ...
+
+    def submission_host(self) -> str:
+        """Where this scheduler's submit commands run: this machine's host name, or the
+        login node's (`ssh:user@host:port`) when they run there. A submission's intent
+        records it: crash recovery elsewhere waits out an orphan's life before deciding."""
         ...
 
 

@@ -14,6 +14,7 @@ JobLedger and shipped templates to the double, under a clock the test moves.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -227,6 +228,10 @@ class SchedulerDouble:
     def submission_environment(self, environ: Mapping[str, str]) -> EnvironmentInputs:
         """The real adapter's reading of SBATCH_* variables."""
         return environment_inputs(environ)
+
+    def submission_host(self) -> str:
+        """This machine (the double's submissions are local)."""
+        return socket.gethostname()
 
     def submission_in_flight(self, job_name: str) -> bool:
         """The real check of this host's processes (a test can start a real 'orphan')."""

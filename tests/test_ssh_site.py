@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from sshd import Sshd, start_sshd
 from test_openssh_transport import close_master, open_master
 from test_ssh_transport import HOST, jobsmith, laptop_env
+
+from jobsmith.site_config.yamlfile import SITE_FILE, read_yaml
 
 pytestmark = pytest.mark.usefixtures("lab_cluster")
 
@@ -75,7 +76,7 @@ def test_site_init_then_site_check_over_ssh(
 ) -> None:
     env = laptop(tmp_path)
     start = tmp_path / "start.yaml"
-    start.write_text(yaml.safe_dump({"scheduler": scheduler_block}))
+    start.write_text(json.dumps({"scheduler": scheduler_block}))  # JSON is YAML
     written = tmp_path / "written.yaml"
     where = f"{scheduler_block['kind']} alice@{HOST}:{sshd.port}"
 
@@ -83,7 +84,7 @@ def test_site_init_then_site_check_over_ssh(
     assert init.returncode == 0, (init.stdout, init.stderr)
     result = json.loads(init.stdout)
     assert (result["path"], result["via"]) == (str(written), where)
-    config = yaml.safe_load(written.read_text())
+    config = read_yaml(written, SITE_FILE).data
     assert config["cluster"] == "jobsmithlab" and "debug" in config["partitions"]
     assert config["paths"]["allowed_roots"][0] == os.environ["HOME"]  # the remote home
     kept = {k: v for k, v in config["scheduler"].items() if k != "command_timeout_s"}

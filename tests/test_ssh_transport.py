@@ -551,7 +551,8 @@ def test_over_ssh_a_lost_sbatch_answer_is_never_followed_by_a_second_sbatch(
     # it may still be running on the login node, so it is not
     assert lost.commands.count("sbatch") == (1 if remote else 3)
     assert ("not sent again" in str(err.value)) is remote
-    assert slurm.submission_in_flight(options.job_name) is remote  # resume never guesses
+    # over SSH the login node is asked (this transport's answer: exit 0, "one is there")
+    assert slurm.submission_in_flight(options.job_name) is remote
 
 
 def test_over_ssh_a_lost_sbatch_answer_is_recovered_by_its_tag() -> None:
@@ -564,3 +565,52 @@ def test_over_ssh_a_lost_sbatch_answer_is_recovered_by_its_tag() -> None:
     )
     assert (result.job_id, result.recovered) == ("4711", True)
     assert lost.commands.count("sbatch") == 1
+
+
+# --- crash recovery: an sbatch orphaned on the login node ----------------------------------
+
+
+def test_an_sbatch_orphaned_on_the_login_node_is_found_there(
+    transport: ParamikoTransport,
+) -> None:
+    """Over SSH the adapter asks the login node's /proc (here: this machine's, through the
+    loopback sshd) for a process of the user's carrying the submission's tag."""
+    from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV
+    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+
+    slurm = SlurmScheduler(transport, remote=True)
+    name = "job.js-00aa11bb22cc"
+    orphan = subprocess.Popen(["sleep", "30"], env={"PATH": "/usr/bin:/bin", SUBMIT_TAG_ENV: name})
+    try:
+        time.sleep(0.2)
+        assert slurm.submission_in_flight(name) is True
+        assert slurm.submission_in_flight("job.js-ffffffffffff") is False
+        assert slurm.submission_in_flight(name[:-1]) is False  # whole entries only
+    finally:
+        orphan.kill()
+        orphan.wait()
+    assert slurm.submission_in_flight(name) is False
+    assert slurm.submission_host() == f"ssh:{transport.where}"
+
+
+def test_recovery_waits_out_an_orphans_life_on_the_login_node_then_asks_there() -> None:
+    from datetime import UTC, datetime, timedelta
+    from types import SimpleNamespace
+
+    from jobsmith.agent.runtime.resume import _wait_until_sure
+
+    asked: list[str] = []
+    slurm = SimpleNamespace(
+        submission_in_flight=lambda name: asked.append(name) or False,
+        dbd_backlog=lambda: 0,
+    )
+    at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    data = {"job_name": "job.js-00aa11bb22cc", "host": "laptop", "submit_host": "ssh:a@h:22"}
+    early = _wait_until_sure(
+        slurm, data, at, "laptop", 0.1, lambda: at + timedelta(minutes=1), lambda s: None
+    )  # type: ignore[arg-type]
+    assert early == "its sbatch ran on ssh:a@h:22; resume after 10:05 UTC" and asked == []
+    later = _wait_until_sure(
+        slurm, data, at, "laptop", 0.1, lambda: at + timedelta(minutes=6), lambda s: None
+    )  # type: ignore[arg-type]
+    assert later is None and asked == ["job.js-00aa11bb22cc"]

@@ -157,7 +157,8 @@ def test_sacctmgr_is_asked_once_per_process_and_squeue_only_when_a_limit_applies
     tiny = sched.submit_limits("alice", opts(qos="tiny", account="proj2"))
     assert [(x.rule, x.queued) for x in tiny.limits] == [("MaxSubmitPU", 5), ("MaxSubmitPA", 2)]
     sched.submit_limits("alice", opts(qos="tiny"))
-    assert slurm.calls[2:] == ["squeue --me --noheader -t pending,running,suspended -o"] * 2
+    counts = "squeue --local --me --noheader -t pending,running,suspended"
+    assert slurm.calls[2:] == [counts] * 2
 
 
 def test_no_answer_from_sacctmgr_means_no_limit_known_and_nothing_refused() -> None:
@@ -208,10 +209,12 @@ def h(tmp_path: Path) -> AgentHarness:
 
 
 def array_request(root: Path, tasks: int, **kw: Any) -> JobRequest:
+    """A file_array over tasks files in root, the executor's working directory: named
+    relative to it, so the list stays short whatever the temporary directory's path."""
     files = []
     for i in range(tasks):
         (root / f"in{i}.txt").write_text("x")
-        files.append(str(root / f"in{i}.txt"))
+        files.append(f"in{i}.txt")
     params = {"files": ",".join(files), "program": "gzip"}
     return JobRequest(template="file_array", params=params, **kw)
 

@@ -27,3 +27,20 @@ def orphan_sbatch_alive(job_name: str, proc: Path = Path("/proc")) -> bool:
         if needle in environ.split(b"\0"):
             return True
     return False
+
+
+#: the same check run on the login node (its own /proc): exit 0 if a process of the user's
+#: carries $1 in its environment, 1 if none does, 2 if this is no Linux /proc to look at.
+#: One grep per process of the user's (-O: owned by them; others' are unreadable anyway).
+_REMOTE_PROBE = (
+    "[ -r /proc/self/environ ] || exit 2; "
+    "for f in /proc/[0-9]*/environ; do "
+    '[ -O "$f" ] && grep -qzxF -e "$1" "$f" 2>/dev/null && exit 0; '
+    "done; exit 1"
+)
+
+
+def remote_probe(job_name: str) -> list[str]:
+    """The argv that answers orphan_sbatch_alive on the host it runs on (the login node,
+    over SSH); the tag goes in as an argument, never into the script."""
+    return ["sh", "-c", _REMOTE_PROBE, "sh", f"{SUBMIT_TAG_ENV}={job_name}"]

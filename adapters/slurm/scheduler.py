@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import re
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -35,7 +36,7 @@ from jobsmith.adapters.slurm.accounting import (
     facts_from_config,
 )
 from jobsmith.adapters.slurm.facts import build_facts
-from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
+from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive, remote_probe
 from jobsmith.adapters.slurm.logpaths import expand_log_pattern
 from jobsmith.adapters.slurm.options import dependency_spec, render_directives
 from jobsmith.adapters.slurm.parse import (
@@ -397,10 +398,22 @@ class SlurmScheduler:
         return environment_inputs(environ)
 
     def submission_in_flight(self, job_name: str) -> bool:
-        """True while an sbatch of this user's carrying job_name's tag still runs here;
-        always True over SSH, where this process cannot see the login node's processes
-        (so crash recovery leaves such a step to a person rather than submit it twice)."""
-        return self._remote or orphan_sbatch_alive(job_name)
+        """True while an sbatch of this user's carrying job_name's tag still runs where
+        submissions run: here, or over SSH on the login node (asked there, in its /proc;
+        True when it cannot say, so crash recovery never submits twice on a guess)."""
+        if not self._remote:
+            return orphan_sbatch_alive(job_name)
+        try:
+            res = self._transport.run(remote_probe(job_name), timeout=self._timeout)
+        except SchedulerError:
+            return True
+        return res.returncode != 1
+
+    def submission_host(self) -> str:
+        """This machine, or over SSH the login node (see the protocol)."""
+        if not self._remote:
+            return socket.gethostname()
+        return f"ssh:{getattr(self._transport, 'where', 'login node')}"
 
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Partitions, nodes and the user's associations (three read-only commands)."""

@@ -320,7 +320,9 @@ class Executor:
             "risk": step.risk,
             **_job_facts(template, script, options, cost),
             "script": script,  # resume submits exactly this, with the same tag
-            "host": socket.gethostname(),  # where an orphaned sbatch could still be running
+            "host": socket.gethostname(),  # the process that runs it (claims.py)
+            # where an orphaned sbatch could still be running: here, or the login node
+            "submit_host": self.scheduler.submission_host(),
             "cwd": str(self.cwd),  # what relative paths meant, for replay
             **(extra or {}),
         }

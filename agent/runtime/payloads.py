@@ -130,6 +130,9 @@ class IntentPayload(_Payload):
     script_sha256: str | None = Field(None, description="its hash, which approvals bind to")
     rerun_of: str | None = Field(None, description="the job a re-run re-runs")
     host: str | None = Field(None, description="the host whose process runs the step")
+    submit_host: str | None = Field(
+        None, description="where its sbatch runs: host, or ssh:user@login:port (a submission's)"
+    )
 
 
 class OpenedPayload(_Payload):

@@ -131,6 +131,10 @@ class DryRunScheduler:
         """The real reading of the environment (pure)."""
         return self.real.submission_environment(environ)
 
+    def submission_host(self) -> str:
+        """Read-only: asked of the real scheduler."""
+        return self.real.submission_host()
+
     def submission_in_flight(self, job_name: str) -> bool:
         """Read-only: asked of the real scheduler."""
         return self.real.submission_in_flight(job_name)

@@ -267,10 +267,14 @@ def _wait_until_sure(
 ) -> str | None:
     """None once 'not found' would be final; else why it would not be (yet)."""
     name = str(data["job_name"])
-    if data.get("host") != host:
+    ran_on = str(data.get("submit_host") or data.get("host"))
+    if ran_on != host:
+        # its sbatch may outlive its caller there by SBATCH_MAX_LIFE: unseen from here
+        # until then (over SSH, the login node's `timeout -k` ends it well before)
         until = at + SBATCH_MAX_LIFE
         if clock() < until:
-            return f"its sbatch ran on {data.get('host')}; resume there, or after {until:%H:%M} UTC"
+            where = "resume there, or" if not ran_on.startswith("ssh:") else "resume"
+            return f"its sbatch ran on {ran_on}; {where} after {until:%H:%M} UTC"
     deadline = time.monotonic() + wait_s
     while scheduler.submission_in_flight(name) or scheduler.dbd_backlog() > 0:
         if time.monotonic() > deadline:
