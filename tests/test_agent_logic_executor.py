@@ -116,6 +116,7 @@ def test_allowed_submission_logs_intent_submits_its_script_once_then_the_result(
         "cost": cost,
         "script": script,
         "host": socket.gethostname(),
+        "submit_host": socket.gethostname(),  # the double submits here
         "cwd": str(h.root),
     }
     assert options.output is not None and Path(options.output).parent.is_dir()  # made for it
