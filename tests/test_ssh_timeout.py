@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Iterator
@@ -83,15 +84,24 @@ def posix(line: str) -> str:
 @pytest.mark.parametrize(
     ("argv", "pattern", "within"),
     [
-        (["sleep", "60"], "sleep 60", 2 + GRACE_S + 3),
+        (["sleep", "60.{n}"], "sleep 60.{n}", 2 + GRACE_S + 3),
         # a command that ignores SIGTERM gets SIGKILL, its children with it
-        (["sh", "-c", "trap '' TERM; sleep 61; true"], "sleep 61", 2 + GRACE_S + KILL_AFTER_S + 3),
+        (
+            ["sh", "-c", "trap '' TERM; sleep 61.{n}; true"],
+            "sleep 61.{n}",
+            2 + GRACE_S + KILL_AFTER_S + 3,
+        ),
     ],
     ids=["sleep", "ignores-TERM"],
 )
 def test_a_command_past_its_deadline_leaves_nothing_running(
     transport: Transport, argv: list[str], pattern: str, within: float
 ) -> None:
+    # a number of this test's own: the other transport's run of it may be on another
+    # worker at the same time, and must be neither seen nor killed here
+    n = f"{os.getpid()}{secrets.randbelow(10**6):06d}"
+    argv = [a.replace("{n}", n) for a in argv]
+    pattern = pattern.replace("{n}", n)
     assert not running(pattern), f"a {pattern!r} of this user is already running"
     started = time.monotonic()
     try:
