@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 from slurm_stats import parse_by_user  # noqa: E402
-from sshd import Sshd, start_sshd  # noqa: E402
+from sshd import Sshd, close_master, open_master, start_sshd  # noqa: E402
 
 from jobsmith.adapters.options import JobOptions  # noqa: E402
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler  # noqa: E402
@@ -197,23 +197,14 @@ def main() -> None:
         try:
             known_hosts = root / "known_hosts"
             known_hosts.write_text(sshd.known_hosts_line())
-            subprocess.run(
-                ["ssh", "-M", "-S", str(socket), "-o", "ControlPersist=yes", "-fN",
-                 "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={known_hosts}",
-                 "-o", "StrictHostKeyChecking=yes", "-i", str(sshd.client_key),
-                 "-o", "IdentitiesOnly=yes", "-p", str(sshd.port), HOST],
-                check=True, timeout=30,
-            )  # fmt: skip
+            open_master(sshd, known_hosts, socket)
             print("\n".join(per_command(sshd, known_hosts, socket, args.commands)))
             print()
             print(
                 "\n".join(watch_over_ssh(sshd, known_hosts, root / "state", args.jobs, args.cycles))
             )
         finally:
-            subprocess.run(
-                ["ssh", "-S", str(socket), "-O", "exit", "-p", str(sshd.port), HOST],
-                capture_output=True, timeout=30, check=False,
-            )  # fmt: skip
+            close_master(socket, sshd.port)
             sshd.stop()
 
 

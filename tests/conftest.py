@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
@@ -182,6 +182,14 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
     path.mkdir()
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def known_hosts(tmp_path: Path, sshd: Any) -> Path:
+    """A known_hosts file that holds the key of the module's `sshd` (tests/sshd.py)."""
+    path = tmp_path / "known_hosts"
+    path.write_text(sshd.known_hosts_line())
+    return path
 
 
 @pytest.fixture

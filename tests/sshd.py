@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,3 +192,56 @@ def kill_all(pids: list[int]) -> None:
     """SIGKILL each of pids (the tests' own leftovers, by id)."""
     for pid in pids:
         _kill(pid)
+
+
+# --- the transports, connected to one of these servers ------------------------------------
+
+LOOPBACK = "127.0.0.1"
+
+
+def open_master(sshd: Sshd, known_hosts: Path, socket: Path) -> None:
+    """What the person does once (here with the test's key; at a site, with MFA)."""
+    subprocess.run(
+        ["ssh", "-M", "-S", str(socket), "-o", "ControlPersist=yes", "-fN",
+         "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={known_hosts}",
+         "-o", "StrictHostKeyChecking=yes", "-i", str(sshd.client_key),
+         "-o", "IdentitiesOnly=yes", "-p", str(sshd.port), LOOPBACK],
+        check=True,
+        timeout=30,
+    )  # fmt: skip
+    assert socket.exists()
+
+
+def close_master(socket: Path, port: int) -> None:
+    """Stop the ControlMaster behind socket."""
+    subprocess.run(
+        ["ssh", "-S", str(socket), "-O", "exit", "-p", str(port), LOOPBACK],
+        capture_output=True,
+        timeout=30,
+    )
+
+
+@contextlib.contextmanager
+def connected(kind: str, sshd: Sshd, known_hosts: Path, label: str) -> Iterator[object]:
+    """A transport of kind 'paramiko' or 'openssh' (through a master opened here, on a
+    socket named after label) to sshd, closed after."""
+    from jobsmith.adapters.ssh.openssh import OpenSshTransport
+    from jobsmith.adapters.ssh.transport import ParamikoTransport
+
+    if kind == "paramiko":
+        paramiko = ParamikoTransport(
+            LOOPBACK, port=sshd.port, key_file=sshd.client_key, known_hosts=known_hosts
+        )
+        try:
+            yield paramiko
+        finally:
+            paramiko.close()
+        return
+    socket = Path(f"/tmp/js-cm-{os.getpid()}-{label}.sock")  # a socket's name: <= 107 bytes
+    open_master(sshd, known_hosts, socket)
+    try:
+        yield OpenSshTransport(
+            LOOPBACK, control_path=socket, port=sshd.port, known_hosts=known_hosts
+        )
+    finally:
+        close_master(socket, sshd.port)

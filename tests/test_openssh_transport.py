@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from lab_cli import write_user_site
-from sshd import Sshd, start_sshd
+from sshd import Sshd, close_master, open_master, start_sshd
 from test_ssh_transport import HOST, HOSTILE_WORDS, jobsmith, laptop_env, remote_site
 
 from jobsmith.adapters.ssh.openssh import OpenSshTransport
@@ -34,34 +33,6 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()
-
-
-@pytest.fixture
-def known_hosts(tmp_path: Path, sshd: Sshd) -> Path:
-    path = tmp_path / "known_hosts"
-    path.write_text(sshd.known_hosts_line())
-    return path
-
-
-def open_master(sshd: Sshd, known_hosts: Path, socket: Path) -> None:
-    """What the person does once (here with the test's key; at a site, with MFA)."""
-    subprocess.run(
-        ["ssh", "-M", "-S", str(socket), "-o", "ControlPersist=yes", "-fN",
-         "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={known_hosts}",
-         "-o", "StrictHostKeyChecking=yes", "-i", str(sshd.client_key),
-         "-o", "IdentitiesOnly=yes", "-p", str(sshd.port), HOST],
-        check=True,
-        timeout=30,
-    )  # fmt: skip
-    assert socket.exists()
-
-
-def close_master(socket: Path, port: int) -> None:
-    subprocess.run(
-        ["ssh", "-S", str(socket), "-O", "exit", "-p", str(port), HOST],
-        capture_output=True,
-        timeout=30,
-    )
 
 
 @pytest.fixture

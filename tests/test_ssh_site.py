@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd import Sshd, start_sshd
-from test_openssh_transport import close_master, open_master
+from sshd import Sshd, close_master, open_master, start_sshd
 from test_ssh_transport import HOST, jobsmith, laptop_env
 
 from jobsmith.site_config.yamlfile import SITE_FILE, read_yaml
@@ -30,13 +29,6 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()
-
-
-@pytest.fixture
-def known_hosts(tmp_path: Path, sshd: Sshd) -> Path:
-    path = tmp_path / "known_hosts"
-    path.write_text(sshd.known_hosts_line())
-    return path
 
 
 @pytest.fixture(params=["ssh", "openssh"])

@@ -17,12 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd import HOSTILE_ENV, Sshd, start_sshd
-from test_openssh_transport import close_master, open_master
+from sshd import HOSTILE_ENV, Sshd, connected, start_sshd
 from test_ssh_transport import HOST, HOSTILE_WORDS
 
-from jobsmith.adapters.ssh.openssh import OpenSshTransport
-from jobsmith.adapters.ssh.transport import ParamikoTransport
 from jobsmith.adapters.transport import Transport
 
 TCSH = shutil.which("tcsh") or "/usr/bin/tcsh"
@@ -40,28 +37,10 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     server.stop()
 
 
-@pytest.fixture
-def known_hosts(tmp_path: Path, sshd: Sshd) -> Path:
-    path = tmp_path / "known_hosts"
-    path.write_text(sshd.known_hosts_line())
-    return path
-
-
 @pytest.fixture(params=["paramiko", "openssh"])
 def transport(request: pytest.FixtureRequest, sshd: Sshd, known_hosts: Path) -> Iterator[Transport]:
-    if request.param == "paramiko":
-        t = ParamikoTransport(
-            HOST, port=sshd.port, key_file=sshd.client_key, known_hosts=known_hosts
-        )
-        yield t
-        t.close()
-        return
-    socket = Path(f"/tmp/js-cm-{os.getpid()}-tcsh.sock")
-    open_master(sshd, known_hosts, socket)
-    try:
-        yield OpenSshTransport(HOST, control_path=socket, port=sshd.port, known_hosts=known_hosts)
-    finally:
-        close_master(socket, sshd.port)
+    with connected(request.param, sshd, known_hosts, "tcsh") as t:
+        yield t  # type: ignore[misc]
 
 
 def test_the_login_shell_is_tcsh(sshd: Sshd, known_hosts: Path) -> None:

@@ -17,13 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd import Sshd, kill_all, start_sshd
-from test_openssh_transport import close_master, open_master
-from test_ssh_transport import HOST
+from sshd import Sshd, connected, kill_all, start_sshd
 
 from jobsmith.adapters.ssh.command import GRACE_S, KILL_AFTER_S, CommandTimedOut, remote_command
-from jobsmith.adapters.ssh.openssh import OpenSshTransport
-from jobsmith.adapters.ssh.transport import ParamikoTransport
 from jobsmith.adapters.transport import Transport
 from jobsmith.errors import SchedulerUnavailable
 
@@ -36,20 +32,9 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 
 @pytest.fixture(params=["paramiko", "openssh"])
-def transport(request: pytest.FixtureRequest, sshd: Sshd, tmp_path: Path) -> Iterator[Transport]:
-    known = tmp_path / "known_hosts"
-    known.write_text(sshd.known_hosts_line())
-    if request.param == "paramiko":
-        t = ParamikoTransport(HOST, port=sshd.port, key_file=sshd.client_key, known_hosts=known)
-        yield t
-        t.close()
-        return
-    socket = Path(f"/tmp/js-cm-{os.getpid()}-timeout.sock")
-    open_master(sshd, known, socket)
-    try:
-        yield OpenSshTransport(HOST, control_path=socket, port=sshd.port, known_hosts=known)
-    finally:
-        close_master(socket, sshd.port)
+def transport(request: pytest.FixtureRequest, sshd: Sshd, known_hosts: Path) -> Iterator[Transport]:
+    with connected(request.param, sshd, known_hosts, "timeout") as t:
+        yield t  # type: ignore[misc]
 
 
 def running(pattern: str) -> list[int]:

@@ -48,14 +48,6 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 
 @pytest.fixture
-def known_hosts(tmp_path: Path, sshd: Sshd) -> Path:
-    """A known_hosts file that holds the test server's key."""
-    path = tmp_path / "known_hosts"
-    path.write_text(sshd.known_hosts_line())
-    return path
-
-
-@pytest.fixture
 def transport(sshd: Sshd, known_hosts: Path) -> Iterator[ParamikoTransport]:
     """A transport to the test server, closed after the test."""
     t = ParamikoTransport(HOST, port=sshd.port, key_file=sshd.client_key, known_hosts=known_hosts)
