@@ -48,14 +48,14 @@ def build_facts(
 def parse_partitions(text: str) -> dict[str, PartitionFacts]:
     """Partitions from `scontrol show partition -o` (node facts not yet filled in)."""
     partitions = {}
-    for line in _lines(text):
+    for line in output_lines(text):
         kv = parse_key_values(line)
         if "PartitionName" not in kv:
-            raise _unreadable("scontrol show partition", line, "no PartitionName")
+            raise unreadable("scontrol show partition", line, "no PartitionName")
         try:
             part = _partition(kv)
         except (ValueError, PydanticCustomError) as exc:
-            raise _unreadable("scontrol show partition", line, str(exc)) from exc
+            raise unreadable("scontrol show partition", line, str(exc)) from exc
         partitions[part.name] = part
     return partitions
 
@@ -67,16 +67,17 @@ def _partition(kv: dict[str, str]) -> PartitionFacts:
         default=kv.get("Default") == "YES",
         state=kv.get("State", "UNKNOWN"),
         max_time_s=None if max_time in _UNSET else parse_duration(max_time),
-        max_nodes=_count(kv.get("MaxNodes")),
-        total_nodes=_count(kv.get("TotalNodes")),
-        max_cpus_per_node=_count(kv.get("MaxCPUsPerNode")),
-        max_mem_per_node_mb=_count(kv.get("MaxMemPerNode")),
+        max_nodes=limit_count(kv.get("MaxNodes")),
+        total_nodes=limit_count(kv.get("TotalNodes")),
+        max_cpus_per_node=limit_count(kv.get("MaxCPUsPerNode")),
+        max_mem_per_node_mb=limit_count(kv.get("MaxMemPerNode")),
         allow_accounts=_names(kv.get("AllowAccounts")),
         allow_qos=_names(kv.get("AllowQos")),
     )
 
 
-def _count(value: str | None) -> int | None:
+def limit_count(value: str | None) -> int | None:
+    """A limit as Slurm prints it: None where it sets none (UNLIMITED, blank, ...)."""
     return None if value is None or value in _UNSET else int(value)
 
 
@@ -89,7 +90,7 @@ def _names(value: str | None) -> tuple[str, ...] | None:
 def parse_nodes(text: str) -> list[NodeFacts]:
     """Nodes from `scontrol show node -o`."""
     nodes = []
-    for line in _lines(text):
+    for line in output_lines(text):
         kv = parse_key_values(line)
         try:
             gpus, types = parse_gpu_gres(kv.get("Gres", ""))
@@ -102,7 +103,7 @@ def parse_nodes(text: str) -> list[NodeFacts]:
                 partitions=_names(kv.get("Partitions", "")) or (),
             )
         except (KeyError, ValueError) as exc:
-            raise _unreadable("scontrol show node", line, f"bad or missing {exc}") from exc
+            raise unreadable("scontrol show node", line, f"bad or missing {exc}") from exc
         nodes.append(node)
     return nodes
 
@@ -143,10 +144,10 @@ def parse_assoc(text: str, user: str) -> tuple[Association, ...]:
     of the command with or without `user=U` reads the same.
     """
     rows = []
-    for line in _lines(text):
+    for line in output_lines(text):
         fields = line.split("|")
         if len(fields) != 5:
-            raise _unreadable("sacctmgr show assoc", line, f"{len(fields)} fields, not 5")
+            raise unreadable("sacctmgr show assoc", line, f"{len(fields)} fields, not 5")
         cluster, account, row_user, partition, qos = fields
         if row_user != user:
             continue
@@ -162,10 +163,12 @@ def parse_assoc(text: str, user: str) -> tuple[Association, ...]:
     return tuple(rows)
 
 
-def _lines(text: str) -> list[str]:
+def output_lines(text: str) -> list[str]:
+    """A command's output lines, stripped, blank ones left out."""
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def _unreadable(command: str, line: str, why: str) -> SchedulerError:
+def unreadable(command: str, line: str, why: str) -> SchedulerError:
+    """The error for a line of command's output that cannot be read, naming both."""
     shown = line if len(line) <= 120 else line[:117] + "..."
     return SchedulerError(f"cannot read `{command}` output ({why}): {shown}")

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.options import JobOptions, array_task_count
 from jobsmith.adapters.scheduler import SubmitLimit, SubmitLimits
-from jobsmith.adapters.slurm.facts import _count, _lines, _unreadable
+from jobsmith.adapters.slurm.facts import limit_count, output_lines, unreadable
 
 #: `sacctmgr show qos format=` fields: every QoS with its submit limits
 QOS_FIELDS = ("Name", "MaxSubmitPU", "MaxSubmitPA")
@@ -105,17 +105,17 @@ class LimitRule(_Frozen):
 def parse_qos_submit(text: str) -> dict[str, QosSubmit]:
     """Every QoS from `sacctmgr -P -n show qos format=Name,MaxSubmitPU,MaxSubmitPA`."""
     found = {}
-    for line in _lines(text):
+    for line in output_lines(text):
         fields = line.split("|")
         if len(fields) != len(QOS_FIELDS):
-            raise _unreadable("sacctmgr show qos", line, f"{len(fields)} fields, not 3")
+            raise unreadable("sacctmgr show qos", line, f"{len(fields)} fields, not 3")
         name, per_user, per_account = fields
         try:
             found[name] = QosSubmit(
-                name=name, per_user=_count(per_user), per_account=_count(per_account)
+                name=name, per_user=limit_count(per_user), per_account=limit_count(per_account)
             )
         except ValueError as exc:
-            raise _unreadable("sacctmgr show qos", line, str(exc)) from exc
+            raise unreadable("sacctmgr show qos", line, str(exc)) from exc
     return found
 
 
@@ -124,18 +124,18 @@ def parse_user_assoc(text: str, user: str) -> tuple[str | None, tuple[AssocSubmi
     format=<USER_ASSOC_FIELDS>`; rows of other users are skipped."""
     default: str | None = None
     rows = []
-    for line in _lines(text):
+    for line in output_lines(text):
         fields = line.split("|")
         if len(fields) != len(USER_ASSOC_FIELDS):
-            raise _unreadable("sacctmgr show user", line, f"{len(fields)} fields, not 8")
+            raise unreadable("sacctmgr show user", line, f"{len(fields)} fields, not 8")
         row_user, default_account, _cluster, account, partition, qos, def_qos, limit = fields
         if row_user != user:
             continue
         default = default or default_account or None
         try:
-            max_submit = _count(limit)
+            max_submit = limit_count(limit)
         except ValueError as exc:
-            raise _unreadable("sacctmgr show user", line, str(exc)) from exc
+            raise unreadable("sacctmgr show user", line, str(exc)) from exc
         rows.append(
             AssocSubmit(
                 account=account,
@@ -151,16 +151,16 @@ def parse_user_assoc(text: str, user: str) -> tuple[str | None, tuple[AssocSubmi
 def parse_queued(text: str) -> list[Queued]:
     """The caller's queue from `squeue --noheader -o '<QUEUED_FORMAT>'`."""
     queued = []
-    for line in _lines(text):
+    for line in output_lines(text):
         fields = line.split("|")
         if len(fields) != 4:
-            raise _unreadable("squeue", line, f"{len(fields)} fields, not 4")
+            raise unreadable("squeue", line, f"{len(fields)} fields, not 4")
         qos, account, partition, task = fields
         try:
             # a pending array record stands for its whole range, e.g. '0-1%1'
             tasks = 1 if task in ("N/A", "") else array_task_count(task.split("%")[0])
         except ValueError as exc:
-            raise _unreadable("squeue", line, f"bad array task id {task!r}") from exc
+            raise unreadable("squeue", line, f"bad array task id {task!r}") from exc
         queued.append(Queued(qos=qos, account=account, partition=partition, tasks=tasks))
     return queued
 
