@@ -69,6 +69,12 @@ class JobRecord(_Record):
     start_time: datetime | None = Field(None, description="when it started, None if not yet")
     end_time: datetime | None = Field(None, description="when it ended, None if not yet")
     steps: tuple[StepRecord, ...] = Field((), description="its steps, in sacct's order")
+    stand_in: bool = Field(
+        False,
+        description="slurmdbd's stand-in row for a job it has not completed yet (right after "
+        "a short job ends): its name, limits and memory asked are unknown and its state may "
+        "lag the job's (PENDING beside a RUNNING batch step); the next poll reads it again",
+    )
 
 
 class QueueRecord(_Record):

@@ -68,6 +68,13 @@ class JobStatus(_Model):
             counts[task.state.value] += task_range_size(task)
         return dict(counts)
 
+    @property
+    def stand_in(self) -> bool:
+        """True when accounting answered with a stand-in row for it or one of its tasks
+        (JobRecord.stand_in): its state is not news and nothing is decided from it."""
+        own = self.record is not None and self.record.stand_in
+        return own or any(task.stand_in for task in self.tasks)
+
 
 class EnvironmentDefault(_Model):
     """One of the user's environment variables that sets a default on every submission."""

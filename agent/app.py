@@ -589,7 +589,12 @@ class App:
             return None
 
     def _poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
-        statuses = self.scheduler.status(job_ids, since)
+        """One batched status call; a just-ended job's stand-in row is filled from the
+        ledger and keeps the state last seen (agent/runtime/standin.py)."""
+        from jobsmith.agent.runtime.standin import settle_stand_ins
+
+        answered = self.scheduler.status(job_ids, since)
+        statuses = settle_stand_ins(answered, self.ledger, self.folds, self.last_poll_file.read)
         self.last_poll_file.record(statuses, datetime.now(UTC))
         return statuses
 
@@ -670,7 +675,6 @@ class App:
         known = [r.submitted_at for j in job_ids if (r := self.ledger.get(j)) is not None]
         since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
         statuses = with_recorded_ends(self.folds, self.ledger, self._poll(job_ids, since_dt))
-        statuses = {j: _named(s, self.ledger) for j, s in statuses.items()}
         record_job_states(self.store, self.ledger, statuses, self.tell, self.folds)
         return statuses
 
@@ -818,19 +822,6 @@ class App:
             return local_login()
         timeout_s = self.scheduler_access.command_timeout_s
         return remote_login(self.transport, self.scheduler_via, timeout_s)
-
-
-def _named(status: JobStatus, ledger: JobLedger) -> JobStatus:
-    """status with the job name jobsmith submitted it under where accounting gave none
-    (a record slurmdbd has not completed yet: adapters/slurm/parse.py)."""
-    record = status.record
-    if record is None or record.name:
-        return status
-    submitted = ledger.get(status.job_id)
-    if submitted is None or not submitted.options.job_name:
-        return status
-    named = record.model_copy(update={"name": submitted.options.job_name})
-    return status.model_copy(update={"record": named})
 
 
 def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) -> App:

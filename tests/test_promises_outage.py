@@ -116,9 +116,11 @@ def test_watcher_backs_off_while_slurmctld_is_down_and_returns_to_its_interval(
         assert outage.returncode == 0, outage.stderr
         cycles.wait_for(lambda seen: _back_after_silence(seen, 2), 180)
     finally:
-        watcher.send_signal(signal.SIGINT)  # the watcher's way out: it releases its lock
+        # the watcher's way out, which arrives however the test run was started (SIGINT
+        # does not where it started ignored: a detached CI run); it releases its lock
+        watcher.send_signal(signal.SIGTERM)
         try:
-            watcher.wait(timeout=30)
+            assert watcher.wait(timeout=30) == 0
         finally:
             watcher.kill()
             subprocess.run(["scancel", job_id], check=False)

@@ -1,6 +1,8 @@
-"""A job whose accounting row names nothing yet (slurmdbd's stand-in row right after it
-ended: adapters/slurm/parse.py) is shown under the name jobsmith submitted it with, so
-`wait`'s final table and `status` agree (issue 14: wait named such a job "allocation")."""
+"""slurmdbd's stand-in row for a just-ended job (adapters/slurm/parse.py marks it) costs
+nothing extra (issue 21): one sacct answers, whatever its rows hold, and the agent fills
+the row from what it submitted (agent/runtime/standin.py): the name jobsmith submitted it
+under (so `wait`'s final table and `status` agree: issue 14), its memory and time, and
+the state the last poll saw. Nothing is decided from a stand-in row (watcher cycle)."""
 
 from __future__ import annotations
 
@@ -11,38 +13,21 @@ from typing import Any
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.slurm.argv import DELIMITER
+from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.app import _named
+from jobsmith.adapters.transport import CommandResult
+from jobsmith.agent.runtime.events import EventKind
+from jobsmith.agent.runtime.lastpoll import LastPoll, PolledJob
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.readmodel import SessionFolds
+from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.standin import settle_stand_ins
+from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.watcher.cycle import watch_cycle
 
 LAB = Path(__file__).parent / "fixtures" / "lab-22.05"
-
-
-def _status(name: str) -> JobStatus:
-    record = JobRecord(job_id="7", job_id_raw="7", name=name, state=JobState.COMPLETED)
-    return JobStatus(job_id="7", state=JobState.COMPLETED, record=record)
-
-
-def test_a_nameless_record_takes_the_submitted_name_and_a_named_one_keeps_its_own(
-    tmp_path: Path,
-) -> None:
-    ledger = JobLedger(tmp_path)
-    ledger.record(
-        SubmissionRecord(
-            job_id="7",
-            cluster="lab",
-            template="command",
-            params={},
-            options=JobOptions(job_name="command.js-0123456789ab"),
-            script_sha256="0" * 64,
-            submitted_at=datetime.now(),
-        )
-    )
-    filled = _named(_status(""), ledger)
-    assert filled.record is not None and filled.record.name == "command.js-0123456789ab"
-    kept = _named(_status("other.js-aaaaaaaaaaaa"), ledger)
-    assert kept.record is not None and kept.record.name == "other.js-aaaaaaaaaaaa"
-    assert _named(_status(""), JobLedger(tmp_path / "empty")).record.name == ""  # type: ignore[union-attr]
+NAME = "command.js-0123456789ab"
 
 
 class _Sacct:
@@ -53,27 +38,134 @@ class _Sacct:
         self.calls = 0
 
     def run(self, argv: Any, *, timeout: float, stdin: Any = None, env: Any = None) -> Any:
-        from jobsmith.adapters.transport import CommandResult
-
         self.calls += 1
         text = self.captures[min(self.calls, len(self.captures)) - 1]
         return CommandResult(tuple(argv), 0, text, "")
 
 
-def test_a_stand_in_accounting_row_is_asked_for_again_a_moment_later() -> None:
-    """slurmdbd's stand-in row for a just-ended job (fixtures/lab-22.05/README.md) has no
-    name, limit or memory asked: sacct is asked once more after a second."""
-    from jobsmith.adapters.slurm.argv import DELIMITER
-    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-
+def _capture(name: str) -> str:
     # the captures are sacct -P's ('|'); the adapter asks for its own delimiter
-    stand_in = (LAB / "sacct-placeholder-pipe.txt").read_text().replace("|", DELIMITER)
-    complete = (LAB / "sacct-fields-pipe.txt").read_text().replace("|", DELIMITER)
-    waited: list[float] = []
-    twice = _Sacct(stand_in, complete)
-    records = SlurmScheduler(twice, sleep=waited.append).accounting(["16329"], datetime.now())
-    assert twice.calls == 2 and waited == [1.0]
-    assert all(r.name for r in records)
-    once = _Sacct(complete)
-    assert SlurmScheduler(once, sleep=waited.append).accounting(["18"], datetime.now())
-    assert once.calls == 1 and waited == [1.0]
+    return (LAB / name).read_text().replace("|", DELIMITER)
+
+
+def test_a_stand_in_row_costs_one_sacct_and_is_marked() -> None:
+    """The capture: job 16329's row PENDING, unnamed, no limit, beside a RUNNING batch step."""
+    slept: list[float] = []
+    once = _Sacct(_capture("sacct-placeholder-pipe.txt"), _capture("sacct-fields-pipe.txt"))
+    records = SlurmScheduler(once, sleep=slept.append).accounting(["16329"], datetime.now())
+    assert once.calls == 1 and slept == []
+    (record,) = records
+    assert record.stand_in and record.name == "" and record.timelimit_s is None
+    assert record.state is JobState.PENDING and record.steps[0].state is JobState.RUNNING
+    complete = _Sacct(_capture("sacct-fields-pipe.txt"))
+    records = SlurmScheduler(complete, sleep=slept.append).accounting(["18"], datetime.now())
+    assert records and not any(r.stand_in for r in records) and complete.calls == 1
+
+
+def _stand_in(job_id: str = "7", state: JobState = JobState.FAILED) -> JobStatus:
+    record = JobRecord(job_id=job_id, job_id_raw=job_id, name="", state=state, stand_in=True)
+    return JobStatus(job_id=job_id, state=state, record=record)
+
+
+def _submitted(tmp_path: Path, session_id: str | None, job_id: str = "7") -> JobLedger:
+    ledger = JobLedger(tmp_path / "jobs")
+    options = JobOptions(job_name=NAME, mem_mb=100, time_limit_s=600, partition="debug")
+    ledger.record(
+        SubmissionRecord(
+            job_id=job_id,
+            cluster="lab",
+            template="command",
+            params={},
+            options=options,
+            script_sha256="0" * 64,
+            submitted_at=datetime.now(),
+            session_id=session_id,
+        )
+    )
+    return ledger
+
+
+def _session_with_state(tmp_path: Path, state: JobState) -> tuple[FileSessionStore, str]:
+    store = FileSessionStore(tmp_path / "sessions")
+    session_id = store.create({"title": "t"})
+    SessionLog(store, session_id).append(
+        EventKind.JOB_STATE, {"job_id": "7", "state": state.value}, None
+    )
+    return store, session_id
+
+
+def _no_poll() -> LastPoll | None:
+    raise AssertionError("the last poll was read though the session knew the state")
+
+
+def test_a_stand_in_is_filled_from_the_ledger_and_keeps_the_sessions_state(
+    tmp_path: Path,
+) -> None:
+    store, session_id = _session_with_state(tmp_path, JobState.RUNNING)
+    ledger = _submitted(tmp_path, session_id)
+    settled = settle_stand_ins({"7": _stand_in()}, ledger, SessionFolds(store), _no_poll)
+    st = settled["7"]
+    assert st.state is JobState.RUNNING and st.stand_in  # not FAILED: not news, yet
+    assert st.record is not None and st.record.name == NAME
+    assert st.record.req_mem_bytes == 100 * 1024 * 1024 and st.record.timelimit_s == 600
+    assert st.record.partition == "debug" and st.record.state is JobState.FAILED
+
+
+def test_a_stand_in_of_no_session_keeps_the_last_polls_state_or_shows_nothing(
+    tmp_path: Path,
+) -> None:
+    store = FileSessionStore(tmp_path / "sessions")
+    ledger = _submitted(tmp_path, None)
+    poll = LastPoll(at=datetime.now().astimezone(), jobs=(PolledJob(job_id="7", state="RUNNING"),))
+    settled = settle_stand_ins({"7": _stand_in()}, ledger, SessionFolds(store), lambda: poll)
+    assert settled["7"].state is JobState.RUNNING
+    unseen = settle_stand_ins({"7": _stand_in()}, ledger, SessionFolds(store), lambda: None)
+    assert unseen["7"].state is JobState.NOT_VISIBLE  # never recorded, never a failure
+    # a job jobsmith did not submit keeps the row's gaps, and a real row is left alone
+    foreign = settle_stand_ins({"9": _stand_in("9")}, ledger, SessionFolds(store), lambda: None)
+    assert foreign["9"].record is not None and foreign["9"].record.name == ""
+    real = JobStatus(
+        job_id="7",
+        state=JobState.FAILED,
+        record=JobRecord(job_id="7", job_id_raw="7", name="x", state=JobState.FAILED),
+    )
+    assert settle_stand_ins({"7": real}, ledger, SessionFolds(store), _no_poll)["7"] == real
+
+
+def test_a_named_record_keeps_its_own_name(tmp_path: Path) -> None:
+    store, session_id = _session_with_state(tmp_path, JobState.RUNNING)
+    ledger = _submitted(tmp_path, session_id)
+    named = _stand_in().record.model_copy(update={"name": "other.js-aaaaaaaaaaaa"})  # type: ignore[union-attr]
+    st = JobStatus(job_id="7", state=JobState.FAILED, record=named)
+    settled = settle_stand_ins({"7": st}, ledger, SessionFolds(store), _no_poll)
+    assert settled["7"].record.name == "other.js-aaaaaaaaaaaa"  # type: ignore[union-attr]
+
+
+def test_the_watcher_decides_nothing_from_a_stand_in_and_decides_on_the_real_row(
+    tmp_path: Path,
+) -> None:
+    """A failure the session recorded (say, by `jobsmith status`) and not decided yet:
+    a cycle answered by a stand-in row leaves it for the next, which decides."""
+    store, session_id = _session_with_state(tmp_path, JobState.FAILED)
+    ledger = _submitted(tmp_path, session_id)
+    folds = SessionFolds(store)
+    answers = [{"7": _stand_in()}]
+    real = JobRecord(job_id="7", job_id_raw="7", name=NAME, state=JobState.FAILED)
+    answers.append({"7": JobStatus(job_id="7", state=JobState.FAILED, record=real)})
+    decided: list[JobStatus] = []
+    polls: list[list[str]] = []
+
+    def status(ids: list[str], since: datetime) -> dict[str, JobStatus]:
+        polls.append(ids)
+        return settle_stand_ins(answers[len(polls) - 1], ledger, folds, lambda: None)
+
+    def decide(change: Any, st: JobStatus) -> dict[str, object]:
+        decided.append(st)
+        return {"job_id": st.job_id, "action": "report"}
+
+    first = watch_cycle(store, ledger, status, decide, folds=folds)
+    assert first.decisions == [] and first.changes == [] and decided == []
+    second = watch_cycle(store, ledger, status, decide, folds=folds)
+    assert [d["job_id"] for d in second.decisions] == ["7"]
+    assert decided[0].record is not None and not decided[0].record.stand_in
+    assert polls == [["7"], ["7"]]

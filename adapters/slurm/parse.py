@@ -231,6 +231,7 @@ def _job_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None)
         submit_time=parse_time(row.get("Submit"), tz),
         start_time=parse_time(row.get("Start"), tz),
         end_time=parse_time(row.get("End"), tz),
+        stand_in=stand_in,
     )
 
 
@@ -342,6 +343,7 @@ def _job_from_json(job: Mapping[str, Any]) -> JobRecord:
         start_time=_epoch(_dig(job, "time", "start")),
         end_time=_epoch(_dig(job, "time", "end")),
         steps=steps,
+        stand_in=placeholder,
     )
 
 

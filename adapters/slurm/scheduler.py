@@ -63,9 +63,6 @@ from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
 from jobsmith.site_config.facts import ClusterFacts
 
-#: how long to let slurmdbd finish a just-ended job's row before asking sacct again
-_STAND_IN_WAIT_S = 1.0
-
 # sbatch's own words for "try again later", across versions; anything else is a refusal
 # (bad partition, over a limit) that a retry would only repeat.
 _TRANSIENT = re.compile(
@@ -219,16 +216,9 @@ class SlurmScheduler:
         return merge_status(job_ids, accounting, queue)
 
     def accounting(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
-        """sacct records for the jobs (all tasks of arrays), in one call; asked once more,
-        a moment later, only while slurmdbd serves a just-ended job's stand-in row (no
-        name, no limits, no memory asked: parse.py), which lasts a second or two."""
-        records = self._sacct(job_ids, since)
-        if any(not r.name for r in records):
-            self._sleep(_STAND_IN_WAIT_S)
-            records = self._sacct(job_ids, since)
-        return records
-
-    def _sacct(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
+        """sacct records for the jobs (all tasks of arrays), in one call, whatever the rows
+        hold: a just-ended job's stand-in row is marked (JobRecord.stand_in), never asked
+        for again here; the agent fills it from what it submitted (agent/runtime/standin.py)."""
         res = self._checked(argv.sacct_jobs(job_ids, since, SACCT_FIELDS))
         return parse_sacct_parsable(res.stdout, argv.DELIMITER)
 

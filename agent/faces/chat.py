@@ -24,6 +24,7 @@ the next turn shows the model what happened meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -36,6 +37,7 @@ from jobsmith.agent.brains.conversation import AskFailed, Interrupted, Run
 from jobsmith.agent.faces.terminal import Terminal
 from jobsmith.agent.runtime.executor import ApprovalNeeded
 from jobsmith.agent.runtime.readmodel import TokenTotals
+from jobsmith.agent.watcher.stopping import Stop, StopSignals
 from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:
@@ -63,6 +65,8 @@ class ChatListener:
     #: a Ctrl-C came while a tool ran: stop the turn once the step is recorded
     stop_requested: bool = False
     in_tool: bool = False
+    #: the chat's stop signals (SIGTERM), checked once a running tool's step is recorded
+    stop: StopSignals | None = None
     _mid_line: bool = False
 
     def text(self, delta: str) -> None:
@@ -83,6 +87,8 @@ class ChatListener:
         """What came of it, in a few words."""
         self.in_tool = False
         self.term.write(f"    {_verdict(outcome)}\n")
+        if self.stop is not None:
+            self.stop.check()  # a SIGTERM kept while the step ran: the chat ends here
         if self.stop_requested:
             self.stop_requested = False
             raise KeyboardInterrupt  # the step is recorded; the turn stops here
@@ -154,11 +160,14 @@ class Chat:
             threading.Thread(target=_import_sdk, name="sdk-import", daemon=True).start()
 
     def loop(self) -> None:
-        """Lines until the person leaves; the poller runs meanwhile."""
+        """Lines until the person leaves (or SIGTERM: agent/watcher/stopping.py, kept
+        while a tool runs); the poller runs meanwhile."""
         poller = _Poller(self)
         interrupted_at_prompt = False
         self.term.write(f"jobsmith chat. {HELP}\n")
-        with poller:
+        stop = StopSignals(hold_while=lambda: self.listener.in_tool)
+        self.listener.stop = stop
+        with contextlib.suppress(Stop), stop, poller:
             while True:
                 try:
                     text = self.term.line(PROMPT).strip()

@@ -8,6 +8,7 @@ node. Expected errors (JobsmithError) become one line on stderr (or a JSON objec
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import sys
@@ -630,7 +631,11 @@ def watch(
     elif once:
         watching.run_once(app, interval_s, as_json)
     else:
-        watching.run_forever(app, interval_s, as_json)
+        from jobsmith.agent.watcher.stopping import Stop, StopSignals
+
+        # a second signal while the last cycle finished: the lock is free, a normal end
+        with StopSignals() as stop, contextlib.suppress(Stop):
+            watching.run_forever(app, interval_s, as_json, stop)
 
 
 # --- approvals and sessions -----------------------------------------------------------
@@ -718,7 +723,7 @@ def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json:
     session_id = session_id and _session(ctx, session_id)
     session = Chat(app, term, session_id=session_id, interval_s=interval_s)
     session.start()
-    session.loop()
+    session.loop()  # ends on /exit, Ctrl-D, Ctrl-C twice, or SIGTERM
     if as_json:
         print_json(session.summary())
     else:
@@ -766,6 +771,7 @@ def mcp(
     """Serve jobsmith's tools to an MCP client (Claude Code, …): check and submit jobs
     with a one-time token, wait for them, read logs and diagnoses, under the site's
     policy. stdio by default; needs the `mcp` extra."""
+    from jobsmith.agent.watcher.stopping import Stop, StopSignals
     from jobsmith.errors import JobsmithError
 
     app = _app(ctx)
@@ -783,11 +789,14 @@ def mcp(
         options = mcp_server.ServeOptions(session_id, interval_s, token_ttl_s)
         if session_id is not None:
             app.store.info(session_id)  # a clear error now, not at the first call
-        if http:
-            tokens = token_file or app.paths.config_dir / "mcp_token"
-            mcp_server.serve_http(app, options, port=port, token_file=tokens)
-        else:
-            mcp_server.serve_stdio(app, options)
+        with StopSignals():
+            if http:
+                tokens = token_file or app.paths.config_dir / "mcp_token"
+                mcp_server.serve_http(app, options, port=port, token_file=tokens)
+            else:
+                mcp_server.serve_stdio(app, options)
+    except Stop:
+        pass  # SIGTERM or SIGINT: a normal end, the watcher lock given back
     except JobsmithError as err:
         click.echo(f"jobsmith: error: {err}", err=True)
         sys.exit(err.exit_code)

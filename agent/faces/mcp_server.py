@@ -265,13 +265,16 @@ def serve_stdio(app: App, options: ServeOptions) -> None:
     """Serve one client over stdin/stdout until it closes them."""
     from mcp.server.stdio import stdio_server
 
-    server, _ = build(app, options)
+    server, served = build(app, options)
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    anyio.run(run)
+    try:
+        anyio.run(run)
+    finally:
+        served.poller.close()
 
 
 def serve_http(app: App, options: ServeOptions, *, port: int, token_file: Path) -> None:
@@ -281,7 +284,10 @@ def serve_http(app: App, options: ServeOptions, *, port: int, token_file: Path) 
     from jobsmith.agent.faces.mcp_auth import OwnerOnly, read_token_file
 
     token = read_token_file(token_file)  # before anything listens
-    server, _ = build(app, options)
+    server, served = build(app, options)
     asgi = OwnerOnly(server.streamable_http_app(host="127.0.0.1"), token)
     config = uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning")
-    uvicorn.Server(config).run()
+    try:
+        uvicorn.Server(config).run()  # it handles SIGINT and SIGTERM itself, then re-raises
+    finally:
+        served.poller.close()

@@ -163,6 +163,13 @@ class Poller:
                 self._lock.release()
                 self._holding = False
 
+    def close(self) -> None:
+        """The server stops: a cycle under way finishes, then the lock is given back."""
+        with self._mutex:
+            if self._holding and self._lock is not None:
+                self._lock.release()
+                self._holding = False
+
     def poll(self) -> str:
         """One watcher cycle if this server may poll; who polls ('this server' or 'your
         watcher'). A cycle that fails changes nothing (the next one tries again)."""

@@ -115,6 +115,7 @@ def watch_cycle(
         for r in records
         if r.job_id not in decided
         and statuses[r.job_id].state.is_failure
+        and not statuses[r.job_id].stand_in  # decided on the next poll's real row
         and (d := _decide_one(decide, r, statuses[r.job_id])) is not None
     ]
     return WatchCycle(watched=len(ids), scheduler_ok=True, changes=changes, decisions=decisions)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.agent.views.output import note, print_json
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval
+from jobsmith.agent.watcher.stopping import Stop, StopSignals
 from jobsmith.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -39,8 +40,10 @@ def run_once(app: App, interval_s: float, as_json: bool) -> WatchCycle:
     return cycle
 
 
-def run_forever(app: App, interval_s: float, as_json: bool) -> None:
-    """Poll every interval with apscheduler, backing off while Slurm does not answer."""
+def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -> None:
+    """Poll every interval with apscheduler, backing off while Slurm does not answer,
+    until a stop signal (agent/watcher/stopping.py): a cycle under way finishes first,
+    then the lock is released."""
     from apscheduler.schedulers.blocking import BlockingScheduler
 
     lock = app.watch_lock(interval_s)
@@ -49,27 +52,39 @@ def run_forever(app: App, interval_s: float, as_json: bool) -> None:
     state = {"interval": interval_s}
     shown: list[str] = []  # warnings already printed: text output repeats none
 
-    def tick() -> None:
-        lock.heartbeat()
-        cycle = app.watch_cycle(interval_s)
-        _show(cycle, as_json, shown)
-        shown[:] = cycle.warnings
-        new = next_interval(cycle, state["interval"], interval_s, MAX_BACKOFF_S)
-        if new != state["interval"]:
-            state["interval"] = new
-            note(f"jobsmith watch: next poll in {new:.0f}s")
-            scheduler.reschedule_job("poll", trigger="interval", seconds=new)
+    def cycle_once() -> None:
+        with stop.held():
+            if stop.requested:
+                return
+            lock.heartbeat()
+            cycle = app.watch_cycle(interval_s)
+            _show(cycle, as_json, shown)
+            shown[:] = cycle.warnings
+            new = next_interval(cycle, state["interval"], interval_s, MAX_BACKOFF_S)
+            if new != state["interval"]:
+                state["interval"] = new
+                note(f"jobsmith watch: next poll in {new:.0f}s")
+                scheduler.reschedule_job("poll", trigger="interval", seconds=new)
+
+    def tick() -> None:  # in apscheduler's worker thread: the main thread waits
+        cycle_once()
+        if stop.requested:  # kept while the cycle ran: wake the main thread to stop
+            scheduler.shutdown(wait=False)
 
     scheduler.add_job(
         tick, "interval", seconds=interval_s, id="poll", max_instances=1, coalesce=True
     )
-    tick()
     try:
+        cycle_once()  # in this thread: a signal meanwhile raises Stop when it ends
         scheduler.start()
-    except (KeyboardInterrupt, SystemExit):
+    except (Stop, KeyboardInterrupt):
         pass
     finally:
-        lock.release()
+        try:
+            if scheduler.running:  # a cycle that had just begun in the worker finishes
+                scheduler.shutdown(wait=True)
+        finally:
+            lock.release()
 
 
 class Crontab(BaseModel):

@@ -1,0 +1,81 @@
+"""A just-ended job's stand-in accounting row, settled from what jobsmith already knows.
+
+Right after a short job ends, slurmdbd can answer sacct for a second or two with a row
+made from the step records alone (adapters/slurm/parse.py marks it JobRecord.stand_in):
+no name, no time limit, no memory asked, and a state that may lag the job's (PENDING
+beside a RUNNING batch step, in tests/fixtures/lab-22.05/sacct-placeholder-pipe.txt).
+
+Asking sacct again would cost every poll a sleep and a second call for as long as the
+row lasts, and nothing bounds that. jobsmith needs neither: what it submitted is in its
+ledger (name, memory, time, partition), and the state the last poll saw is in the
+session (or, for a job of no session, in the last poll kept). So a stand-in row is
+filled from those, keeps the last poll's state, and is marked so that nothing is
+decided from it (agent/watcher/cycle.py); the next poll reads the job again anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from jobsmith.adapters.records import JobRecord
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.lastpoll import LastPoll
+from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.readmodel import SessionFolds
+
+_MIB = 1024 * 1024
+
+
+def settle_stand_ins(
+    statuses: Mapping[str, JobStatus],
+    ledger: JobLedger,
+    folds: SessionFolds,
+    last_poll: Callable[[], LastPoll | None],
+) -> dict[str, JobStatus]:
+    """statuses, each one answered by a stand-in row filled from the ledger and holding
+    the state last seen (its session's record, else the last poll's, else NOT_VISIBLE:
+    never recorded, never a failure). last_poll is only read when a stand-in needs it."""
+    out = dict(statuses)
+    polled: dict[str, JobState] | None = None
+    for job_id, st in statuses.items():
+        if not st.stand_in:
+            continue
+        submitted = ledger.get(job_id)
+        state = _recorded_state(job_id, submitted, folds)
+        if state is None:
+            if polled is None:
+                poll = last_poll()
+                polled = {} if poll is None else {j.job_id: j.state for j in poll.jobs}
+            state = polled.get(job_id, JobState.NOT_VISIBLE)
+        out[job_id] = st.model_copy(
+            update={
+                "state": state,
+                "record": None if st.record is None else _filled(st.record, submitted),
+                "tasks": tuple(_filled(t, submitted) for t in st.tasks),
+            }
+        )
+    return out
+
+
+def _recorded_state(
+    job_id: str, submitted: SubmissionRecord | None, folds: SessionFolds
+) -> JobState | None:
+    if submitted is None or submitted.session_id is None:
+        return None
+    return JobState.known(folds.of(submitted.session_id).job_states.get(job_id))
+
+
+def _filled(record: JobRecord, submitted: SubmissionRecord | None) -> JobRecord:
+    """A stand-in record with what jobsmith submitted in place of what the row lacks."""
+    if not record.stand_in or submitted is None:
+        return record
+    opts = submitted.options
+    update: dict[str, object] = {"name": record.name or opts.job_name}
+    if record.req_mem_bytes is None and opts.mem_mb is not None:
+        update["req_mem_bytes"] = opts.mem_mb * _MIB * (opts.nodes or 1)
+    if record.timelimit_s is None and opts.time_limit_s is not None:
+        update["timelimit_s"] = opts.time_limit_s
+    if record.partition is None and opts.partition is not None:
+        update["partition"] = opts.partition
+    return record.model_copy(update=update)
