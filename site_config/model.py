@@ -346,6 +346,12 @@ class ModelSettings(_Section):
         description="a chat whose last call sent more input tokens than this starts its "
         "next turn from the session's log, compacted, instead of the whole conversation",
     )
+    tainted_actions: Literal["person", "policy"] = Field(
+        "person",
+        description="once a conversation (ask, chat, a wake) has read text that jobs, files "
+        "or logs wrote, what it submits: person (default) waits for your approval whatever "
+        "the thresholds; policy lets the policy alone judge it (agent/brains/taint.py)",
+    )
 
 
 class SiteConfig(_Section):

@@ -34,6 +34,12 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `cmd &` in a script leaves it
 
 
+def _default_sigint() -> None:
+    # as a terminal's shell starts a command: whatever this test run inherited (a
+    # detached CI run starts with SIGINT ignored, and its children with it)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(argv: list[str], cwd: Path, *, sigint_ignored: bool, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(
         argv,
@@ -42,7 +48,7 @@ def _start(argv: list[str], cwd: Path, *, sigint_ignored: bool, **kw: Any) -> su
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_ignore_sigint if sigint_ignored else None,
+        preexec_fn=_ignore_sigint if sigint_ignored else _default_sigint,
         **kw,
     )
 

@@ -6,7 +6,8 @@ read-only `list_templates`, `show_template`, `render` (the script and the policy
 verdict), `status`, `logs` (a bounded tail) and `diagnose`; `submit` and `run_plan` (a
 plan: several jobs and their dependencies, agent/runtime/plans.py), which the policy
 judges; and `cancel` and `hold`, which change jobs that exist and so are always held for a
-person, whatever the policy says.
+person, whatever the policy says. Once the conversation has read what jobs wrote (logs,
+diagnose, status), `submit` and `run_plan` are held for a person too (taint.py).
 Each input schema is the step's own, taken from `step_schemas()`, less what jobsmith
 fills in (the step's id and action); the model can never name a step id.
 
@@ -21,12 +22,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from jobsmith.agent.brains.taint import Taint
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
 from jobsmith.agent.runtime.steps import (
     STEP_ADAPTER,
@@ -142,6 +144,9 @@ class AskTools:
     session_id: str
     #: the user's jobsmith jobs of the last 7 days (for `status` without ids)
     recent_jobs: Callable[[], list[str]]
+    #: what job text the conversation has read (agent/brains/taint.py): the session's
+    #: log decides at the start, each reading call after
+    taint: Taint = field(default_factory=Taint)
 
     def run(self, name: str, arguments: object) -> ToolOutcome:
         """One call's outcome; ApprovalNeeded propagates (it ends the conversation)."""
@@ -152,7 +157,9 @@ class AskTools:
         if isinstance(step, Status) and not step.job_ids:
             # no jobs to ask about: Slurm is not asked (an empty sacct -j lists everyone's)
             return ToolOutcome(content=as_data({"jobs": []}), is_error=False, step=None)
-        why = _person_first(name, step)
+        setting = self.executor.site.model.tainted_actions
+        why = _person_first(name, step) or self.taint.hold_reason(step.action, setting)
+        self.taint.note(step)  # what it reads from here on is in the model's context
         try:
             result = self.executor.run(self.session_id, step, person_first=why)
         except ApprovalNeeded:

@@ -33,6 +33,7 @@ from jobsmith.agent.brains import model_client
 from jobsmith.agent.brains.ask_tools import AskTools, ToolOutcome, as_data, tool_definitions
 from jobsmith.agent.brains.claude import token_usage
 from jobsmith.agent.brains.deciding import model_budget_refusal
+from jobsmith.agent.brains.taint import Taint
 from jobsmith.agent.runtime.events import EventKind
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
 from jobsmith.agent.runtime.payloads import UsagePayload
@@ -200,7 +201,8 @@ class Conversation:
         else:
             store.info(session_id)  # SessionNotFound (exit 6) for an unknown session
         log = SessionLog(store, session_id)
-        tools = AskTools(self.executor, session_id, self.recent_jobs)
+        taint = Taint.of_session(store.read(session_id))  # what its log shows the model
+        tools = AskTools(self.executor, session_id, self.recent_jobs, taint)
         return Run(self, client, key, log, tools, listener or Quiet(), origin)
 
     def require_key(self, command: str = "ask") -> SecretStr:

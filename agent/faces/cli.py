@@ -219,6 +219,32 @@ class _Seconds(click.FloatRange):
 _SECONDS = _Seconds(0, 366 * 86400)
 
 
+class TemplateChoice(click.Choice[str]):
+    """The choices of a shipped template's parameter, read from its spec when first
+    needed (a value to check, or --help): a command that fills a template offers what
+    the template accepts, so the two cannot drift (transcode's --preset once lacked
+    veryslow), and nothing is read at import."""
+
+    def __init__(self, template: str, param: str) -> None:
+        self._template, self._param = template, param
+        self._loaded: tuple[str, ...] | None = None
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The parameter's choices in the shipped template."""
+        if self._loaded is None:
+            from jobsmith.job_templates.loader import TemplateLibrary, shipped_library
+
+            spec = TemplateLibrary([shipped_library()]).get(self._template).spec
+            self._loaded = tuple(str(c) for c in spec.params[self._param].choices or ())
+        return self._loaded
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        """click.Choice's own constructor assigns the list; the template's spec decides."""
+
+
 def job_options(fn: F) -> F:
     """The options shared by `render` and `submit`."""
     options = [
@@ -965,12 +991,12 @@ def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     show_default=True,
     help="About how long one segment is (each starts on a key frame).",
 )
-@click.option("--video-codec", type=click.Choice(["libx264", "libx265"]), default="libx264")
+@click.option(
+    "--video-codec", type=TemplateChoice("ffmpeg_segments", "video_codec"), default="libx264"
+)
 @click.option(
     "--preset",
-    type=click.Choice(
-        ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower"]
-    ),
+    type=TemplateChoice("ffmpeg_segments", "preset"),
     default="medium",
     show_default=True,
 )
@@ -1022,16 +1048,14 @@ def transcode(
 @click.option("--frames-per-task", type=click.IntRange(1, 100000), default=10, show_default=True)
 @click.option(
     "--engine",
-    type=click.Choice(
-        ["scene", "CYCLES", "BLENDER_EEVEE", "BLENDER_EEVEE_NEXT", "BLENDER_WORKBENCH"]
-    ),
+    type=TemplateChoice("blender_frames", "engine"),
     default="scene",
     show_default=True,
 )
 @click.option(
     "--format",
     "image_format",
-    type=click.Choice(["PNG", "OPEN_EXR", "JPEG", "TIFF"]),
+    type=TemplateChoice("blender_frames", "image_format"),
     default="PNG",
     show_default=True,
 )

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from jobsmith.agent.runtime import hashing
 from jobsmith.agent.runtime.executor import CheckedJob
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.errors import PolicyError
@@ -69,7 +70,7 @@ class CheckTokens:
     ) -> tuple[str, Issued]:
         """A new token for checked (assembled from request), in session_id; returns it
         with what it stands for."""
-        sha = hashlib.sha256(checked.job.script.encode()).hexdigest()
+        sha = hashing.script_sha256(checked.job.script)
         issued = Issued(session_id, request, checked, sha, self._clock() + self.ttl)
         token = "jsck-" + secrets.token_urlsafe(24)
         with self._lock:
@@ -109,7 +110,7 @@ def _valid(issued: Issued, session_id: str, script_sha256: str, now: datetime) -
         )
     if issued.session_id != session_id:
         raise TokenRefused("submit_job: the token was issued to another session")
-    actual = hashlib.sha256(issued.checked.job.script.encode()).hexdigest()
+    actual = hashing.script_sha256(issued.checked.job.script)
     named = script_sha256.lower().encode("utf-8", "replace")
     if not hmac.compare_digest(named, issued.script_sha256.encode()) or (
         actual != issued.script_sha256

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import getpass
-import hashlib
 import json
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler, SubmitLimits
 from jobsmith.agent.diagnosis.job import diagnose_job
 from jobsmith.agent.diagnosis.table import Diagnosis
+from jobsmith.agent.runtime import hashing
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.advice import Adviser, SubmitAdvice
 from jobsmith.agent.runtime.claims import StepSettled, append_result
@@ -180,17 +180,21 @@ class Executor:
     ) -> st.StepResult:
         """Run one step in a session; the result is also the session's last event.
 
-        person_first, for a step that changes existing jobs (cancel, hold, release): why a
-        person must approve it before it runs, whatever the policy says (a model asked for
-        it: nothing a model reads may cancel a person's jobs).
+        person_first: why a person must approve the step before it runs, whatever the
+        policy's thresholds say: a step that changes existing jobs (cancel, hold, release)
+        a model asked for (nothing a model reads may cancel a person's jobs), or a
+        submission or plan of a conversation that has read job text (agent/brains/
+        taint.py). Policy still refuses what it refuses; a re-run is never held by it.
         """
         log = SessionLog(self.store, session_id)
         try:
-            if isinstance(step, st.Submit | st.Rerun):  # the one submit path
+            if isinstance(step, st.Submit):  # the one submit path
+                return self._submit_step(log, step, person_first=person_first)
+            if isinstance(step, st.Rerun):
                 return self._submit_step(log, step)
             if isinstance(step, st.RunPlan):  # judged whole, then a submit step per job
                 with self.one_look_at_the_queue():
-                    return run_plan(self, log, step)
+                    return run_plan(self, log, step, person_first=person_first)
             if step.risk is st.Risk.CONTROL and person_first is not None:
                 self._ask_person(log, step, person_first)
             if step.risk is st.Risk.CONTROL:
@@ -268,6 +272,7 @@ class Executor:
         log: SessionLog,
         step: st.Submit | st.Rerun,
         checked: CheckedJob | None = None,
+        person_first: str | None = None,
     ) -> st.StepResult:
         if isinstance(step, st.Rerun):
             template, script, options, extra = self._prepare_rerun(step)
@@ -279,8 +284,11 @@ class Executor:
                 decision = checked.decision
             else:
                 decision = self._decide(checked.cost, jobs=[checked.job.options])
+            if person_first is not None and decision.verdict == "allow":
+                decision = Decision("approve", "person_first", person_first)
             if decision.verdict != "refuse" and needs_canary(self, step, checked):
-                return run_canary(self, log, step, checked)  # a plan of two (planrun.py)
+                # a plan of two (planrun.py), judged again whole, held as this step was
+                return run_canary(self, log, step, checked, person_first)
             job, cost = checked.job, checked.cost
             template, script, options, extra = job.template, job.script, job.options, {}
         intent = self._submission_intent(step, template, script, options, cost, extra)
@@ -390,7 +398,7 @@ class Executor:
         """
         log = SessionLog(self.store, session_id)
         script = str(asked["script"])
-        actual = hashlib.sha256(script.encode()).hexdigest()
+        actual = hashing.script_sha256(script)
         if actual != asked["script_sha256"] or approved_sha256 not in (None, actual):
             message = f"step {step_id}: the script changed after approval; submit it again"
             append_result(log, step_id, {"outcome": "refused", "error": message})
@@ -476,7 +484,7 @@ class Executor:
         if options.output:
             Path(options.output).parent.mkdir(parents=True, exist_ok=True)
         result = self.scheduler.submit(script, options)
-        sha = hashlib.sha256(script.encode()).hexdigest()
+        sha = hashing.script_sha256(script)
         self._record(
             log.session_id,
             result.job_id,
@@ -685,7 +693,7 @@ def _job_facts(template: str, script: str, options: JobOptions, cost: Cost) -> d
         "template": template,
         "job_name": options.job_name,
         "tag": options.tag(),
-        "script_sha256": hashlib.sha256(script.encode()).hexdigest(),
+        "script_sha256": hashing.script_sha256(script),
         "options": options.model_dump(mode="json"),
         "cost": cost.model_dump(),
     }

@@ -8,7 +8,6 @@ script and the request cannot disagree. Nothing is written or submitted here.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -22,6 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.jobid import parse_job_ids
 from jobsmith.adapters.options import Dependency, JobOptions
+from jobsmith.agent.runtime import hashing
 from jobsmith.agent.runtime.limits import check_limits
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import RenderedBody, Template, render_body
@@ -95,7 +95,7 @@ class AssembledJob:
     @property
     def script_sha256(self) -> str:
         """Hash of the exact script (directives included): what an approval binds to."""
-        return hashlib.sha256(self.script.encode()).hexdigest()
+        return hashing.script_sha256(self.script)
 
     @property
     def log_dir(self) -> Path | None:

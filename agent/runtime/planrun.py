@@ -31,13 +31,14 @@ from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_indices, ar
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.hashing import script_sha256
 from jobsmith.agent.runtime.payloads import (
     PlanJobPayload,
     intent_payload,
     payload,
     result_payload,
 )
-from jobsmith.agent.runtime.plans import Plan, approval_text, sha256, summary_of
+from jobsmith.agent.runtime.plans import Plan, approval_text, summary_of
 from jobsmith.agent.runtime.policy import Cost, Decision
 from jobsmith.agent.runtime.rerun import with_directives
 from jobsmith.agent.runtime.session_log import SessionLog
@@ -99,7 +100,7 @@ class Judgement:
             ),
             cost=self.total.model_dump(),
             policy={"verdict": verdict, "message": refused or wanted},
-            script_sha256=sha256(self.text),
+            script_sha256=script_sha256(self.text),
         )
 
 
@@ -140,12 +141,14 @@ def run_plan(
     log: SessionLog,
     step: st.RunPlan,
     checked: Mapping[str, PlannedJob] | None = None,
+    person_first: str | None = None,
 ) -> st.StepResult:
     """Judge the plan whole, then submit each job not submitted yet (module docstring).
 
     The jobs are checked once (or given, checked: a canary's halves); a later run of the
     same step (after an approval, or a crash) submits the jobs recorded then, so what was
-    approved is what is submitted.
+    approved is what is submitted. person_first: why a person must approve the plan
+    whatever its cost (Executor.run).
     """
     from jobsmith.agent.runtime.executor import ApprovalNeeded, refusal
 
@@ -164,9 +167,9 @@ def run_plan(
     log.intent(step.id, intent)
     if decision.verdict == "refuse":
         raise PolicyError(f"refused by policy: plan {plan.name}: {refusal(decision)}")
-    if approved is not None and approved != sha256(text):
+    if approved is not None and approved != script_sha256(text):
         raise PolicyError(f"plan {plan.name}: the approved scripts changed; nothing submitted")
-    wanted = _approval_reason(decision, jobs)
+    wanted = _approval_reason(decision, jobs) or person_first
     if approved is None and wanted is not None:
         log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": wanted}, step.id)
         raise ApprovalNeeded(step.id, wanted)
@@ -197,7 +200,11 @@ def needs_canary(executor: Executor, step: st.Step, checked: CheckedJob) -> bool
 
 
 def run_canary(
-    executor: Executor, log: SessionLog, step: st.Submit, checked: CheckedJob
+    executor: Executor,
+    log: SessionLog,
+    step: st.Submit,
+    checked: CheckedJob,
+    person_first: str | None = None,
 ) -> st.StepResult:
     """A large array as a two-job plan: its first tasks, then the rest after them (Slurm's
     afterok), judged and approved as one; the step keeps its id, and answers as a
@@ -221,7 +228,7 @@ def run_canary(
     }
     halves = {n: h.model_copy(update={"template": job.template}) for n, h in halves.items()}
     halves["rest"] = halves["rest"].model_copy(update={"person_first": wanted})
-    return run_plan(executor, log, st.RunPlan(id=step.id, plan=plan), halves)
+    return run_plan(executor, log, st.RunPlan(id=step.id, plan=plan), halves, person_first)
 
 
 def _half(
@@ -473,7 +480,7 @@ def _intent(
         "plan": step.plan.name,
         "jobs": {name: job.model_dump(mode="json") for name, job in jobs.items()},
         "script": text,
-        "script_sha256": sha256(text),
+        "script_sha256": script_sha256(text),
         "cost": total.model_dump(),
     }
 

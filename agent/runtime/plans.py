@@ -26,7 +26,6 @@ request given the job ids of the steps before it, and the text a person approves
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -179,11 +178,6 @@ def approval_text(plan: Plan, scripts: Mapping[str, str]) -> str:
         waits = "; ".join(f"{k} {', '.join(v)}" for k, v in plan.edges(name).items())
         parts.append(f"### step {name}" + (f" ({waits})" if waits else "") + "\n" + scripts[name])
     return "\n".join(parts)
-
-
-def sha256(text: str) -> str:
-    """The hash an approval of text is bound to."""
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def summary_of(plan: Plan, job_ids: Mapping[str, str]) -> dict[str, Any]:
