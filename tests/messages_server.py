@@ -35,6 +35,9 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     #: seconds to wait after each streamed event (a slow model, for Ctrl-C and kill tests)
     pause_s: float = 0.0
+    #: a body sent as it is, with content_type (what a broken proxy or a cut reply sends)
+    raw: bytes | None = None
+    content_type: str = "application/json"
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not headers.get("x-api-key") and not headers.get("authorization"):
             return self._json(error(401, "authentication_error", "x-api-key header is required"))
         reply = self.server_state._next(recorded)
+        if reply.raw is not None:
+            return self._raw(reply, reply.raw)
         if reply.events is not None:
             return self._sse(reply, reply.events)
         if body.get("stream") and reply.status == 200 and reply.body is not None:
@@ -126,8 +131,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
 
     def _json(self, reply: Reply) -> None:
-        data = json.dumps(reply.body or {}).encode()
-        self._start(reply, "application/json")
+        self._raw(reply, json.dumps(reply.body or {}).encode())
+
+    def _raw(self, reply: Reply, data: bytes) -> None:
+        self._start(reply, reply.content_type)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

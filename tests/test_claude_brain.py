@@ -241,7 +241,8 @@ def test_a_reply_that_is_no_message_at_all_is_an_error_not_an_exception(
     server.script(Reply(body={"unexpected": True}))
     decision = brain_for(server, tmp_path).decide(view())
     assert decision.action is Action.ERROR
-    assert decision.reason.startswith("deciding failed: ")
+    # read where every model call reads its answer (model_client.whole_message): one line
+    assert decision.reason.startswith("the model API's answer is not a whole message")
     assert "\n" not in decision.reason
 
 

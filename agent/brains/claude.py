@@ -168,20 +168,24 @@ class ClaudeBrain:
 
         client = self._client or self._connect()
         try:
-            return client.messages.create(
-                model=self.settings.model,
-                max_tokens=self.settings.max_tokens,
-                system=[{"type": "text", "text": SYSTEM_PROMPT, "cache_control": _CACHED}],
-                tools=tools(offer_rerun),
-                tool_choice={"type": "any", "disable_parallel_tool_use": True},
-                messages=[{"role": "user", "content": render_view(view, self.rules.max_retries)}],
+            return model_client.whole_message(
+                lambda: client.messages.create(
+                    model=self.settings.model,
+                    max_tokens=self.settings.max_tokens,
+                    system=[{"type": "text", "text": SYSTEM_PROMPT, "cache_control": _CACHED}],
+                    tools=tools(offer_rerun),
+                    tool_choice={"type": "any", "disable_parallel_tool_use": True},
+                    messages=[
+                        {"role": "user", "content": render_view(view, self.rules.max_retries)}
+                    ],
+                )
             )
         except anthropic.APIStatusError as exc:
             raise _Failed(f"the model API answered HTTP {exc.status_code}: {_said(exc)}") from None
         except anthropic.APIConnectionError as exc:
             where = model_client.base_url(self.settings, self._environ) or "the default endpoint"
             raise _Failed(f"the model API at {where} did not answer: {exc}") from None
-        except model_client.RetryWaitTooLong as exc:
+        except (model_client.RetryWaitTooLong, model_client.UnreadableReply) as exc:
             raise _Failed(str(exc)) from None
 
     def _connect(self) -> anthropic.Anthropic:

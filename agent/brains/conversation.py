@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 MAX_TURNS = 8
 #: tokens one ask may be charged (input + output + cache writes, as the budgets count)
 MAX_ASK_TOKENS = 200_000
+#: what the model is shown after its answer's text when the answer was cut short
+_INTERRUPTED = "[the person interrupted this answer]"
+_CUT_OFF = "[this answer was cut off before its end; none of its tool calls ran]"
 #: a person's request longer than this is refused (it is not a one-line question)
 MAX_REQUEST_CHARS = 4000
 
@@ -329,7 +332,7 @@ class Run:
             if self.listener.streaming:
                 message = self._stream(request)
             else:
-                message = self.client.messages.create(**request)
+                message = model_client.whole_message(lambda: self.client.messages.create(**request))
         except anthropic.APIStatusError as exc:
             said = f"the model API answered HTTP {exc.status_code}: {exc.message}"
             raise self._failed(said) from None
@@ -337,33 +340,53 @@ class Run:
             where = model_client.base_url(conversation.settings, conversation.environ)
             said = f"the model API at {where or 'the default endpoint'} did not answer: {exc}"
             raise self._failed(said) from None
-        except model_client.RetryWaitTooLong as exc:
+        except (model_client.RetryWaitTooLong, model_client.UnreadableReply) as exc:
             raise self._failed(str(exc)) from None
         self._record(message)
         return message
 
     def _stream(self, request: dict[str, Any]) -> Message:
         """The reply streamed to the listener; Interrupted (the cut turn recorded, with
-        what it cost so far) if the person presses Ctrl-C meanwhile."""
+        what it cost so far) if the person presses Ctrl-C meanwhile.
+
+        A turn counts only when it is whole: its message_stop came and its stop_reason
+        is known. A stream that ends before (a proxy's timeout, a dropped connection
+        the SDK saw as a clean end) may hold a tool call whose input was cut between
+        fields, which would run with defaults the model never chose: such a turn is
+        recorded (what it cost) and is UnreadableReply, and none of its calls run.
+        """
         with self.client.messages.stream(**request) as stream:
+            stopped = False
             try:
-                for delta in stream.text_stream:
-                    self.listener.text(delta)
+                for event in stream:
+                    if event.type == "text":
+                        self.listener.text(event.text)
+                    elif event.type == "message_stop":
+                        stopped = True
             except KeyboardInterrupt:
                 self._record_cut(stream)
                 raise Interrupted from None
-            return stream.get_final_message()
+            if not stopped:
+                self._record_cut(stream, stop_reason="cut_off", note=_CUT_OFF)
+                raise model_client.UnreadableReply(
+                    "the model's answer was cut off before its end (no message_stop): "
+                    "nothing it asked for was run"
+                )
+            return model_client.whole_message(stream.get_final_message)
 
-    def _record_cut(self, stream: Any) -> None:
-        """A turn cut short: what it said and cost up to there, so nothing spent is lost."""
+    def _record_cut(
+        self, stream: Any, stop_reason: str = "interrupted", note: str = _INTERRUPTED
+    ) -> None:
+        """A turn cut short: what it said and cost up to there, so nothing spent is lost;
+        the model is shown its text alone (never a cut call) and note."""
         try:
             partial: Message = stream.current_message_snapshot
         except (AssertionError, AttributeError, RuntimeError):
             partial = None  # type: ignore[assignment]  # cut before message_start
         text = "" if partial is None else _text_of(partial)
         if partial is not None:
-            self._record(partial, stop_reason="interrupted")
-        cut = (text + "\n[the person interrupted this answer]").strip()
+            self._record(partial, stop_reason=stop_reason)
+        cut = (text + "\n" + note).strip()
         self.messages.append({"role": "assistant", "content": cut})
 
     def _failed(self, reason: str) -> AskFailed:

@@ -17,7 +17,7 @@ import email.utils
 import os
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from jobsmith.site_config.model import ModelSettings
 
 if TYPE_CHECKING:
     import anthropic
+    from anthropic.types import Message
 
 #: the user's key file, in jobsmith's user config directory
 KEY_FILE_NAME = "anthropic-api-key"
@@ -37,6 +38,43 @@ _KEY_FILE_MAX = 4096
 
 class RetryWaitTooLong(Exception):
     """The API asked to wait longer before a retry than the settings allow."""
+
+
+class UnreadableReply(Exception):
+    """An answer that is no whole Messages-API message: JSON cut short, JSON of another
+    shape, a web page from a proxy, or a stream that ended before its message_stop."""
+
+
+def whole_message(call: Callable[[], object]) -> Message:
+    """What call() (the SDK's messages.create, or a finished stream's final message)
+    returned, checked to be a whole message; UnreadableReply with one line if not.
+
+    The SDK builds its reply without validating it, so a 200 whose body is not a
+    message surfaced later as a JSONDecodeError or an AttributeError (a traceback, and
+    in the watcher a wake that crashed its cycle). Every model call of jobsmith's (the
+    Claude brain, ask, chat, wakes) reads its answer here instead.
+    """
+    import anthropic
+    from anthropic.types import Message
+    from pydantic import ValidationError
+
+    try:
+        reply = call()
+    except (anthropic.APIResponseValidationError, ValueError, TypeError, KeyError) as exc:
+        said = _first_line(exc)
+        raise UnreadableReply(f"the model API's answer could not be read ({said})") from None
+    if not isinstance(reply, Message):
+        raise UnreadableReply(f"the model API's answer is not a message ({type(reply).__name__})")
+    try:
+        return Message.model_validate(reply.model_dump(mode="python", warnings=False))
+    except (ValidationError, AttributeError, TypeError, ValueError) as exc:
+        said = _first_line(exc)
+        raise UnreadableReply(f"the model API's answer is not a whole message ({said})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    said = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {said[0][:200]}" if said else type(exc).__name__
 
 
 def default_key_file(environ: Mapping[str, str]) -> Path:

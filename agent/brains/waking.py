@@ -130,6 +130,9 @@ class Waker:
             return done.model_copy(update={"outcome": "held", "detail": str(err)})
         except JobsmithError as err:
             return done.model_copy(update={"outcome": "failed", "detail": str(err)})
+        except Exception as err:  # a surprise ends this wake, never the watcher cycle
+            said = f"waking it failed: {type(err).__name__}: {err}"
+            return done.model_copy(update={"outcome": "failed", "detail": said})
         self.tell("brain_answered", session_id=session_id)
         update = {"detail": result.answer, "submitted": result.job_ids()}
         return done.model_copy(update=update)

@@ -1,0 +1,74 @@
+"""A model turn counts only when it is whole (issue 23, parts 2 and 3), through the real
+anthropic SDK against the loopback Messages server, no Slurm.
+
+- A 200 reply the client cannot read (JSON cut short, JSON of another shape, a proxy's
+  HTML page) is one line and exit 1 (AskFailed), never a traceback.
+- A streamed answer cut at any event boundary before its message_stop runs none of its
+  tool calls (a call whose input was cut between fields would run with defaults the
+  model never chose) and says so in one line; the chat goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from lab_cli import js
+from messages_server import MessagesServer, Reply, message, stream_events, text, tool_use
+
+UNREADABLE = {
+    "cut JSON": (
+        b'{"id": "msg_01", "type": "message", "role": "assistant", "cont',
+        "application/json",
+    ),
+    "another shape": (b'{"hello": "world", "content": 7}', "application/json"),
+    "an HTML page": (b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"),
+}
+
+
+@pytest.mark.parametrize("kind", list(UNREADABLE))
+def test_an_unreadable_200_reply_is_one_line_and_exit_1(
+    kind: str, server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    body, content_type = UNREADABLE[kind]
+    server.script(Reply(raw=body, content_type=content_type))
+    out = js("ask", "hello")
+    assert out.exit_code == 1, out.output
+    assert "Traceback" not in out.output
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("jobsmith: error: the model API's answer"), line
+
+
+def _submit_turn() -> dict[str, Any]:
+    job = {"template": "command", "params": {"command": "echo cut"}, "time_limit_s": 300}
+    return message(text("Submitting now."), tool_use("submit", {"job": job}))
+
+
+def _intents(session_id: str) -> list[dict[str, Any]]:
+    shown = json.loads(js("sessions", "show", session_id, "--json").stdout)["events"]
+    return [e for e in shown if e["kind"] == "intent"]
+
+
+def test_a_stream_cut_at_any_event_boundary_runs_no_tool_call(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    events = stream_events(_submit_turn(), chunk=9)
+    assert events[-1][0] == "message_stop"
+    for cut in range(1, len(events)):
+        server.script(Reply(events=events[:cut]), message(text("Still here.")))
+        out = js("chat", input="run echo cut\nand now?\n")
+        assert out.exit_code == 0, (cut, out.output)
+        assert "Traceback" not in out.output, cut
+        assert "cut off before its end" in out.stdout, (cut, out.stdout)
+        assert "Still here." in out.stdout, cut  # the chat went on
+        session = out.stdout.rsplit("session ", 1)[1].split()[0]
+        assert _intents(session) == [], cut  # no step ran, not even its intent
+        turns = [
+            e
+            for e in json.loads(js("sessions", "show", session, "--json").stdout)["events"]
+            if e["kind"] == "model_output"
+        ]
+        if turns and turns[0]["data"]["stop_reason"] == "cut_off":
+            assert turns[0]["data"]["usage"]["input_tokens"] >= 0  # what it cost is kept
