@@ -728,6 +728,12 @@ class App:
         from jobsmith.agent.runtime.steps import STEP_ADAPTER
 
         item = find_pending(self.store, step_id, self.folds)
+        # a fresh judgement before the approval is recorded: the site file loads (building
+        # the executor reads it), and a submission passes today's policy, limits and paths;
+        # whatever fails leaves the step pending, nothing recorded
+        executor = self.executor
+        if item.action == "submit":
+            executor.judge_approval(item.data)
         given = {"by": self.environ.get("USER", "?"), "script_sha256": item.script_sha256}
         answer(self.store, item, True, given)
         if item.action == "submit":

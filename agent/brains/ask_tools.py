@@ -38,7 +38,7 @@ from jobsmith.agent.runtime.steps import (
     StepResult,
     step_schemas,
 )
-from jobsmith.agent.views.documents import DiagnosisDocument
+from jobsmith.agent.views.documents import MAX_COMPACT_SESSION_CHARS, DiagnosisDocument
 from jobsmith.errors import JobsmithError, PolicyError, SchedulerUnavailable
 
 if TYPE_CHECKING:
@@ -64,6 +64,9 @@ MAX_LOG_LINES = 40
 MAX_LOG_LINE = 300
 #: a tool result longer than this (JSON text) is cut: the model's context stays small
 MAX_RESULT_CHARS = 8000
+#: a session's compact view (views/documents.py) is bounded from its old end to less
+#: than this, so it is never cut here, which would keep its oldest events
+SESSION_VIEW_CHARS = MAX_COMPACT_SESSION_CHARS + 1000
 
 _TOOL_HELP = {
     "status": " With no job_ids: your jobsmith jobs of the last 7 days.",
@@ -212,11 +215,12 @@ def _compact(result: StepResult) -> dict[str, Any]:
     return summary  # status, render, submit, templates: already compact documents
 
 
-def as_data(document: object) -> str:
-    """document as compact JSON in a <tool_data> block, '<' escaped, bounded in size."""
+def as_data(document: object, limit: int = MAX_RESULT_CHARS) -> str:
+    """document as compact JSON in a <tool_data> block, '<' escaped, bounded in size
+    (a session's compact view, bounded from its old end already, is given SESSION_VIEW_CHARS)."""
     body = json.dumps(document, separators=(",", ":"), default=str).replace("<", "\\u003c")
-    if len(body) > MAX_RESULT_CHARS:
-        body = json.dumps({"cut": body[:MAX_RESULT_CHARS], "chars": len(body)})
+    if len(body) > limit:
+        body = json.dumps({"cut": body[:limit], "chars": len(body)})
     return f"<tool_data>\n{body}\n</tool_data>"
 
 

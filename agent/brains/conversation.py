@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from jobsmith.agent.brains import model_client
-from jobsmith.agent.brains.ask_tools import AskTools, ToolOutcome, as_data, tool_definitions
+from jobsmith.agent.brains.ask_tools import (
+    SESSION_VIEW_CHARS,
+    AskTools,
+    ToolOutcome,
+    as_data,
+    tool_definitions,
+)
 from jobsmith.agent.brains.claude import token_usage
 from jobsmith.agent.brains.deciding import model_budget_refusal
 from jobsmith.agent.brains.taint import Taint
@@ -466,14 +472,16 @@ def _checked_request(text: str) -> str:
 
 def _meanwhile(request: str, added: dict[str, Any]) -> str:
     """The person's request after what others added to the session since the last turn."""
-    return f"Meanwhile in the session:\n{as_data(added)}\n\nThe person says now:\n{request}"
+    shown = as_data(added, SESSION_VIEW_CHARS)
+    return f"Meanwhile in the session:\n{shown}\n\nThe person says now:\n{request}"
 
 
 def _first_message(request: str, earlier: dict[str, Any]) -> str:
     """The person's request, after the session's earlier events (as data) if it has any."""
     if len(earlier["events"]) <= 1:  # only session_opened: a new session
         return request
-    return f"The session so far:\n{as_data(earlier)}\n\nThe person asks now:\n{request}"
+    shown = as_data(earlier, SESSION_VIEW_CHARS)
+    return f"The session so far:\n{shown}\n\nThe person asks now:\n{request}"
 
 
 def as_site_data(executor: Executor) -> str:

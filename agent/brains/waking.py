@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.agent.brains.ask_tools import as_data
+from jobsmith.agent.brains.ask_tools import SESSION_VIEW_CHARS, as_data
 from jobsmith.agent.brains.conversation import Conversation
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.executor import ApprovalNeeded
@@ -161,6 +161,6 @@ def wake_message(events: list[Event], jobs: list[str]) -> str:
         if job in set(jobs)
     ]
     return (
-        f"The session so far:\n{as_data(earlier)}\n\n"
+        f"The session so far:\n{as_data(earlier, SESSION_VIEW_CHARS)}\n\n"
         f"The jobs that ended:\n{as_data(ended)}\n\n{WAKE_PROMPT}"
     )

@@ -65,6 +65,7 @@ from jobsmith.errors import (
     TemplateError,
 )
 from jobsmith.job_templates import TemplateLibrary
+from jobsmith.job_templates.render import render_body
 from jobsmith.site_config import SiteConfig
 
 
@@ -380,6 +381,27 @@ class Executor:
         """Submit exactly the script a person approved (its hash is checked first)."""
         sha = str(asked["script_sha256"])  # what the person was shown and approved
         return self.submit_recorded(session_id, step_id, asked, approved_sha256=sha)
+
+    def judge_approval(self, asked: Mapping[str, Any]) -> None:
+        """A held submission judged afresh before its approval is recorded: the site's
+        limits and policy as they are now (the approval lifts only the threshold), and
+        the template's paths resolved now (an input replaced by a symlink out of the
+        allowed roots is refused). Raises the error that refuses it; records nothing,
+        so a step that fails here stays pending, and `approve` names why."""
+        options = JobOptions.model_validate(asked["options"])
+        check_limits(options, self.site)
+        hard = self._decide(Cost.of(options), approval_given=True, jobs=[options])
+        if hard.verdict == "refuse":
+            raise PolicyError(refusal(hard))
+        template = str(asked.get("template") or "")
+        params = _intent_params(asked)
+        if template in self.library.names() and params:
+            render_body(
+                self.library.get(template),
+                params,
+                allowed_roots=list(self.site.paths.allowed_roots),
+                base_dir=Path(str(asked.get("cwd") or self.cwd)),
+            )
 
     def submit_recorded(
         self,

@@ -10,7 +10,7 @@ records). Text output renders from the same models (agent/views/render.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import EngineMessage, EngineTask
 from jobsmith.agent.diagnosis.table import Diagnosis
-from jobsmith.agent.runtime.events import Event
+from jobsmith.agent.runtime.events import Event, EventKind
 
 if TYPE_CHECKING:
     from jobsmith.agent.runtime.approvals import PendingApproval
@@ -306,13 +306,59 @@ class SessionDocument(_Document):
     events: tuple[Event, ...] = Field(description="oldest first")
 
     def compact(self) -> dict[str, Any]:
-        """The newest events, each with its data cut short, and how many were left out."""
-        shown = self.events[-MAX_COMPACT_EVENTS:]
+        """The newest events that fit (at most MAX_COMPACT_EVENTS, MAX_COMPACT_SESSION_CHARS
+        of JSON), each with its data cut short, oldest first, and how many were left out.
+
+        A bounded view of a session is cut from its old end: a model resumed from the log
+        must see the hold and the interruption that came last, not the session's start
+        (a view cut later by size lost exactly those). A step still waiting for a person
+        is always in it, however old its request: its line is counted first.
+        """
+        waiting = _waiting_steps(self.events)
+        asked = {e.seq for e in self.events if e.kind is EventKind.APPROVAL_ASKED}
+        held = [e for e in self.events if e.seq in asked and e.step_id in waiting]
+        lines = {e.seq: _event_line(e) for e in held}
+        size = sum(_json_size(line) for line in lines.values())
+        count = 0
+        for event in reversed(self.events):
+            if event.seq in lines:
+                continue
+            line = _event_line(event)
+            cost = _json_size(line)
+            if count + len(held) >= MAX_COMPACT_EVENTS or size + cost > MAX_COMPACT_SESSION_CHARS:
+                break
+            lines[event.seq] = line
+            size += cost
+            count += 1
         return {
             "session_id": self.events[0].session_id if self.events else None,
-            "omitted": len(self.events) - len(shown),
-            "events": [_event_line(e) for e in shown],
+            "omitted": len(self.events) - len(lines),
+            "events": [lines[seq] for seq in sorted(lines)],
         }
+
+
+#: the compact session view's JSON, at most, as a model is shown it (with '<' escaped,
+#: ask_tools.as_data): under the bound its callers give as_data, so the view is never cut
+#: again after it was bounded here
+MAX_COMPACT_SESSION_CHARS = 14_000
+
+
+def _json_size(line: Mapping[str, Any]) -> int:
+    text = json.dumps(line, separators=(",", ":"), default=str)
+    return len(text) + 5 * text.count("<")  # as_data writes '<' as \u003c
+
+
+def _waiting_steps(events: Sequence[Event]) -> set[str]:
+    """Steps asked of a person and not answered (no approval, refusal or result yet)."""
+    waiting: set[str] = set()
+    for event in events:
+        if event.step_id is None:
+            continue
+        if event.kind is EventKind.APPROVAL_ASKED:
+            waiting.add(event.step_id)
+        elif event.kind in (EventKind.APPROVAL_GIVEN, EventKind.APPROVAL_REFUSED, EventKind.RESULT):
+            waiting.discard(event.step_id)
+    return waiting
 
 
 def _event_line(event: Event) -> dict[str, Any]:
