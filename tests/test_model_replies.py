@@ -72,3 +72,21 @@ def test_a_stream_cut_at_any_event_boundary_runs_no_tool_call(
         ]
         if turns and turns[0]["data"]["stop_reason"] == "cut_off":
             assert turns[0]["data"]["usage"]["input_tokens"] >= 0  # what it cost is kept
+
+
+def test_an_answer_longer_than_max_tokens_is_not_believed(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    """A 2 MB answer claiming 500,000 output tokens, with max_tokens 1024: ask exits 1 and
+    prints none of it; chat stops reading it at the bound and goes on."""
+    huge = "flood " * 350_000
+    claimed = {"input_tokens": 10, "output_tokens": 500_000}
+    server.script(message(text(huge), tokens=claimed))
+    out = js("ask", "hello")
+    assert out.exit_code == 1, out.output[:300]
+    assert "passed max_tokens (1024)" in out.stderr and "flood" not in out.stdout
+    server.script(message(text(huge), tokens=claimed), message(text("Short.")))
+    chatted = js("chat", input="hello\nagain\n")
+    assert chatted.exit_code == 0
+    assert "passed max_tokens (1024)" in chatted.stdout and "Short." in chatted.stdout
+    assert chatted.stdout.count("flood") <= 1024 * 16 // 6 + 1

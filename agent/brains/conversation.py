@@ -64,6 +64,9 @@ if TYPE_CHECKING:
 MAX_TURNS = 8
 #: tokens one ask may be charged (input + output + cache writes, as the budgets count)
 MAX_ASK_TOKENS = 200_000
+#: the most characters one output token is believed to carry (a bound, not an estimate:
+#: real text averages about 4); an answer longer than max_tokens of these is refused
+MAX_CHARS_PER_TOKEN = 16
 #: what the model is shown after its answer's text when the answer was cut short
 _INTERRUPTED = "[the person interrupted this answer]"
 _CUT_OFF = "[this answer was cut off before its end; none of its tool calls ran]"
@@ -349,7 +352,31 @@ class Run:
         except (model_client.RetryWaitTooLong, model_client.UnreadableReply) as exc:
             raise self._failed(str(exc)) from None
         self._record(message)
+        self._check_output(message)
         return message
+
+    def _check_output(self, message: Message) -> None:
+        """What came back within the bounds (not only what was asked): at most max_tokens
+        of output (by its usage, and by its text at MAX_CHARS_PER_TOKEN), and the run's
+        own token bound. An endpoint that sends more is not believed: AskFailed, and the
+        answer is neither shown nor acted on (what it cost is recorded)."""
+        settings = self.conversation.settings
+        said = len(_text_of(message)) + sum(
+            len(json.dumps(b.input, default=str)) for b in message.content if b.type == "tool_use"
+        )
+        if (
+            message.usage.output_tokens > settings.max_tokens
+            or said > settings.max_tokens * MAX_CHARS_PER_TOKEN
+        ):
+            raise self._failed(
+                f"the model's answer passed max_tokens ({settings.max_tokens}): "
+                f"{message.usage.output_tokens} tokens, {said} characters; it was not used"
+            )
+        if self.totals.charged > self.conversation.max_ask_tokens:
+            raise self._failed(
+                f"this conversation used {self.totals.charged} tokens, its bound is "
+                f"{self.conversation.max_ask_tokens}; the last answer was not used"
+            )
 
     def _stream(self, request: dict[str, Any]) -> Message:
         """The reply streamed to the listener; Interrupted (the cut turn recorded, with
@@ -361,17 +388,27 @@ class Run:
         fields, which would run with defaults the model never chose: such a turn is
         recorded (what it cost) and is UnreadableReply, and none of its calls run.
         """
+        bound = self.conversation.settings.max_tokens * MAX_CHARS_PER_TOKEN
         with self.client.messages.stream(**request) as stream:
-            stopped = False
+            stopped, streamed = False, 0
             try:
                 for event in stream:
                     if event.type == "text":
+                        streamed += len(event.text)
+                        if streamed > bound:  # more than max_tokens could say: stop here
+                            break
                         self.listener.text(event.text)
                     elif event.type == "message_stop":
                         stopped = True
             except KeyboardInterrupt:
                 self._record_cut(stream)
                 raise Interrupted from None
+            if streamed > bound:
+                self._record_cut(stream, stop_reason="over_max_tokens", note=_CUT_OFF)
+                raise model_client.UnreadableReply(
+                    f"the model's answer passed max_tokens ({bound // MAX_CHARS_PER_TOKEN}): "
+                    f"stopped after {bound} characters; nothing it asked for was run"
+                )
             if not stopped:
                 self._record_cut(stream, stop_reason="cut_off", note=_CUT_OFF)
                 raise model_client.UnreadableReply(
