@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 from lab_cli import js
-from messages_server import MessagesServer, Reply, message, stream_events, text, tool_use
+from messages_server import (
+    MessagesServer,
+    Reply,
+    error,
+    message,
+    stream_events,
+    text,
+    tool_use,
+)
 
 UNREADABLE = {
     "cut JSON": (
@@ -90,3 +98,28 @@ def test_an_answer_longer_than_max_tokens_is_not_believed(
     assert chatted.exit_code == 0
     assert "passed max_tokens (1024)" in chatted.stdout and "Short." in chatted.stdout
     assert chatted.stdout.count("flood") <= 1024 * 16 // 6 + 1
+
+
+def test_api_errors_are_one_plain_line_naming_what_helps(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    """The API's own words, not the SDK's 'Error code: 429 - {…}'; a refused key names
+    where it came from; an error event in the middle of a stream is said as such."""
+    server.script(error(429, "rate_limit_error", "Number of requests has exceeded your limit"))
+    out = js("ask", "hello")
+    assert out.exit_code == 1
+    (line,) = out.stderr.strip().splitlines()
+    assert "HTTP 429: Number of requests has exceeded your limit" in line
+    assert "Error code" not in line and "{" not in line
+
+    server.script(error(401, "authentication_error", "invalid x-api-key"))
+    out = js("ask", "hello")
+    assert "refused the key from ANTHROPIC_API_KEY (HTTP 401): invalid x-api-key" in out.stderr
+
+    broken = stream_events(message(text("Half of an answer")))[:4]
+    failure = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    server.script(Reply(events=(*broken, ("error", failure))), message(text("Back.")))
+    chatted = js("chat", input="first\nsecond\n")
+    said = next(x for x in chatted.stdout.splitlines() if x.startswith("jobsmith: "))
+    assert "failed in the middle of its answer (overloaded_error): Overloaded" in said
+    assert "HTTP 200" not in chatted.stdout

@@ -181,7 +181,8 @@ class ClaudeBrain:
                 )
             )
         except anthropic.APIStatusError as exc:
-            raise _Failed(f"the model API answered HTTP {exc.status_code}: {_said(exc)}") from None
+            key_from = model_client.key_source(self._environ, self._key_file)
+            raise _Failed(model_client.api_error_line(exc, key_from)) from None
         except anthropic.APIConnectionError as exc:
             where = model_client.base_url(self.settings, self._environ) or "the default endpoint"
             raise _Failed(f"the model API at {where} did not answer: {exc}") from None
@@ -206,14 +207,6 @@ class ClaudeBrain:
             reason = reason.replace(self._key.get_secret_value(), "[API key]")
         update = {"action": Action.ERROR, "reason": one_line(reason), "steps": (), "usage": usage}
         return base.model_copy(update=update)
-
-
-def _said(exc: anthropic.APIStatusError) -> str:
-    """The API's own error message (its body's error.message), else the SDK's summary."""
-    body = exc.body
-    error = body.get("error") if isinstance(body, dict) else None
-    said = error.get("message") if isinstance(error, dict) else None
-    return str(said) if said else exc.message
 
 
 # --- the tools -------------------------------------------------------------------------

@@ -343,8 +343,8 @@ class Run:
             else:
                 message = model_client.whole_message(lambda: self.client.messages.create(**request))
         except anthropic.APIStatusError as exc:
-            said = f"the model API answered HTTP {exc.status_code}: {exc.message}"
-            raise self._failed(said) from None
+            key_from = model_client.key_source(conversation.environ, conversation.key_file)
+            raise self._failed(model_client.api_error_line(exc, key_from)) from None
         except anthropic.APIConnectionError as exc:
             where = model_client.base_url(conversation.settings, conversation.environ)
             said = f"the model API at {where or 'the default endpoint'} did not answer: {exc}"

@@ -72,6 +72,30 @@ def whole_message(call: Callable[[], object]) -> Message:
         raise UnreadableReply(f"the model API's answer is not a whole message ({said})") from None
 
 
+def key_source(environ: Mapping[str, str], key_file: Path) -> str:
+    """Where load_api_key takes the key from, for an error that names it."""
+    if environ.get("ANTHROPIC_API_KEY", "").strip():
+        return "ANTHROPIC_API_KEY"
+    return f"the key file {key_file}"
+
+
+def api_error_line(exc: anthropic.APIStatusError, key_from: str) -> str:
+    """One plain line for an error the API answered: its own message (the body's
+    error.message, not the SDK's 'Error code: 429 - {…}'), the status where it means
+    something, and for a refused key where the key came from. An error event in the
+    middle of a stream arrives under the stream's 200: it is said as such."""
+    body = exc.body
+    error = body.get("error") if isinstance(body, dict) else None
+    said = error.get("message") if isinstance(error, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    message = " ".join(str(said or exc.message).split())
+    if exc.status_code == 200:
+        return f"the model API failed in the middle of its answer ({kind or 'error'}): {message}"
+    if exc.status_code in (401, 403):
+        return f"the model API refused the key from {key_from} (HTTP {exc.status_code}): {message}"
+    return f"the model API answered HTTP {exc.status_code}: {message}"
+
+
 def _first_line(exc: BaseException) -> str:
     said = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {said[0][:200]}" if said else type(exc).__name__
