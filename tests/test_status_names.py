@@ -119,8 +119,15 @@ def test_a_stand_in_of_no_session_keeps_the_last_polls_state_or_shows_nothing(
     poll = LastPoll(at=datetime.now().astimezone(), jobs=(PolledJob(job_id="7", state="RUNNING"),))
     settled = settle_stand_ins({"7": _stand_in()}, ledger, SessionFolds(store), lambda: poll)
     assert settled["7"].state is JobState.RUNNING
+    # never seen before: the row's own state, read with its steps (the capture's PENDING
+    # beside a RUNNING batch step is a job that runs: seen in CI right after a start)
     unseen = settle_stand_ins({"7": _stand_in()}, ledger, SessionFolds(store), lambda: None)
-    assert unseen["7"].state is JobState.NOT_VISIBLE  # never recorded, never a failure
+    assert unseen["7"].state is JobState.FAILED and unseen["7"].stand_in
+    capture = SlurmScheduler(_Sacct(_capture("sacct-placeholder-pipe.txt"))).status(
+        ["16329"], datetime.now()
+    )
+    started = settle_stand_ins(capture, ledger, SessionFolds(store), lambda: None)
+    assert started["16329"].state is JobState.RUNNING
     # a job jobsmith did not submit keeps the row's gaps, and a real row is left alone
     foreign = settle_stand_ins({"9": _stand_in("9")}, ledger, SessionFolds(store), lambda: None)
     assert foreign["9"].record is not None and foreign["9"].record.name == ""

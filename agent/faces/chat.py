@@ -100,7 +100,15 @@ class ChatListener:
         if item is None:  # answered elsewhere meanwhile (another terminal): say so
             return _told(f"step {err.step_id} was answered elsewhere meanwhile")
         self.term.write(approval_text(item, self.app.start_estimate(item.script)))
-        key = self.term.key("approve? [n]o / [y]es / [e] say what to change: ", "nye")
+        try:
+            key = self.term.key("approve? [n]o / [y]es / [e] say what to change: ", "nye")
+        except KeyboardInterrupt:
+            step = item.step_id
+            self.term.write(
+                f"\n[step {step} is left pending: `jobsmith approve {step}` or "
+                f"`jobsmith deny {step}`]\n"
+            )
+            raise
         if key == "y":
             return self._approve(item.step_id)
         said = self.term.line("what should change? ") if key == "e" else ""
@@ -111,7 +119,9 @@ class ChatListener:
         try:
             result = self.app.approve(step_id)
         except JobsmithError as err:
-            return _told(f"approved, but it failed: {err}")
+            # judged afresh first (app.approve): refused there, the step is still pending
+            self.term.write(f"[not done: {err}; `jobsmith pending` lists it if it waits]\n")
+            return _told(f"the person approved it, but it was not done: {err}")
         return step_outcome(result)
 
     def _end_line(self) -> None:

@@ -1,6 +1,7 @@
-"""A just-ended job's stand-in accounting row, settled from what jobsmith already knows.
+"""A stand-in accounting row, settled from what jobsmith already knows.
 
-Right after a short job ends, slurmdbd can answer sacct for a second or two with a row
+Right after a short job ends, or after a job starts on a busy cluster (slurmdbd has not
+recorded the start yet: seen in CI), slurmdbd can answer sacct for seconds with a row
 made from the step records alone (adapters/slurm/parse.py marks it JobRecord.stand_in):
 no name, no time limit, no memory asked, and a state that may lag the job's (PENDING
 beside a RUNNING batch step, in tests/fixtures/lab-22.05/sacct-placeholder-pipe.txt).
@@ -8,7 +9,8 @@ beside a RUNNING batch step, in tests/fixtures/lab-22.05/sacct-placeholder-pipe.
 Asking sacct again would cost every poll a sleep and a second call for as long as the
 row lasts, and nothing bounds that. jobsmith needs neither: what it submitted is in its
 ledger (name, memory, time, partition), and the state the last poll saw is in the
-session (or, for a job of no session, in the last poll kept). So a stand-in row is
+session (or, for a job of no session, in the last poll kept; for a job never seen,
+the row's state read with its steps). So a stand-in row is
 filled from those, keeps the last poll's state, and is marked so that nothing is
 decided from it (agent/watcher/cycle.py); the next poll reads the job again anyway.
 """
@@ -34,8 +36,10 @@ def settle_stand_ins(
     last_poll: Callable[[], LastPoll | None],
 ) -> dict[str, JobStatus]:
     """statuses, each one answered by a stand-in row filled from the ledger and holding
-    the state last seen (its session's record, else the last poll's, else NOT_VISIBLE:
-    never recorded, never a failure). last_poll is only read when a stand-in needs it."""
+    the state last seen: its session's record, else the last poll's, else (never seen
+    before: a stand-in also comes right after a job starts, before slurmdbd recorded the
+    start) the row's own state read with its steps. last_poll is only read when a
+    stand-in needs it."""
     out = dict(statuses)
     polled: dict[str, JobState] | None = None
     for job_id, st in statuses.items():
@@ -47,7 +51,7 @@ def settle_stand_ins(
             if polled is None:
                 poll = last_poll()
                 polled = {} if poll is None else {j.job_id: j.state for j in poll.jobs}
-            state = polled.get(job_id, JobState.NOT_VISIBLE)
+            state = polled.get(job_id) or _own_state(st)
         out[job_id] = st.model_copy(
             update={
                 "state": state,
@@ -56,6 +60,15 @@ def settle_stand_ins(
             }
         )
     return out
+
+
+def _own_state(st: JobStatus) -> JobState:
+    """The row's state, read with its steps: PENDING beside a RUNNING batch step (the
+    capture) is a job that runs. Nothing is decided from it either way (cycle.py)."""
+    records = [st.record] if st.record is not None else list(st.tasks)
+    if any(step.state is JobState.RUNNING for r in records for step in r.steps):
+        return JobState.RUNNING
+    return st.state
 
 
 def _recorded_state(
