@@ -99,6 +99,10 @@ def tool_definitions() -> tuple[ToolParam, ...]:
         schema = _step_input_schema(schemas, action)
         if name == "status":
             schema = {**schema, "required": []}  # no ids: the user's recent jobs
+        if name == "logs":  # what the tool gives, not the step's own bound (2000)
+            tail = {**schema["properties"]["tail"], "maximum": MAX_LOG_LINES}
+            tail["default"] = MAX_LOG_LINES
+            schema = {**schema, "properties": {**schema["properties"], "tail": tail}}
         described = str(schema.pop("description", "")) + _TOOL_HELP.get(name, "")
         tools.append({"name": name, "description": described, "input_schema": schema})
     return tuple(tools)
@@ -185,7 +189,10 @@ class AskTools:
         if name == "status" and not given.get("job_ids"):
             given["job_ids"] = self.recent_jobs()
         if name == "logs":
-            given["tail"] = min(int(given.get("tail") or MAX_LOG_LINES), MAX_LOG_LINES)
+            tail = given.get("tail", MAX_LOG_LINES)
+            if isinstance(tail, int) and not isinstance(tail, bool) and tail > MAX_LOG_LINES:
+                raise ValueError(f"tail: at most {MAX_LOG_LINES} lines (asked for {tail})")
+            given["tail"] = tail
         return STEP_ADAPTER.validate_python({**given, "action": action})
 
 
