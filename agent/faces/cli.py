@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -199,20 +200,42 @@ def templates_show(ctx: click.Context, name: str, as_json: bool) -> None:
 
 #: counts Slurm keeps in 32 bits; bounded here so a typo is one clear line, not a traceback
 _MAX_COUNT = 2**31 - 1
-_COUNT = click.IntRange(1, _MAX_COUNT)
+
+#: a number as people type it: ASCII digits only (Python's int() and float() also read
+#: other scripts' digits, so '--crf ٤' was 4), at most 30 characters
+_ASCII_INT = re.compile(r"[+-]?[0-9]{1,30}", re.ASCII)
+_ASCII_FLOAT = re.compile(r"[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})", re.ASCII)
 
 
-class _Seconds(click.FloatRange):
-    """A number of seconds in a range; click's FloatRange lets nan through (nan compares
-    false with both bounds), and a wait of nan seconds never ends."""
-
-    name = "seconds"
+class _IntRange(click.IntRange):
+    """click's IntRange, reading ASCII digits only."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not _ASCII_INT.fullmatch(value.strip()):
+            self.fail(f"{value!r} is not a whole number (ASCII digits)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class _FloatRange(click.FloatRange):
+    """click's FloatRange, reading ASCII digits only, and never nan or inf (nan compares
+    false with both bounds, so FloatRange let it through: an interval of nan seconds)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not _ASCII_FLOAT.fullmatch(value.strip()):
+            self.fail(f"{value!r} is not a number (ASCII digits, e.g. 2.5)", param, ctx)
         result = super().convert(value, param, ctx)
         if not math.isfinite(result):
-            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+            self.fail(f"{value!r} is not a finite number", param, ctx)
         return result
+
+
+_COUNT = _IntRange(1, _MAX_COUNT)
+
+
+class _Seconds(_FloatRange):
+    """A number of seconds in a range (finite: see _FloatRange)."""
+
+    name = "seconds"
 
 
 #: seconds: at most a year of waiting
@@ -270,7 +293,7 @@ def job_options(fn: F) -> F:
         ),
         click.option("--mem", help="Memory per node: 500M, 4G."),
         click.option("--cpus", type=_COUNT, help="CPUs per task."),
-        click.option("--gpus", type=click.IntRange(0, _MAX_COUNT), help="GPUs per node."),
+        click.option("--gpus", type=_IntRange(0, _MAX_COUNT), help="GPUs per node."),
         click.option("--nodes", type=_COUNT, help="Nodes."),
         click.option("--throttle", type=_COUNT, help="Max array tasks running at once."),
         click.option(
@@ -553,7 +576,7 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
 @click.option(
     "--tail",
     "tail_lines",
-    type=click.IntRange(0, 1_000_000),
+    type=_IntRange(0, 1_000_000),
     default=50,
     show_default=True,
     help="Lines from the end (0 for all).",
@@ -729,7 +752,7 @@ def ask(ctx: click.Context, text: str, session_id: str | None, as_json: bool) ->
 @click.option(
     "--interval",
     "interval_s",
-    type=click.FloatRange(min=5, max=3600),
+    type=_FloatRange(min=5, max=3600),
     default=30.0,
     show_default=True,
     help="Seconds between polls while no watcher runs for you.",
@@ -759,7 +782,7 @@ def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json:
 @cli.command()
 @click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
 @click.option(
-    "--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="HTTP port."
+    "--port", type=_IntRange(1, 65535), default=8765, show_default=True, help="HTTP port."
 )
 @click.option(
     "--token-file",
@@ -771,7 +794,7 @@ def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json:
 @click.option(
     "--interval",
     "interval_s",
-    type=click.FloatRange(min=1, max=3600),
+    type=_FloatRange(min=1, max=3600),
     default=15.0,
     show_default=True,
     help="Seconds between polls while wait_for_jobs waits and no watcher runs for you.",
@@ -779,7 +802,7 @@ def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json:
 @click.option(
     "--token-ttl",
     "token_ttl_s",
-    type=click.FloatRange(min=1, max=86400),
+    type=_FloatRange(min=1, max=86400),
     default=600.0,
     show_default=True,
     help="Seconds a check_job token may be used to submit.",
@@ -986,7 +1009,7 @@ def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--chunk-seconds",
-    type=click.FloatRange(min=1, max=86400),
+    type=_FloatRange(min=1, max=86400),
     default=60.0,
     show_default=True,
     help="About how long one segment is (each starts on a key frame).",
@@ -1000,8 +1023,8 @@ def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     default="medium",
     show_default=True,
 )
-@click.option("--crf", type=click.IntRange(0, 51), default=23, show_default=True)
-@click.option("--audio-kbps", type=click.IntRange(8, 1024), default=128, show_default=True)
+@click.option("--crf", type=_IntRange(0, 51), default=23, show_default=True)
+@click.option("--audio-kbps", type=_IntRange(8, 1024), default=128, show_default=True)
 @click.option(
     "--work-dir",
     type=click.Path(path_type=Path, file_okay=False),
@@ -1045,7 +1068,7 @@ def transcode(
 @click.argument("blend_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("output_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--frames", "frames_text", required=True, help="FIRST-LAST, e.g. 1-250.")
-@click.option("--frames-per-task", type=click.IntRange(1, 100000), default=10, show_default=True)
+@click.option("--frames-per-task", type=_IntRange(1, 100000), default=10, show_default=True)
 @click.option(
     "--engine",
     type=TemplateChoice("blender_frames", "engine"),
@@ -1060,7 +1083,7 @@ def transcode(
     show_default=True,
 )
 @click.option("--video", type=click.Path(path_type=Path, dir_okay=False), help="Encode the frames.")
-@click.option("--fps", type=click.IntRange(1, 240), default=24, show_default=True)
+@click.option("--fps", type=_IntRange(1, 240), default=24, show_default=True)
 @click.option("--missing-only", is_flag=True, help="Re-render only missing or broken frames.")
 @click.option(
     "--save-plan",

@@ -26,9 +26,10 @@ from pydantic_core import PydanticCustomError
 DURATION_SYNTAX = "minutes as an int, or 'MM:SS', 'HH:MM:SS', 'D-HH', 'D-HH:MM', 'D-HH:MM:SS'"
 MEMORY_SYNTAX = "MiB as an int, or digits with a K/M/G/T suffix such as '500M' or '4G'"
 
-_DAYS = re.compile(r"^(?P<days>\d+)-(?P<rest>\d+(?::\d+){0,2})$")
-_CLOCK = re.compile(r"^\d+(?::\d+){0,2}$")
-_MEMORY = re.compile(r"^(?P<number>\d+)(?P<unit>[KMGT]?)$", re.IGNORECASE)
+# re.ASCII: \d is [0-9] only (without it '١٠', Arabic-Indic ten, read as 10 minutes)
+_DAYS = re.compile(r"^(?P<days>\d+)-(?P<rest>\d+(?::\d+){0,2})$", re.ASCII)
+_CLOCK = re.compile(r"^\d+(?::\d+){0,2}$", re.ASCII)
+_MEMORY = re.compile(r"^(?P<number>\d+)(?P<unit>[KMGT]?)$", re.IGNORECASE | re.ASCII)
 _KIB_PER_UNIT = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
 
 
