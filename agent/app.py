@@ -336,6 +336,8 @@ class App:
         from jobsmith.agent.runtime import transcode
 
         source, output = source.resolve(), output.resolve()
+        if not source.is_file():  # ffprobe would block on a FIFO, read a device forever
+            raise InputError(f"transcode: {source} is not a regular file")
         if source == output:
             raise InputError(f"transcode: {output} is the source itself; name another output")
         workdir = (workdir or transcode.default_workdir(output)).resolve()

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from jobsmith.errors import TemplateError
+from jobsmith.files import read_bounded
 from jobsmith.job_templates.environment import body_variables, make_environment
 from jobsmith.job_templates.params import IDENTIFIER
 from jobsmith.job_templates.spec import Template, TemplateSpec
@@ -101,8 +102,10 @@ def _name_of(spec_path: Path) -> str:
 
 def _read_text(path: Path, what: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_bounded(path).decode("utf-8")
+    except OSError as exc:
+        raise TemplateError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise TemplateError(f"{path}: cannot read {what}: {exc}") from None
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobsmith.files import read_bounded
 from jobsmith.job_templates.params import ColumnType
 from jobsmith.job_templates.values import check_text
 
@@ -49,8 +50,10 @@ def read_table(path: Path, columns: Mapping[str, ColumnType], check_path: PathCh
     every declared column (in any order) and nothing else.
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded(path).decode("utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ValueError(f"cannot read '{path}': {exc}") from None
     lines = [
         (number, line.removesuffix("\r"))

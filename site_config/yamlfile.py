@@ -56,6 +56,7 @@ from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.tag import Tag
 
 from jobsmith.errors import ConfigError, JobsmithError
+from jobsmith.files import read_bounded
 
 KeyPath = tuple[str | int, ...]
 
@@ -89,7 +90,7 @@ class YamlDocument:
 def read_yaml(file: Path, kind: DocumentKind = SITE_FILE) -> YamlDocument:
     """Read and parse file; raise kind.error naming the file and line on any problem."""
     try:
-        raw = file.read_bytes()
+        raw = read_bounded(file)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise kind.error(f"{file}: cannot read {kind.name}: {reason}") from None
