@@ -126,15 +126,29 @@ def load_scheduler_access(
 def _site_files(base: Path, base_from: BaseSource, user_file: Path | None) -> list[Path]:
     """The site files that exist, base first (module docstring); ConfigError if none."""
     user = user_file if user_file is not None else default_user_file()
-    if base_from != "system" and not base.is_file():
+    if base_from != "system" and not _is_file(base):
         raise ConfigError(f"site file {base} (from {_describe_source(base_from)}) does not exist")
-    files = [f for f in _distinct([base, user]) if f.exists()]
+    files = [f for f in _distinct([base, user]) if _exists(f)]
     if not files:
         raise ConfigError(
             f"no site configuration found: tried {base} and {user}; "
             "run `jobsmith site init` to write one from what Slurm reports"
         )
     return files
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError as exc:  # a name too long, a loop of links: Path raises for those
+        raise ConfigError(f"site file {str(path)[:200]}: {exc.strerror or exc}") from None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError as exc:
+        raise ConfigError(f"site file {str(path)[:200]}: {exc.strerror or exc}") from None
 
 
 def load_site_files(files: Sequence[Path], *, environ: Mapping[str, str]) -> LoadedSite:

@@ -257,6 +257,12 @@ class _Builder:
     def _scalar(self, node: ScalarNode) -> Any:
         tag = str(node.tag)
         if tag == _PLAIN:
+            if _INT.fullmatch(node.value) and len(node.value.lstrip("+-")) > _MAX_INT_DIGITS:
+                # Python refuses to convert so many digits (ValueError: a traceback)
+                self._fail(
+                    node.start_mark,
+                    f"a number of {len(node.value)} digits; at most {_MAX_INT_DIGITS}",
+                )
             return _plain_value(node.value)
         short = tag.removeprefix(_YAML_TAG)
         if short == "str":
@@ -345,6 +351,10 @@ class _Builder:
 
     def _fail(self, mark: Any, message: str) -> NoReturn:
         raise self.kind.error(f"{_at(self.file, mark)}: {message}")
+
+
+#: the longest integer read (Python's own limit on converting digits is 4300)
+_MAX_INT_DIGITS = 100
 
 
 def _plain_value(text: str) -> Any:

@@ -118,6 +118,11 @@ def site_init(
         return SiteInitResult(path=None, via=login.via, yaml=text)
     if output.exists() and not force:
         raise ConfigError(f"{output} already exists: pass --force to replace it, or -o FILE")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"site init -o {output}: cannot write it ({exc.strerror or exc})"
+        ) from None
     return SiteInitResult(path=str(output), via=login.via, yaml=text)
