@@ -72,8 +72,9 @@ class JobRecord(_Record):
     stand_in: bool = Field(
         False,
         description="slurmdbd's stand-in row for a job it has not completed yet (right after "
-        "a short job ends): its name, limits and memory asked are unknown and its state may "
-        "lag the job's (PENDING beside a RUNNING batch step); the next poll reads it again",
+        "a job starts or ends): its name, limits and memory asked are unknown (jobsmith "
+        "fills them from what it submitted), and its state may lag the job's (PENDING beside "
+        "a RUNNING batch step) unless the controller answered; nothing is decided from it",
     )
 
 

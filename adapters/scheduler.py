@@ -59,6 +59,10 @@ class JobStatus(_Model):
     tasks: tuple[JobRecord, ...] = Field((), description="array tasks, one record each")
     reason: str | None = Field(None, description="why it waits, from the controller")
     estimated_start: datetime | None = Field(None, description="controller's start estimate")
+    in_queue: bool = Field(
+        False,
+        description="the controller (squeue) answered for it in this poll: its state is fresh",
+    )
 
     @property
     def task_counts(self) -> dict[str, int]:

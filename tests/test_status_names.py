@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.records import JobRecord
+from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.argv import DELIMITER
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+from jobsmith.adapters.slurm.status import merge_status
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.runtime.events import EventKind
@@ -123,11 +124,41 @@ def test_a_stand_in_of_no_session_keeps_the_last_polls_state_or_shows_nothing(
     # beside a RUNNING batch step is a job that runs: seen in CI right after a start)
     unseen = settle_stand_ins({"7": _stand_in()}, ledger, SessionFolds(store), lambda: None)
     assert unseen["7"].state is JobState.FAILED and unseen["7"].stand_in
-    capture = SlurmScheduler(_Sacct(_capture("sacct-placeholder-pipe.txt"))).status(
+    rows = SlurmScheduler(_Sacct(_capture("sacct-placeholder-pipe.txt"))).accounting(
         ["16329"], datetime.now()
     )
-    started = settle_stand_ins(capture, ledger, SessionFolds(store), lambda: None)
-    assert started["16329"].state is JobState.RUNNING
+    alone = merge_status(["16329"], rows, [])  # the controller forgot it, or was not asked
+    started = settle_stand_ins(alone, ledger, SessionFolds(store), lambda: None)
+    assert started["16329"].state is JobState.RUNNING and started["16329"].stand_in
+
+
+def test_where_the_controller_answers_its_state_stands_and_the_ledger_fills_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Seen in CI: a held job's stand-in row beside the controller's PENDING/JobHeldUser;
+    the controller's answer is the state (the row is no stand-in then), and memory and time
+    still come from the ledger."""
+    store, session_id = _session_with_state(tmp_path, JobState.RUNNING)
+    ledger = _submitted(tmp_path, session_id, job_id="16329")
+    rows = SlurmScheduler(_Sacct(_capture("sacct-placeholder-pipe.txt"))).accounting(
+        ["16329"], datetime.now()
+    )
+    held = QueueRecord(
+        job_id="16329",
+        job_id_raw="16329",
+        name=NAME,
+        state=JobState.PENDING,
+        reason="JobHeldUser",
+        partition="debug",
+    )
+    merged = merge_status(["16329"], rows, [held])
+    assert merged["16329"].state is JobState.PENDING and merged["16329"].in_queue
+    assert merged["16329"].stand_in  # still: nothing is decided from it
+    settled = settle_stand_ins(merged, ledger, SessionFolds(store), _no_poll)["16329"]
+    assert settled.state is JobState.PENDING and settled.reason == "JobHeldUser"
+    assert settled.record is not None and settled.record.name == NAME
+    assert settled.record.req_mem_bytes == 100 * 1024 * 1024
+    assert settled.record.timelimit_s == 600
     # a job jobsmith did not submit keeps the row's gaps, and a real row is left alone
     foreign = settle_stand_ins({"9": _stand_in("9")}, ledger, SessionFolds(store), lambda: None)
     assert foreign["9"].record is not None and foreign["9"].record.name == ""

@@ -71,6 +71,7 @@ def _one(job_id: str, acct: list[JobRecord], live: list[QueueRecord]) -> JobStat
             tasks=tuple(tasks),
             reason=_first(q.reason for q in live),
             estimated_start=_first(q.estimated_start for q in live),
+            in_queue=bool(live),
         )
     record = _with_live_state(acct[0] if acct else None, live[0] if live else None)
     return JobStatus(
@@ -79,6 +80,7 @@ def _one(job_id: str, acct: list[JobRecord], live: list[QueueRecord]) -> JobStat
         record=record,
         reason=live[0].reason if live else None,
         estimated_start=live[0].estimated_start if live else None,
+        in_queue=bool(live),
     )
 
 
@@ -126,6 +128,13 @@ def _merge(record: JobRecord | None, live: QueueRecord) -> JobRecord:
     if record.exit_code is None or not record.state.is_terminal:
         # accounting has not caught up with the end of the job yet
         update |= {"exit_code": live.exit_code, "signal": live.signal}
+    if record.stand_in:
+        # slurmdbd's stand-in row (parse.py) beside the controller's answer: the state and
+        # name are the controller's; the row is still a stand-in for what only accounting
+        # has (memory, limits, steps' peaks), so nothing is decided from it (JobStatus.
+        # in_queue tells the agent the state is fresh: agent/runtime/standin.py)
+        update |= {"name": record.name or live.name}
+        update |= {"partition": record.partition or live.partition}
     return record.model_copy(update=update)
 
 

@@ -35,23 +35,31 @@ def settle_stand_ins(
     folds: SessionFolds,
     last_poll: Callable[[], LastPoll | None],
 ) -> dict[str, JobStatus]:
-    """statuses, each one answered by a stand-in row filled from the ledger and holding
-    the state last seen: its session's record, else the last poll's, else (never seen
-    before: a stand-in also comes right after a job starts, before slurmdbd recorded the
-    start) the row's own state read with its steps. last_poll is only read when a
-    stand-in needs it."""
+    """statuses with what a stand-in row lacks filled from the ledger, and each status
+    whose state is a stand-in's alone (the controller did not answer for the job, whose
+    state stands otherwise: adapters/slurm/status.py) holding the state last seen: its
+    session's record, else the last poll's, else (never seen before: stand-ins come right
+    after a start too) the row's own state read with its steps. last_poll is only read
+    when a stand-in needs it."""
     out = dict(statuses)
     polled: dict[str, JobState] | None = None
+
+    def last_seen(job_id: str) -> JobState | None:
+        nonlocal polled
+        if polled is None:
+            poll = last_poll()
+            polled = {} if poll is None else {j.job_id: j.state for j in poll.jobs}
+        return polled.get(job_id)
+
     for job_id, st in statuses.items():
-        if not st.stand_in:
+        records = [st.record] if st.record is not None else []
+        if not any(_lacking(r) for r in [*records, *st.tasks]):
             continue
         submitted = ledger.get(job_id)
-        state = _recorded_state(job_id, submitted, folds)
-        if state is None:
-            if polled is None:
-                poll = last_poll()
-                polled = {} if poll is None else {j.job_id: j.state for j in poll.jobs}
-            state = polled.get(job_id) or _own_state(st)
+        state = st.state
+        if st.stand_in and not st.in_queue:  # the state is the lagging row's alone
+            recorded = _recorded_state(job_id, submitted, folds)
+            state = recorded or last_seen(job_id) or _own_state(st)
         out[job_id] = st.model_copy(
             update={
                 "state": state,
@@ -60,6 +68,11 @@ def settle_stand_ins(
             }
         )
     return out
+
+
+def _lacking(record: JobRecord) -> bool:
+    """A stand-in, or a record merged from one: no name, no memory asked or no limit."""
+    return record.stand_in or not record.name or record.req_mem_bytes is None
 
 
 def _own_state(st: JobStatus) -> JobState:
@@ -80,8 +93,8 @@ def _recorded_state(
 
 
 def _filled(record: JobRecord, submitted: SubmissionRecord | None) -> JobRecord:
-    """A stand-in record with what jobsmith submitted in place of what the row lacks."""
-    if not record.stand_in or submitted is None:
+    """A record with what jobsmith submitted in place of what its row lacks."""
+    if not _lacking(record) or submitted is None:
         return record
     opts = submitted.options
     update: dict[str, object] = {"name": record.name or opts.job_name}
