@@ -27,6 +27,7 @@ request given the job ids of the steps before it, and the text a person approves
 from __future__ import annotations
 
 import heapq
+import unicodedata
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.options import Dependency, DependencyKind
+from jobsmith.agent.runtime import hashing
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.errors import InputError
 from jobsmith.site_config.diagnostics import describe_validation_error
@@ -170,9 +172,15 @@ class Plan(BaseModel):
 
 
 def plan_name(kind: str, path: Path) -> str:
-    """A plan's name made from a file's: `KIND_STEM`, the stem cut to what a name may hold."""
-    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in path.stem)[:40]
-    return f"{kind}_{stem or kind}"
+    """A plan's name made from a file's: `KIND_STEM`, the stem cut to what a Slurm name
+    may hold: accents dropped (scène -> scene), any other character '_', and a stem with
+    no ASCII letter or digit left (映画.mp4) named by its hash instead (an accented name
+    crashed building the plan: issue 24)."""
+    folded = unicodedata.normalize("NFKD", path.stem).encode("ascii", "ignore").decode()
+    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in folded)[:40]
+    if not stem.strip("_-"):
+        stem = hashing.script_sha256(path.stem)[:12]
+    return f"{kind}_{stem}"
 
 
 def load_plan(path: Path) -> Plan:
