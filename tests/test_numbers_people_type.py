@@ -71,3 +71,13 @@ def test_transcode_and_render_frames_refuse_them_before_any_work(tmp_path: Path)
     blend.write_bytes(b"")
     out = js("render-frames", str(blend), str(tmp_path / "f"), "--frames", "1-99999999")
     assert out.exit_code == 2 and f"at most {MAX_FRAMES}" in out.output
+
+
+@pytest.mark.parametrize(
+    "option", ["--partition", "--account", "--qos", "--time", "--mem", "--log-dir"]
+)
+def test_an_empty_value_is_refused_not_taken_for_the_default(option: str) -> None:
+    """`--partition ''` fell back to the site's default, `--log-dir ''` meant here."""
+    out = js("render", "command", "-p", "command=true", option, "")
+    assert out.exit_code == 2, out.output
+    assert "is empty" in out.output and "Traceback" not in out.output

@@ -268,6 +268,23 @@ class TemplateChoice(click.Choice[str]):
         """click.Choice's own constructor assigns the list; the template's spec decides."""
 
 
+def _given(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """An option given as '' is refused, not taken for its default (`--partition ''` fell
+    back to the site's default partition, `--log-dir ''` meant the current directory)."""
+    if isinstance(value, str | Path) and not str(value).strip():
+        raise click.BadParameter("is empty: give a value, or leave the option out")
+    return value
+
+
+class _GivenPath(click.Path):
+    """click's Path, refusing '' (which it reads as the current directory)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty: give a directory, or leave the option out", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def job_options(fn: F) -> F:
     """The options shared by `render` and `submit`."""
     options = [
@@ -285,13 +302,20 @@ def job_options(fn: F) -> F:
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             help="YAML or JSON mapping of parameters (-p wins).",
         ),
-        click.option("--partition", help="Partition (default: the site's default)."),
-        click.option("--account", help="Account to charge (default: the site's default)."),
-        click.option("--qos", help="QoS (default: the site's default)."),
         click.option(
-            "--time", "time_limit", help="Wall time, Slurm syntax: 30, 1:00:00, 1-00:00:00."
+            "--partition", callback=_given, help="Partition (default: the site's default)."
         ),
-        click.option("--mem", help="Memory per node: 500M, 4G."),
+        click.option(
+            "--account", callback=_given, help="Account to charge (default: the site's default)."
+        ),
+        click.option("--qos", callback=_given, help="QoS (default: the site's default)."),
+        click.option(
+            "--time",
+            "time_limit",
+            callback=_given,
+            help="Wall time, Slurm syntax: 30, 1:00:00, 1-00:00:00.",
+        ),
+        click.option("--mem", callback=_given, help="Memory per node: 500M, 4G."),
         click.option("--cpus", type=_COUNT, help="CPUs per task."),
         click.option("--gpus", type=_IntRange(0, _MAX_COUNT), help="GPUs per node."),
         click.option("--nodes", type=_COUNT, help="Nodes."),
@@ -316,7 +340,7 @@ def job_options(fn: F) -> F:
         ),
         click.option(
             "--log-dir",
-            type=click.Path(file_okay=False, path_type=Path),
+            type=_GivenPath(file_okay=False, path_type=Path),
             help="Where Slurm writes stdout/stderr (default: the site's log dir).",
         ),
     ]
