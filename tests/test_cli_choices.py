@@ -39,3 +39,15 @@ def test_veryslow_is_a_preset_and_a_wrong_one_names_the_choices() -> None:
     with pytest.raises(click.BadParameter) as err:
         preset.convert("glacial", None, None)
     assert "glacial" in str(err.value) and "veryslow" in str(err.value)
+
+
+def test_templates_show_prints_the_body_it_promises() -> None:
+    """`templates show` said it shows the body, and printed none (issue 25)."""
+    from lab_cli import js
+
+    from jobsmith.job_templates.loader import TemplateLibrary, shipped_library
+
+    out = js("templates", "show", "command")
+    assert out.exit_code == 0, out.output
+    body = TemplateLibrary([shipped_library()]).get("command").body
+    assert "body (Jinja2" in out.output and body.strip() in out.output

@@ -1335,7 +1335,8 @@ def site_check(ctx: click.Context, as_json: bool) -> None:
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the config here (default: print it).",
+    help="Write the config here (default: your site file, ~/.config/jobsmith/site.yaml; "
+    "- prints it).",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @json_command

@@ -229,6 +229,8 @@ def show_template(template: Template, as_json: bool) -> None:
     resources = template.spec.resources.model_dump(mode="json", exclude_none=True)
     if resources:
         print("\nresource defaults: " + ", ".join(f"{k}={v}" for k, v in resources.items()))
+    print("\nbody (Jinja2; rendered into the batch script after the #SBATCH lines):")
+    print(template.body.rstrip("\n"))
 
 
 def checked_document(checked: CheckedJob) -> dict[str, object]:
