@@ -688,13 +688,42 @@ class App:
         return glance_facts(self.store, self.folds, self.ledger, statuses, since)
 
     def wait(self, job_ids: list[str], since: str, timeout_s: float) -> dict[str, JobStatus]:
-        """Block until the jobs end, showing progress on stderr."""
+        """Block until the jobs end, showing progress on stderr.
+
+        A job id jobsmith did not submit that Slurm still shows nowhere once the
+        controller's MinJobAge has passed is an error naming it (JobNotFound, exit 6): an
+        id Slurm never had showed NOT_VISIBLE for the whole wait (an hour by default).
+        """
+        import time
+
+        from jobsmith.adapters.states import JobState
         from jobsmith.agent.views.output import note
         from jobsmith.agent.watcher.waiting import wait_for
+        from jobsmith.errors import JobNotFound
 
         if not job_ids:
             raise InputError("wait: name at least one Slurm job id")
-        final = wait_for(lambda: self.status(job_ids, since), timeout_s=timeout_s, progress=note)
+        started = time.monotonic()
+        unseen_limit: list[float] = []  # MinJobAge, read once and only when needed
+
+        def poll() -> dict[str, JobStatus]:
+            statuses = self.status(job_ids, since)
+            unseen = [
+                j
+                for j, st in statuses.items()
+                if st.state is JobState.NOT_VISIBLE and self.ledger.get(j) is None
+            ]
+            if unseen and not unseen_limit:
+                unseen_limit.append(float(self.scheduler.min_job_age_s() or 300))
+            if unseen and time.monotonic() - started > unseen_limit[0]:
+                raise JobNotFound(
+                    f"job {', '.join(unseen)}: Slurm has shown no such job for "
+                    f"{unseen_limit[0]:.0f}s (its MinJobAge), in the queue or in accounting "
+                    f"since {since}: check the id"
+                )
+            return statuses
+
+        final = wait_for(poll, timeout_s=timeout_s, progress=note)
         return dict(final)
 
     def engine_task_log(self, job_id: str) -> str | None:
