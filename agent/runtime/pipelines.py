@@ -127,12 +127,22 @@ def engine_site(
 
 def check_paths(request: LaunchRequest, site: SiteConfig) -> None:
     """Every local path the request names lies inside the site's allowed roots (the
-    launch directory is checked by the template, as every output path is)."""
+    launch directory is checked by the template, as every output path is), and the files
+    it reads exist as files: a Snakefile (a head job was submitted for `nope.yaml`, a FIFO
+    and an empty name: issue 24), a params file, a Nextflow pipeline given as a path."""
     paths = [request.work_dir, request.params_file]
     if request.engine is EngineKind.SNAKEMAKE or Path(request.pipeline).exists():
         paths.append(request.pipeline)  # a Snakefile, or a Nextflow pipeline on disk
     for path in (p for p in paths if p is not None):
         inside_roots(Path(path), site, "pipeline path")
+    files = [request.params_file]
+    if request.engine is EngineKind.SNAKEMAKE:
+        files.append(request.pipeline)
+    elif Path(request.pipeline).exists() and not Path(request.pipeline).is_dir():
+        files.append(request.pipeline)  # a main.nf; a pipeline directory is also fine
+    for file in (f for f in files if f is not None):
+        if not str(file).strip() or not Path(file).is_file():
+            raise InputError(f"pipeline: {str(file)!r} is not a file ({request.engine.value})")
 
 
 def head_job(
