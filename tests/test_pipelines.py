@@ -60,6 +60,7 @@ def _request(tmp_path: Path, **kw: object) -> LaunchRequest:
 def test_paths_outside_the_allowed_roots_are_refused_by_name(tmp_path: Path) -> None:
     site = site_config(tmp_path / "root")
     (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "Snakefile").write_text("rule all:\n    input: []\n")  # it exists
     pl.check_paths(_request(tmp_path / "root"), site)
     with pytest.raises(PolicyError, match=r"/etc/passwd is outside the allowed roots"):
         pl.check_paths(_request(tmp_path / "root", params_file="/etc/passwd"), site)
