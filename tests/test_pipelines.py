@@ -116,3 +116,19 @@ def test_a_record_is_read_line_by_line_from_the_last_offset(tmp_path: Path) -> N
     assert second.offset == first.offset + len("partial line é\n".encode())
     assert second.final
     assert pl.read_command("/x/y", 10)[-3:] == ["11", "/x/y", str(pl.MAX_READ_BYTES)]
+
+
+def test_a_state_directory_linked_out_of_the_roots_is_refused(tmp_path: Path) -> None:
+    """`.jobsmith` in the launch directory as a symlink out of the allowed roots: the head
+    job would write its configuration and console there (issue 24, part 3)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "run").mkdir(parents=True)
+    outside.mkdir()
+    site = site_config(root)
+    resolved = pl.engine_site(site, partition=None, max_tasks=4, head_partition=None)
+    request = _request(root)
+    job = pl.head_job(SnakemakeEngine(), resolved, request, 1, JobRequest(template="x"))
+    pl.check_written(job, site)  # a plain directory: fine
+    (root / "run" / ".jobsmith").symlink_to(outside)
+    with pytest.raises(PolicyError, match=r"run/.jobsmith/profile/config.yaml is outside the"):
+        pl.check_written(job, site)

@@ -270,6 +270,7 @@ class Pipelines:
     ) -> StepResult:
         engine = self.engines[request.engine]
         job = pl.head_job(engine, site, request, attempt, resources)
+        pl.check_written(job, self.executor.site)
         step = Submit(job=job)
         data = PipelinePayload(request=request, site=site, attempt=attempt, step_id=step.id)
         SessionLog(self.store, session_id).append(
