@@ -123,3 +123,19 @@ def test_api_errors_are_one_plain_line_naming_what_helps(
     said = next(x for x in chatted.stdout.splitlines() if x.startswith("jobsmith: "))
     assert "failed in the middle of its answer (overloaded_error): Overloaded" in said
     assert "HTTP 200" not in chatted.stdout
+
+
+def test_sessions_show_says_what_the_sessions_model_calls_cost(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    """No command showed a session's token totals (issue 23): `sessions show` does, from
+    the session's fold, in text and in --json."""
+    server.script(message(text("One."), tokens={"input_tokens": 70, "output_tokens": 30}))
+    asked = js("ask", "hello", "--json")
+    assert asked.exit_code == 0, asked.output
+    session = json.loads(asked.stdout)["session_id"]
+    shown = json.loads(js("sessions", "show", session, "--json").stdout)
+    assert (shown["usage"]["calls"], shown["usage"]["input_tokens"]) == (1, 70)
+    assert shown["usage"]["output_tokens"] == 30 and shown["usage"]["charged"] == 100
+    text_out = js("sessions", "show", session).stdout
+    assert "model: 1 call(s), 100 tokens charged (70 in, 30 out" in text_out

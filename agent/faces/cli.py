@@ -1201,7 +1201,9 @@ def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """A session's events, one a line."""
     from jobsmith.agent.views import render as views
 
-    views.show_events(_app(ctx).store.read(_session(ctx, session_id)), as_json)
+    app = _app(ctx)
+    sid = _session(ctx, session_id)
+    views.show_events(app.store.read(sid), as_json, app.folds.of(sid).tokens)
 
 
 @sessions.command("export")

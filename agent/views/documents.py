@@ -22,6 +22,7 @@ from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import EngineMessage, EngineTask
 from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.readmodel import TokenTotals
 
 if TYPE_CHECKING:
     from jobsmith.agent.runtime.approvals import PendingApproval
@@ -301,9 +302,13 @@ class PendingDocument(_Document):
 
 
 class SessionDocument(_Document):
-    """`jobsmith sessions show`: a session's log, every event."""
+    """`jobsmith sessions show`: a session's log, every event, and what its model calls
+    cost (from its fold)."""
 
     events: tuple[Event, ...] = Field(description="oldest first")
+    usage: TokenTotals = Field(
+        default_factory=TokenTotals, description="the session's model calls and their tokens"
+    )
 
     def compact(self) -> dict[str, Any]:
         """The newest events that fit (at most MAX_COMPACT_EVENTS, MAX_COMPACT_SESSION_CHARS

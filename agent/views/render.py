@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.executor import CheckedJob
     from jobsmith.agent.runtime.pipelinerun import Launched
     from jobsmith.agent.runtime.planrun import Judgement
+    from jobsmith.agent.runtime.readmodel import TokenTotals
     from jobsmith.agent.runtime.steps import StepResult
     from jobsmith.agent.runtime.store import PruneReport
     from jobsmith.agent.views.documents import (
@@ -350,12 +351,14 @@ def show_sessions(infos: list[SessionInfo], total_bytes: int, as_json: bool) -> 
     print(f"store size: {_mem(total_bytes)}")
 
 
-def show_events(events: list[Event], as_json: bool) -> None:
-    """Print `jobsmith sessions show`."""
+def show_events(events: list[Event], as_json: bool, usage: TokenTotals | None = None) -> None:
+    """Print `jobsmith sessions show`: the events, then what the session's model calls
+    cost (from its fold), if it made any."""
+    from jobsmith.agent.runtime.readmodel import TokenTotals
     from jobsmith.agent.views.documents import SessionDocument
 
     if as_json:
-        print_json(SessionDocument(events=tuple(events)).full())
+        print_json(SessionDocument(events=tuple(events), usage=usage or TokenTotals()).full())
         return
     for e in events:
         data = dict(e.data)
@@ -363,6 +366,12 @@ def show_events(events: list[Event], as_json: bool) -> None:
         step = f" {e.step_id}" if e.step_id else ""
         outcome = f" {data['outcome']}" if "outcome" in data else ""
         print(f"{e.seq:>4} {e.at:%H:%M:%S} {e.kind.value}{step}{outcome} {detail}".rstrip())
+    if usage is not None and usage.calls:
+        print(
+            f"model: {usage.calls} call(s), {usage.charged} tokens charged "
+            f"({usage.input_tokens} in, {usage.output_tokens} out, "
+            f"{usage.cache_read_input_tokens} read from the cache)"
+        )
 
 
 def show_prune(report: PruneReport, as_json: bool) -> None:
