@@ -261,3 +261,21 @@ def watch_until_woken() -> list[dict[str, Any]]:
             return list(cycle["woken"])
         time.sleep(1)
     raise AssertionError("no watcher cycle woke the brain within 120 s")
+
+
+def test_a_waker_takes_up_a_few_conversations_at_a_time_oldest_first(
+    server: MessagesServer, site_yaml: Path
+) -> None:
+    """An open chat woke 11 older ask sessions at once on opening (issue 23): a call takes
+    up at most MAX_WAKES_PER_CALL, oldest first, and the next calls the rest."""
+    from jobsmith.agent.brains.waking import MAX_WAKES_PER_CALL
+
+    app = app_with(KEY)
+    sessions = [ended_session(app, job=str(200 + i)) for i in range(MAX_WAKES_PER_CALL + 2)]
+    server.script(*[message(text(f"answer {i}")) for i in range(len(sessions))])
+    first = waker(app).wake(sessions)
+    assert [o.session_id for o in first] == sorted(sessions)[:MAX_WAKES_PER_CALL]
+    assert len(server.requests) == MAX_WAKES_PER_CALL
+    rest = waker(app_with(KEY)).wake(sessions)
+    assert [o.session_id for o in rest] == sorted(sessions)[MAX_WAKES_PER_CALL:]
+    assert waker(app_with(KEY)).wake(sessions) == []

@@ -71,6 +71,12 @@ class WakeTaken(JobsmithError):
     """Another waker already took up these jobs."""
 
 
+#: the most conversations one waker takes up in one call (a watcher cycle, a chat's poll):
+#: an open chat once woke 11 older ask sessions on opening, 11 model calls at once; the
+#: rest are taken up by the next cycles, oldest first, so none is left out for good
+MAX_WAKES_PER_CALL = 3
+
+
 @dataclass
 class Waker:
     """Takes up the brains of conversation sessions whose jobs ended (module docstring)."""
@@ -94,6 +100,8 @@ class Waker:
             if not has_key:
                 outcomes.append(self._waiting(session_id, jobs, fold.waiting))
                 continue
+            if sum(o.outcome != "waiting" for o in outcomes) >= MAX_WAKES_PER_CALL:
+                break  # the next call takes it up (the jobs stay unwoken until then)
             outcome = self._wake_one(session_id, jobs)
             if outcome is not None:
                 outcomes.append(outcome)
