@@ -47,7 +47,6 @@ def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -
     from apscheduler.schedulers.blocking import BlockingScheduler
 
     lock = app.watch_lock(interval_s)
-    lock.acquire()
     scheduler = BlockingScheduler()
     state = {"interval": interval_s}
     shown: list[str] = []  # warnings already printed: text output repeats none
@@ -74,8 +73,15 @@ def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -
     scheduler.add_job(
         tick, "interval", seconds=interval_s, id="poll", max_instances=1, coalesce=True
     )
+    holding = False
     try:
-        cycle_once()  # in this thread: a signal meanwhile raises Stop when it ends
+        # held: a signal between taking the lock and the first cycle's end is kept, and
+        # raises Stop only once `holding` says the finally below must give the lock back
+        # (a SIGINT right after the lock was taken had left it behind: seen in CI)
+        with stop.held():
+            lock.acquire()  # WatcherRunning (exit 10) if another watcher holds it
+            holding = True
+            cycle_once()  # in this thread
         scheduler.start()
     except (Stop, KeyboardInterrupt):
         pass
@@ -84,7 +90,8 @@ def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -
             if scheduler.running:  # a cycle that had just begun in the worker finishes
                 scheduler.shutdown(wait=True)
         finally:
-            lock.release()
+            if holding:
+                lock.release()
 
 
 class Crontab(BaseModel):
