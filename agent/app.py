@@ -28,14 +28,14 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.advice import SubmitAdvice
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.events import Event
-    from jobsmith.agent.runtime.executor import CheckedJob, Executor
+    from jobsmith.agent.runtime.executor import Executor
     from jobsmith.agent.runtime.frames import RenderRequest
     from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest
     from jobsmith.agent.runtime.jobstate import StateChange
+    from jobsmith.agent.runtime.judge import CheckedJob, Judgement, Origin
     from jobsmith.agent.runtime.lastpoll import LastPoll, LastPollFile
     from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
     from jobsmith.agent.runtime.pipelinerun import Pipelines
-    from jobsmith.agent.runtime.planrun import Judgement
     from jobsmith.agent.runtime.plans import Plan
     from jobsmith.agent.runtime.readmodel import SessionFolds
     from jobsmith.agent.runtime.replay import ReplayedStep
@@ -209,9 +209,12 @@ class App:
         header = self.scheduler.script_header
         return assemble(template, request, self.site.config, cwd=Path.cwd(), header=header)
 
-    def check(self, request: JobRequest) -> CheckedJob:
-        """Assemble a job and judge it on the very policy path `submit` takes."""
-        return self.executor.check(request)
+    def check(self, request: JobRequest, *, advised: bool = False) -> CheckedJob:
+        """Assemble a job and judge it on the very policy path `submit` takes, as the
+        person who was shown the advice and chose (`advised`)."""
+        from jobsmith.agent.runtime.judge import Origin
+
+        return self.executor.judge.job(request, Origin(advised=advised))
 
     def test_only(self, job: AssembledJob) -> TestOnlyResult:
         """Slurm's own pre-flight verdict (`sbatch --test-only`)."""
@@ -239,7 +242,7 @@ class App:
     def advise(self, request: JobRequest) -> SubmitAdvice:
         """What to offer before submitting request: a right-sized request from the
         user's history and the partition where it would start earliest."""
-        return self.executor.advise(request)
+        return self.executor.judge.advise(request)
 
     @cached_property
     def store(self) -> FileSessionStore:
@@ -275,22 +278,29 @@ class App:
 
         return SessionFolds(self.store, self.paths.state_dir / "folds")
 
-    def one_step(self, title: str, step: Step, origin: str = "cli") -> tuple[str, StepResult]:
-        """A CLI action is a one-step session: open it, run the step, return both."""
+    def one_step(
+        self, title: str, step: Step, origin: str = "cli", *, asker: Origin | None = None
+    ) -> tuple[str, StepResult]:
+        """A CLI action is a one-step session: open it, run the step, return both.
+        origin is the session's kind (cli, plan); asker what the judge weighs."""
         from jobsmith.agent.runtime.executor import ApprovalNeeded
 
         session_id = self.store.create({"title": title, "origin": origin})
         try:
-            return session_id, self.executor.run(session_id, step)
+            return session_id, self.executor.run(session_id, step, origin=asker)
         except ApprovalNeeded as err:
             self.news.add("approval_asked", step_id=err.step_id)
             raise
 
-    def submit(self, request: JobRequest) -> tuple[str, StepResult]:
-        """Submit through the executor (policy, approvals, the session log)."""
+    def submit(self, request: JobRequest, *, advised: bool = False) -> tuple[str, StepResult]:
+        """Submit through the executor (policy, approvals, the session log). advised:
+        the person was shown the advice and chose (the judge does not apply the site's
+        `apply` again)."""
+        from jobsmith.agent.runtime.judge import Origin
         from jobsmith.agent.runtime.steps import Submit
 
-        return self.one_step(f"submit {request.template}", Submit(job=request))
+        asker = Origin(advised=advised)
+        return self.one_step(f"submit {request.template}", Submit(job=request), asker=asker)
 
     # --- plans ---------------------------------------------------------------------
 
@@ -367,10 +377,7 @@ class App:
 
     def judge_plan(self, plan: Plan) -> Judgement:
         """A plan judged whole, as `plan check` does; nothing submitted."""
-        from jobsmith.agent.runtime.planrun import judge
-
-        with self.executor.one_look_at_the_queue():
-            return judge(self.executor, plan)
+        return self.executor.judge.plan(plan)
 
     # --- pipelines -------------------------------------------------------------------
 
@@ -764,7 +771,7 @@ class App:
         # whatever fails leaves the step pending, nothing recorded
         executor = self.executor
         if item.action == "submit":
-            executor.judge_approval(item.data)
+            executor.judge.again(item.data)
         given = {"by": self.environ.get("USER", "?"), "script_sha256": item.script_sha256}
         answer(self.store, item, True, given)
         if item.action == "submit":

@@ -97,7 +97,7 @@ def test_the_engines_submissions_count_and_at_the_budget_its_pending_tasks_are_h
     assert said.action == "hold" and said.job_ids == PENDING  # not the one that ended
     assert ("hold", (tuple(PENDING),)) in h.slurm.calls
     # the policy sees them too: the next submission of anyone's is refused
-    (use,) = [u for u in h.executor.budget_use() if u.budget == "submissions_per_hour"]
+    (use,) = [u for u in h.executor.judge.budget_use() if u.budget == "submissions_per_hour"]
     assert use.used == 5
     # a later cycle with nothing new to hold says nothing more
     for job in PENDING:  # as squeue then says of them

@@ -178,7 +178,7 @@ def test_an_out_of_memory_failure_over_budget_is_still_rerun_by_the_rules(
 def test_the_fold_kept_on_disk_equals_a_rebuild(server: MessagesServer, tmp_path: Path) -> None:
     h = harness(tmp_path, model_tokens_per_day=10_000)
     kept = tmp_path / "folds"
-    h.executor.folds = SessionFolds(h.store, kept)  # as the app wires it: folds on disk
+    h.executor.judge.folds = SessionFolds(h.store, kept)  # as the app wires it: folds on disk
     brain = claude(server, tmp_path)
     session, other = h.store.create(), h.store.create()
     server.script(hold_costing(100, 10, write=5), hold_costing(70, 7, read=900), hold_costing(3, 3))

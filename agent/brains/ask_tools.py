@@ -7,7 +7,8 @@ verdict), `status`, `logs` (a bounded tail) and `diagnose`; `submit` and `run_pl
 plan: several jobs and their dependencies, agent/runtime/plans.py), which the policy
 judges; and `cancel` and `hold`, which change jobs that exist and so are always held for a
 person, whatever the policy says. Once the conversation has read what jobs wrote (logs,
-diagnose, status), `submit` and `run_plan` are held for a person too (taint.py).
+diagnose, status), `submit` and `run_plan` are held for a person too (taint.py tracks what
+it read; both rules are the judge's: agent/runtime/judge.py).
 Each input schema is the step's own, taken from `step_schemas()`, less what jobsmith
 fills in (the step's id and action); the model can never name a step id.
 
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.agent.brains.taint import Taint
 from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
+from jobsmith.agent.runtime.judge import Origin, Who
 from jobsmith.agent.runtime.steps import (
     STEP_ADAPTER,
     Outcome,
@@ -57,8 +59,6 @@ STEP_OF_TOOL = {
     "run_plan": "run_plan",
     "submit": "submit",
 }
-#: tools that change jobs that exist: a person approves each call first, always
-PERSON_FIRST = frozenset({"cancel", "hold"})
 #: a `logs` call reads at most this many lines, each cut to MAX_LOG_LINE characters
 MAX_LOG_LINES = 40
 MAX_LOG_LINE = 300
@@ -164,11 +164,11 @@ class AskTools:
         if isinstance(step, Status) and not step.job_ids:
             # no jobs to ask about: Slurm is not asked (an empty sacct -j lists everyone's)
             return ToolOutcome(content=as_data({"jobs": []}), is_error=False, step=None)
-        setting = self.executor.site.model.tainted_actions
-        why = _person_first(name, step) or self.taint.hold_reason(step.action, setting)
+        # the judge's person-first rules see what the conversation had read before
+        origin = Origin(who=Who.MODEL, read=self.taint.source)
         self.taint.note(step)  # what it reads from here on is in the model's context
         try:
-            result = self.executor.run(self.session_id, step, person_first=why)
+            result = self.executor.run(self.session_id, step, origin=origin)
         except ApprovalNeeded:
             raise
         except JobsmithError as err:
@@ -194,14 +194,6 @@ class AskTools:
                 raise ValueError(f"tail: at most {MAX_LOG_LINES} lines (asked for {tail})")
             given["tail"] = tail
         return STEP_ADAPTER.validate_python({**given, "action": action})
-
-
-def _person_first(name: str, step: Step) -> str | None:
-    """Why a person must approve this call first (None: the policy alone decides)."""
-    if name not in PERSON_FIRST:
-        return None
-    jobs = ", ".join(getattr(step, "job_ids", []))
-    return f"the model asks to {name} jobs {jobs}; only a person can allow that"
 
 
 def step_outcome(result: StepResult) -> ToolOutcome:

@@ -106,9 +106,9 @@ def model_budget_refusal(executor: Executor, session_id: str) -> str | None:
     if budgets.model_tokens_per_session is None and budgets.model_tokens_per_day is None:
         return None  # no budget: no session needs reading
     now = executor.clock()
-    read = executor.folds_active_since(now - timedelta(days=1))
-    if all(f.session_id != session_id for f in read) and executor.folds is not None:
-        read.append(executor.folds.of(session_id))
+    read = executor.judge.folds_active_since(now - timedelta(days=1))
+    if all(f.session_id != session_id for f in read) and executor.judge.folds is not None:
+        read.append(executor.judge.folds.of(session_id))
     return model_token_refusal(budgets, model_tokens_from_folds(read, session_id, now))
 
 

@@ -30,13 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsmith.agent.runtime.events import Event, EventKind
+from jobsmith.agent.runtime.judge import tainted_reason
 
 #: steps whose results carry text that jobs, files or logs wrote (names, comments,
 #: reasons, output lines, evidence quoted from stderr)
 READS_JOB_TEXT = frozenset({"read_output", "diagnose", "status"})
-#: steps whose content the model sets: held for a person once the conversation has read
-#: job text (cancel and hold are held always: ask_tools.PERSON_FIRST)
-MODEL_AUTHORED = frozenset({"submit", "run_plan"})
 
 
 @dataclass
@@ -60,14 +58,9 @@ class Taint:
         self._read(step.model_dump(mode="json"))
 
     def hold_reason(self, action: str, setting: str) -> str | None:
-        """Why a person must approve this step first (None: the policy alone decides)."""
-        if self.source is None or action not in MODEL_AUTHORED or setting == "policy":
-            return None
-        return (
-            f"this conversation has read text that jobs, files or logs wrote ({self.source}),"
-            " which may carry instructions that are not yours: what it submits waits for"
-            " you (model.tainted_actions in the site file)"
-        )
+        """Why a person must approve this step first (None: the policy alone decides):
+        the judge's rule (agent/runtime/judge.py) for what this conversation has read."""
+        return tainted_reason(self.source, action, setting)
 
     def _read(self, step: dict[str, Any]) -> None:
         action = step.get("action")

@@ -412,7 +412,8 @@ def submit(
     if dry_run or test_only:
         _show_checked(app, request, as_json, test_only=test_only, advice=advice)
         return
-    views.show_submitted(*app.submit(request), as_json, advice)
+    # the CLI showed the advice and applied what the person or the site's policy takes
+    views.show_submitted(*app.submit(request, advised=True), as_json, advice)
 
 
 def _advice(app: App, request: Any, right_size: bool, earliest: bool) -> Any:
@@ -437,7 +438,7 @@ def _show_checked(
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
 
-    checked = app.check(request)
+    checked = app.check(request, advised=True)
     checked.raise_if_refused()
     if test_only:
         views.show_test_only(checked, app.test_only(checked.job), as_json, advice)

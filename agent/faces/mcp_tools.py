@@ -252,7 +252,7 @@ class McpTools:
         log = SessionLog(self.app.store, sid)
         log.intent(step.id, {"step": step.model_dump(mode="json"), "risk": step.risk})
         try:
-            checked = self.app.executor.check(step.job)
+            checked = self.app.executor.judge.job(step.job)
             checked.raise_if_refused()
             verdict = self.app.test_only(checked.job)
         except JobsmithError as err:
@@ -262,7 +262,8 @@ class McpTools:
             raise
         doc = checked.document().compact()
         doc["test_only"] = verdict.model_dump(mode="json")
-        advice = self.app.advise(step.job)  # a right-size or an earlier partition, if any
+        # what the site's policy took (in the script), or what there is to offer
+        advice = checked.advice or self.app.advise(step.job)
         if advice.offers():
             doc["advice"] = advice.model_dump(mode="json", exclude_none=True)
         held = checked.decision.verdict == "approve"

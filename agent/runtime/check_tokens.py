@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from jobsmith.agent.runtime import hashing
-from jobsmith.agent.runtime.executor import CheckedJob
 from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.judge import CheckedJob
 from jobsmith.errors import PolicyError
 
 #: how long a check's token may be used, unless the server is told otherwise

@@ -9,28 +9,25 @@ hash, and waits for `jobsmith approve`; a refusal names the rule and the limit.
 
 from __future__ import annotations
 
-import contextlib
-import getpass
 import json
 import socket
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.scheduler import Scheduler, SubmitLimits
+from jobsmith.adapters.scheduler import Scheduler
 from jobsmith.agent.diagnosis.job import diagnose_job
 from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime import hashing
 from jobsmith.agent.runtime import steps as st
-from jobsmith.agent.runtime.advice import Adviser, SubmitAdvice
+from jobsmith.agent.runtime.advice import SubmitAdvice
 from jobsmith.agent.runtime.claims import StepSettled, append_result
 from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
+from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.judge import CheckedJob, Judge, Origin, intent_params, refusal
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.limits import check_limits
 from jobsmith.agent.runtime.payloads import intent_payload
@@ -41,31 +38,20 @@ from jobsmith.agent.runtime.planrun import (
     run_canary,
     run_plan,
 )
-from jobsmith.agent.runtime.policy import (
-    BudgetUse,
-    Cost,
-    Decision,
-    budget_use,
-    evaluate,
-    history_from_folds,
-    submit_limit_refusal,
-)
-from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
+from jobsmith.agent.runtime.policy import Cost
+from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
-from jobsmith.agent.runtime.sbatch_env import fold_sbatch_env
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import SessionStore
-from jobsmith.agent.views.documents import RenderDocument, SubmissionDocument
+from jobsmith.agent.views.documents import SubmissionDocument
 from jobsmith.errors import (
     InputError,
     JobsmithError,
     NotFound,
     PolicyError,
     SchedulerUnavailable,
-    TemplateError,
 )
 from jobsmith.job_templates import TemplateLibrary
-from jobsmith.job_templates.render import render_body
 from jobsmith.site_config import SiteConfig
 
 
@@ -80,57 +66,6 @@ class ApprovalNeeded(JobsmithError):
             f"then `jobsmith approve {step_id}` or `jobsmith deny {step_id}`"
         )
         self.step_id = step_id
-
-
-@dataclass(frozen=True)
-class CheckedJob:
-    """A job assembled and judged by the very policy path a submission takes.
-
-    render, `submit --dry-run`, `--test-only` and the brain's checks all get one of these,
-    so what they report is what `submit` would do, stopping only before sbatch.
-    """
-
-    job: AssembledJob
-    cost: Cost
-    decision: Decision
-
-    def raise_if_refused(self) -> None:
-        """PolicyError naming the rule and the limit, if policy refuses the job."""
-        if self.decision.verdict == "refuse":
-            raise PolicyError(refusal(self.decision))
-
-    def document(self) -> RenderDocument:
-        """The render document: the script, what made it, and the policy's verdict."""
-        job = self.job
-        opts = job.options
-        return RenderDocument(
-            template=job.template,
-            job_name=opts.job_name,
-            tag=opts.tag(),
-            params=json.loads(json.dumps(job.rendered.params, default=str)),
-            options=opts.model_dump(mode="json", exclude_none=True),
-            array_tasks=opts.array_size() if opts.array else None,
-            inputs=tuple(str(p) for p in job.rendered.input_paths),
-            outputs=tuple(str(p) for p in job.rendered.output_paths),
-            script=job.script,
-            script_sha256=job.script_sha256,
-            policy=self.policy(),
-        )
-
-    def policy(self) -> dict[str, Any]:
-        """The verdict as a document: verdict, rule, message and the cost judged."""
-        d = self.decision
-        return {
-            "verdict": d.verdict,
-            "rule": d.rule or None,
-            "message": d.message or None,
-            "cost": self.cost.model_dump(),
-        }
-
-
-def refusal(decision: Decision) -> str:
-    """The one line a policy refusal shows."""
-    return f"refused by policy ({decision.rule}): {decision.message}"
 
 
 @dataclass
@@ -149,55 +84,44 @@ class Executor:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     #: the sessions' folds, for the budgets (built on the store if not given)
     folds: SessionFolds | None = None
-    #: the queue's active tasks, while one look serves several decisions (see below)
-    _active: int | None = field(default=None, init=False, repr=False)
-    #: the submit limits (with their queues) seen within that one look, by QoS/account/partition
-    _limits: dict[tuple[str | None, ...], SubmitLimits] | None = field(
-        default=None, init=False, repr=False
-    )
+    #: the one judge of requests, plans and approvals (agent/runtime/judge.py)
+    judge: Judge = field(init=False, repr=False)
 
-    @contextlib.contextmanager
-    def one_look_at_the_queue(self) -> Iterator[None]:
-        """Within, the policy asks Slurm for the active tasks once: a plan's many checks
-        judge one moment, at one squeue instead of one per check and submission (the
-        plan's total was judged against the concurrency limit, which covers its jobs)."""
-        self._active = self._active_tasks()
-        self._limits = {}
-        try:
-            yield
-        finally:
-            self._active = None
-            self._limits = None
+    def __post_init__(self) -> None:
+        self.judge = Judge(
+            store=self.store,
+            scheduler=self.scheduler,
+            library=self.library,
+            site=self.site,
+            ledger=self.ledger,
+            cwd=self.cwd,
+            environ=self.environ,
+            clock=self.clock,
+            folds=self.folds,
+        )
 
-    def _active_tasks(self) -> int:
-        """The queue's active tasks, for the concurrency limit: 0 without one (no squeue:
-        a site with no such limit pays nothing for it)."""
-        if self.site.policy.max_concurrent_jobs is None:
-            return 0
-        return self._active if self._active is not None else self.scheduler.active_tasks()
-
-    def run(
-        self, session_id: str, step: st.Step, *, person_first: str | None = None
-    ) -> st.StepResult:
+    def run(self, session_id: str, step: st.Step, *, origin: Origin | None = None) -> st.StepResult:
         """Run one step in a session; the result is also the session's last event.
 
-        person_first: why a person must approve the step before it runs, whatever the
-        policy's thresholds say: a step that changes existing jobs (cancel, hold, release)
-        a model asked for (nothing a model reads may cancel a person's jobs), or a
-        submission or plan of a conversation that has read job text (agent/brains/
-        taint.py). Policy still refuses what it refuses; a re-run is never held by it.
+        origin: who asks, and what the asking conversation has read: the judge's
+        person-first rules may hold the step for a person whatever the policy's
+        thresholds say (a model's cancel or hold; a submission or plan of a conversation
+        that has read job text). Policy still refuses what it refuses; a re-run is never
+        held by them.
         """
+        origin = origin or Origin()
         log = SessionLog(self.store, session_id)
         try:
             if isinstance(step, st.Submit):  # the one submit path
-                return self._submit_step(log, step, person_first=person_first)
+                return self._submit_step(log, step, origin=origin)
             if isinstance(step, st.Rerun):
                 return self._submit_step(log, step)
             if isinstance(step, st.RunPlan):  # judged whole, then a submit step per job
-                with self.one_look_at_the_queue():
-                    return run_plan(self, log, step, person_first=person_first)
-            if step.risk is st.Risk.CONTROL and person_first is not None:
-                self._ask_person(log, step, person_first)
+                with self.judge.one_look_at_the_queue():
+                    return run_plan(self, log, step, origin)
+            held = self.judge.person_first(step.action, origin, getattr(step, "job_ids", ()))
+            if step.risk is st.Risk.CONTROL and held is not None:
+                self._ask_person(log, step, held)
             if step.risk is st.Risk.CONTROL:
                 self._check_foreign(log, step)
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
@@ -206,9 +130,9 @@ class Executor:
             raise  # a settled step must not get a failure result on top of its result
         except JobsmithError as err:
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
-            self._finish(log, step, _outcome_of(err), {}, str(err))
+            self.finish(log, step, _outcome_of(err), {}, str(err))
             raise
-        return self._finish(log, step, st.Outcome.DONE, summary, None)
+        return self.finish(log, step, st.Outcome.DONE, summary, None)
 
     def submit_prepared(
         self, log: SessionLog, step: st.Submit, template: str, script: str, options: JobOptions
@@ -219,7 +143,7 @@ class Executor:
         cost = Cost.of(options)
         try:
             log.intent(step.id, self._submission_intent(step, template, script, options, cost))
-            decision = self._decide(cost, approval_given=True)
+            decision = self.judge.spend(cost, approval_given=True)
             if decision.verdict == "refuse":
                 raise PolicyError(refusal(decision))
             return self._submit(
@@ -228,27 +152,8 @@ class Executor:
         except StepSettled:
             raise
         except JobsmithError as err:
-            self._finish(log, step, _outcome_of(err), {}, str(err))
+            self.finish(log, step, _outcome_of(err), {}, str(err))
             raise
-
-    def decide(
-        self, cost: Cost, *, approval_given: bool = False, jobs: Sequence[JobOptions] = ()
-    ) -> Decision:
-        """The policy's verdict on spending cost now (budgets, limits, thresholds); jobs,
-        if given, are what cost is of, judged together against the scheduler's limits on
-        queued jobs (a plan's, all of them)."""
-        return self._decide(cost, approval_given=approval_given, jobs=jobs)
-
-    def finish(
-        self,
-        log: SessionLog,
-        step: st.Step,
-        outcome: st.Outcome,
-        summary: dict[str, Any],
-        error: str | None,
-    ) -> st.StepResult:
-        """Record the step's result (once) and return it."""
-        return self._finish(log, step, outcome, summary, error)
 
     # --- submission ------------------------------------------------------------------
 
@@ -265,7 +170,7 @@ class Executor:
             raise
         except JobsmithError as err:
             log.intent(step.id, {"step": _dump(step), "risk": step.risk})
-            self._finish(log, step, _outcome_of(err), {}, str(err))
+            self.finish(log, step, _outcome_of(err), {}, str(err))
             raise
 
     def _submit_step(
@@ -273,23 +178,23 @@ class Executor:
         log: SessionLog,
         step: st.Submit | st.Rerun,
         checked: CheckedJob | None = None,
-        person_first: str | None = None,
+        origin: Origin | None = None,
     ) -> st.StepResult:
+        origin = origin or Origin()
         if isinstance(step, st.Rerun):
             template, script, options, extra = self._prepare_rerun(step)
             cost = Cost.of(options)
-            decision = self._decide(cost, jobs=[options])
+            decision = self.judge.spend(cost, jobs=[options])
         else:
             if checked is None:
-                checked = self.check(step.job)
-                decision = checked.decision
-            else:
-                decision = self._decide(checked.cost, jobs=[checked.job.options])
-            if person_first is not None and decision.verdict == "allow":
-                decision = Decision("approve", "person_first", person_first)
+                checked = self.judge.job(step.job, origin)
+            else:  # checked earlier (MCP's check token): the policy again, time has passed
+                again = self.judge.spend(checked.cost, jobs=[checked.job.options])
+                checked = replace(checked, decision=again)
+            decision = checked.verdict()
             if decision.verdict != "refuse" and needs_canary(self, step, checked):
                 # a plan of two (planrun.py), judged again whole, held as this step was
-                return run_canary(self, log, step, checked, person_first)
+                return run_canary(self, log, step, checked, origin)
             job, cost = checked.job, checked.cost
             template, script, options, extra = job.template, job.script, job.options, {}
         intent = self._submission_intent(step, template, script, options, cost, extra)
@@ -382,27 +287,6 @@ class Executor:
         sha = str(asked["script_sha256"])  # what the person was shown and approved
         return self.submit_recorded(session_id, step_id, asked, approved_sha256=sha)
 
-    def judge_approval(self, asked: Mapping[str, Any]) -> None:
-        """A held submission judged afresh before its approval is recorded: the site's
-        limits and policy as they are now (the approval lifts only the threshold), and
-        the template's paths resolved now (an input replaced by a symlink out of the
-        allowed roots is refused). Raises the error that refuses it; records nothing,
-        so a step that fails here stays pending, and `approve` names why."""
-        options = JobOptions.model_validate(asked["options"])
-        check_limits(options, self.site)
-        hard = self._decide(Cost.of(options), approval_given=True, jobs=[options])
-        if hard.verdict == "refuse":
-            raise PolicyError(refusal(hard))
-        template = str(asked.get("template") or "")
-        params = _intent_params(asked)
-        if template in self.library.names() and params:
-            render_body(
-                self.library.get(template),
-                params,
-                allowed_roots=list(self.site.paths.allowed_roots),
-                base_dir=Path(str(asked.get("cwd") or self.cwd)),
-            )
-
     def submit_recorded(
         self,
         session_id: str,
@@ -427,7 +311,7 @@ class Executor:
             raise PolicyError(message)
         options = JobOptions.model_validate(asked["options"])
         cost = Cost.of(options)
-        hard = self._decide(cost, approval_given=approved_sha256 is not None, jobs=[options])
+        hard = self.judge.spend(cost, approval_given=approved_sha256 is not None, jobs=[options])
         if hard.verdict == "approve":
             # its process died before asking (resume): ask now, so `pending` shows it
             log.append(EventKind.APPROVAL_ASKED, {**asked, "reason": hard.message}, step_id)
@@ -437,7 +321,7 @@ class Executor:
             append_result(log, step_id, {"outcome": "refused", "error": message})
             raise PolicyError(message)
         template = str(asked.get("template", "?"))
-        params = _intent_params(asked)
+        params = intent_params(asked)
         result = self._submit(log, step_id, "submit", template, script, options, cost, params)
         if asked.get("rerun_of"):
             self._plan_follows(str(asked["rerun_of"]), result)
@@ -456,7 +340,7 @@ class Executor:
             options,
             str(intent["script_sha256"]),
             recovered=True,
-            params=_intent_params(intent),
+            params=intent_params(intent),
         )
         summary = _submitted(job_id, options, cost, recovered=True, warnings=[])
         data = {"outcome": st.Outcome.DONE, "action": "submit", **summary}
@@ -526,105 +410,6 @@ class Executor:
             step_id=step_id, action=action, outcome=st.Outcome.DONE, summary=summary
         )
 
-    def check(self, request: JobRequest) -> CheckedJob:
-        """Assemble the job and judge it as a submission would be; submits nothing.
-
-        The user's SBATCH_* defaults are folded in first (agent/runtime/sbatch_env.py), so what
-        is judged is what sbatch would run; an error says when a value came from there.
-        """
-        request, origin = fold_sbatch_env(
-            request, self.scheduler.submission_environment(self.environ)
-        )
-        try:
-            job = self._assemble(request)
-        except (PolicyError, TemplateError, InputError) as err:
-            if origin:
-                raise type(err)(f"{err} ({origin})") from None
-            raise
-        cost = Cost.of(job.options)
-        return CheckedJob(job=job, cost=cost, decision=self._decide(cost, jobs=[job.options]))
-
-    def advise(self, request: JobRequest) -> SubmitAdvice:
-        """What to offer before submitting request (agent/runtime/advice.py): asks Slurm
-        for the template's history and per-partition start estimates, never raises a
-        Slurm error. The user's SBATCH_* defaults count, as they do in check."""
-        request, _ = fold_sbatch_env(request, self.scheduler.submission_environment(self.environ))
-
-        def fixed(template: str) -> set[str]:
-            return set(self.library.get(template).spec.resources.references())
-
-        adviser = Adviser(
-            scheduler=self.scheduler,
-            site=self.site,
-            assemble=self._assemble,
-            records=self.ledger.all,
-            fixed_fields=fixed,
-        )
-        return adviser.advise(request)
-
-    def _assemble(self, request: Any) -> AssembledJob:
-        template = self.library.get(request.template)
-        header = self.scheduler.script_header
-        return assemble(template, request, self.site, cwd=self.cwd, header=header)
-
-    def folds_active_since(self, since: datetime) -> list[SessionFold]:
-        """The folds of the sessions with an event since `since`, for the budgets' windows
-        (each fold reads only what its session appended since the last check)."""
-        if self.folds is None:
-            self.folds = SessionFolds(self.store)
-        folds = self.folds
-        return [folds.of(s.id) for s in self.store.list_sessions() if s.last_event_at >= since]
-
-    def budget_use(self) -> list[BudgetUse]:
-        """How much of each budget is spent now (as _decide reads it), for a running
-        pipeline whose engine submits on its own (agent/runtime/pipelinerun.py)."""
-        sessions = self.folds_active_since(self.clock() - timedelta(days=7))
-        return budget_use(self.site.policy.budgets, history_from_folds(sessions, self.clock()))
-
-    def _decide(
-        self, cost: Cost, *, approval_given: bool = False, jobs: Sequence[JobOptions] = ()
-    ) -> Decision:
-        # budgets look back a day; a failure streak is only read from sessions active in
-        # the last week, so a long-lived store does not slow every submission down
-        sessions = self.folds_active_since(self.clock() - timedelta(days=7))
-        history = history_from_folds(sessions, self.clock())
-        decision = evaluate(cost, self.site.policy, history, self._active_tasks())
-        if decision.verdict != "refuse":  # no person need approve what Slurm would refuse
-            decision = self._submit_limit_refusal(jobs) or decision
-        if approval_given and decision.verdict == "approve":
-            return Decision("allow")
-        return decision
-
-    def _submit_limit_refusal(self, jobs: Sequence[JobOptions]) -> Decision | None:
-        """A refusal if the jobs' tasks would pass one of the scheduler's limits on queued
-        jobs (MaxSubmit); the tasks of jobs under the same limit are added up.
-
-        A single job is not checked, so it costs no sacctmgr and no squeue: over a limit,
-        Slurm refuses it whole with an error naming the limit, leaving nothing half done;
-        an array (refused whole after policy said yes, its canary too) or a plan (whose
-        last jobs would be refused after the first were queued) is what needs it.
-        """
-        if sum(opts.array_size() for opts in jobs) <= 1:
-            return None
-        adds: dict[tuple[str, str], int] = {}
-        limits = {}
-        for opts in jobs:
-            for limit in self._submit_limits(opts).limits:
-                key = (limit.rule, limit.holder)
-                limits[key] = limit
-                adds[key] = adds.get(key, 0) + opts.array_size()
-        return submit_limit_refusal(((limits[k], adds[k]) for k in limits), len(jobs))
-
-    def _submit_limits(self, opts: JobOptions) -> SubmitLimits:
-        """The scheduler's answer, asked once per QoS, account and partition within one
-        look at the queue (a plan's jobs usually share them: one squeue for the plan)."""
-        if self._limits is None:
-            return self.scheduler.submit_limits(getpass.getuser(), opts)
-        key = (opts.qos, opts.account, opts.partition)
-        if key not in self._limits:
-            self._limits[key] = self.scheduler.submit_limits(getpass.getuser(), opts)
-        return self._limits[key]
-
     # --- everything else -------------------------------------------------------------
 
     def _check_foreign(self, log: SessionLog, step: st.Step) -> None:
@@ -648,11 +433,19 @@ class Executor:
         """Run a control step a person approved."""
         log = SessionLog(self.store, session_id)
         summary = self._handle(step)
-        return self._finish(log, step, st.Outcome.DONE, summary, None)
+        return self.finish(log, step, st.Outcome.DONE, summary, None)
 
     def _handle(self, step: st.Step) -> dict[str, Any]:
         """The step's own handler (agent/runtime/steps.py), with this executor as its hands."""
         return step.handle(self)
+
+    def check(self, request: JobRequest) -> CheckedJob:
+        """A step's hands judge a request as a person's would be (render, test_only)."""
+        return self.judge.job(request)
+
+    def advise(self, request: JobRequest) -> SubmitAdvice:
+        """What a step's hands offer before a submission (agent/runtime/advice.py)."""
+        return self.judge.advise(request)
 
     def diagnose(self, job_id: str) -> list[Diagnosis]:
         """Why a job (or each failed task) ended as it did (a step's hands)."""
@@ -664,7 +457,7 @@ class Executor:
         except JobsmithError:
             return []
 
-    def _finish(
+    def finish(
         self,
         log: SessionLog,
         step: st.Step,
@@ -672,6 +465,7 @@ class Executor:
         summary: dict[str, Any],
         error: str | None,
     ) -> st.StepResult:
+        """Record the step's result (once) and return it."""
         data = {"outcome": outcome, "action": step.action, "error": error, **summary}
         append_result(log, step.id, data)
         return st.StepResult(
@@ -724,12 +518,3 @@ def _job_facts(template: str, script: str, options: JobOptions, cost: Cost) -> d
 def job_ids_of(results: Sequence[st.StepResult]) -> list[str]:
     """Slurm job ids submitted by these results."""
     return [str(r.summary["job_id"]) for r in results if r.summary.get("submitted")]
-
-
-def _intent_params(intent: Mapping[str, Any]) -> Mapping[str, object]:
-    """The template parameters of a submission intent's step ({} for a re-run's, whose
-    step names a job rather than a request)."""
-    try:
-        return st.Submit.model_validate(intent.get("step") or {}).job.params
-    except ValidationError:
-        return {}

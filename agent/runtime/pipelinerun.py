@@ -205,7 +205,7 @@ class Pipelines:
         if current.job_id is None or current.ended:
             return
         cancels = self.executor.site.policy.budgets.pipeline_at_limit == "cancel"
-        for use in self.executor.budget_use():
+        for use in self.executor.judge.budget_use():
             level = pl.budget_level(use.used, use.limit)
             if level is None:
                 continue

@@ -25,13 +25,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_indices, array_spec
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.hashing import script_sha256
+from jobsmith.agent.runtime.judge import (
+    CheckedJob,
+    Origin,
+    PlannedJob,
+    approval_reason,
+    refusal,
+    total_cost,
+)
 from jobsmith.agent.runtime.payloads import (
     PlanJobPayload,
     intent_payload,
@@ -39,20 +45,18 @@ from jobsmith.agent.runtime.payloads import (
     result_payload,
 )
 from jobsmith.agent.runtime.plans import Plan, approval_text, summary_of
-from jobsmith.agent.runtime.policy import Cost, Decision
+from jobsmith.agent.runtime.policy import Cost
 from jobsmith.agent.runtime.rerun import with_directives
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.views.documents import (
-    PlanCheckDocument,
     PlanStatusDocument,
-    PlanStepCheck,
     PlanStepStatus,
 )
 from jobsmith.errors import JobsmithError, NotFound, PolicyError, SchedulerError
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
-    from jobsmith.agent.runtime.executor import CheckedJob, Executor
+    from jobsmith.agent.runtime.executor import Executor
 
 
 class PlanStepUndecided(JobsmithError):
@@ -61,115 +65,40 @@ class PlanStepUndecided(JobsmithError):
     exit_code = 9
 
 
-@dataclass(frozen=True)
-class Judgement:
-    """A plan judged whole: each job checked, the text shown for approval, the total."""
-
-    plan: Plan
-    checked: dict[str, CheckedJob]
-    text: str
-    total: Cost
-    decision: Decision
-
-    def refusal(self) -> str | None:
-        """Why the policy refuses the plan (a step, or the whole), or None."""
-        from jobsmith.agent.runtime.executor import refusal
-
-        for name, job in self.checked.items():
-            if job.decision.verdict == "refuse":
-                return f"refused by policy: plan step {name}: {refusal(job.decision)}"
-        if self.decision.verdict == "refuse":
-            return f"refused by policy: plan {self.plan.name}: {refusal(self.decision)}"
-        return None
-
-    def approval_reason(self) -> str | None:
-        """Why a person must approve the plan: its total, or any one job of it."""
-        jobs = {name: PlannedJob.of(job) for name, job in self.checked.items()}
-        return _approval_reason(self.decision, jobs)
-
-    def document(self) -> PlanCheckDocument:
-        """`plan check`'s document."""
-        refused, wanted = self.refusal(), self.approval_reason()
-        verdict = "refuse" if refused else "approve" if wanted else "allow"
-        return PlanCheckDocument(
-            plan=self.plan.name,
-            order=tuple(self.checked),
-            steps=tuple(
-                PlanStepCheck(name=name, waits_for=self.plan.edges(name), job=job.document())
-                for name, job in self.checked.items()
-            ),
-            cost=self.total.model_dump(),
-            policy={"verdict": verdict, "message": refused or wanted},
-            script_sha256=script_sha256(self.text),
-        )
-
-
-def judge(executor: Executor, plan: Plan, *, approval_given: bool = False) -> Judgement:
-    """Every job of plan rendered and checked (without its dependencies), and the total
-    cost judged; nothing is recorded."""
-    checked = {name: executor.check(plan.request(name, {})) for name in plan.order()}
-    text = approval_text(plan, {name: job.job.script for name, job in checked.items()})
-    total = total_cost(job.cost for job in checked.values())
-    options = [job.job.options for job in checked.values()]
-    decision = executor.decide(total, approval_given=approval_given, jobs=options)
-    return Judgement(plan, checked, text, total, decision)
-
-
-class PlannedJob(BaseModel):
-    """One job of a plan as checked: what is shown for approval and then submitted, byte
-    for byte (its script gets only the dependency directive, once the job ids exist)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    template: str = Field(description="template name")
-    script: str = Field(description="the exact script, without dependencies")
-    options: JobOptions = Field(description="its sbatch options, without dependencies")
-    person_first: str | None = Field(description="why a person must approve it, if so")
-
-    @classmethod
-    def of(cls, checked: CheckedJob) -> PlannedJob:
-        """The job an executor check assembled."""
-        wanted = checked.decision.message if checked.decision.verdict == "approve" else None
-        job = checked.job
-        return cls(
-            template=job.template, script=job.script, options=job.options, person_first=wanted
-        )
-
-
 def run_plan(
     executor: Executor,
     log: SessionLog,
     step: st.RunPlan,
+    origin: Origin,
     checked: Mapping[str, PlannedJob] | None = None,
-    person_first: str | None = None,
 ) -> st.StepResult:
     """Judge the plan whole, then submit each job not submitted yet (module docstring).
 
     The jobs are checked once (or given, checked: a canary's halves); a later run of the
     same step (after an approval, or a crash) submits the jobs recorded then, so what was
-    approved is what is submitted. person_first: why a person must approve the plan
-    whatever its cost (Executor.run).
+    approved is what is submitted. origin: who asks, whose rules may hold the plan for a
+    person whatever its cost (agent/runtime/judge.py).
     """
-    from jobsmith.agent.runtime.executor import ApprovalNeeded, refusal
+    from jobsmith.agent.runtime.executor import ApprovalNeeded
 
     plan = step.plan
     events = log.events()
     approved = _approved_sha(events, step.id)
-    jobs = _recorded_jobs(events, step.id) or checked or _checked_jobs(executor, plan)
+    jobs = _recorded_jobs(events, step.id) or checked or _checked_jobs(executor, plan, origin)
     text = approval_text(plan, {name: job.script for name, job in jobs.items()})
     total = total_cost(Cost.of(job.options) for job in jobs.values())
     # against the limits on queued jobs, only what is still to submit counts (after a
     # crash or an approval, the jobs already submitted are in the queue Slurm counts)
     done = _submitted(events, step.id, plan)
     to_submit = [job.options for name, job in jobs.items() if name not in done]
-    decision = executor.decide(total, approval_given=approved is not None, jobs=to_submit)
+    decision = executor.judge.spend(total, approval_given=approved is not None, jobs=to_submit)
     intent = _intent(step, text, total, jobs)
     log.intent(step.id, intent)
     if decision.verdict == "refuse":
         raise PolicyError(f"refused by policy: plan {plan.name}: {refusal(decision)}")
     if approved is not None and approved != script_sha256(text):
         raise PolicyError(f"plan {plan.name}: the approved scripts changed; nothing submitted")
-    wanted = _approval_reason(decision, jobs) or person_first
+    wanted = approval_reason(decision, jobs, executor.judge.person_first("run_plan", origin))
     if approved is None and wanted is not None:
         log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": wanted}, step.id)
         raise ApprovalNeeded(step.id, wanted)
@@ -204,7 +133,7 @@ def run_canary(
     log: SessionLog,
     step: st.Submit,
     checked: CheckedJob,
-    person_first: str | None = None,
+    origin: Origin,
 ) -> st.StepResult:
     """A large array as a two-job plan: its first tasks, then the rest after them (Slurm's
     afterok), judged and approved as one; the step keeps its id, and answers as a
@@ -228,7 +157,7 @@ def run_canary(
     }
     halves = {n: h.model_copy(update={"template": job.template}) for n, h in halves.items()}
     halves["rest"] = halves["rest"].model_copy(update={"person_first": wanted})
-    return run_plan(executor, log, st.RunPlan(id=step.id, plan=plan), halves, person_first)
+    return run_plan(executor, log, st.RunPlan(id=step.id, plan=plan), origin, halves)
 
 
 def _half(
@@ -283,9 +212,9 @@ def after_failure(executor: Executor, job_id: str, reran: bool) -> list[str]:
     return [rest]
 
 
-def _checked_jobs(executor: Executor, plan: Plan) -> dict[str, PlannedJob]:
+def _checked_jobs(executor: Executor, plan: Plan, origin: Origin) -> dict[str, PlannedJob]:
     """Every job checked now; PolicyError naming the first step the policy refuses."""
-    judged = judge(executor, plan)
+    judged = executor.judge.plan(plan, origin)
     refused = judged.refusal()
     if refused is not None:
         raise PolicyError(refused)
@@ -300,28 +229,6 @@ def _recorded_jobs(events: list[Event], step_id: str) -> dict[str, PlannedJob] |
             if isinstance(jobs, dict):
                 return {name: PlannedJob.model_validate(job) for name, job in jobs.items()}
     return None
-
-
-def _approval_reason(decision: Decision, jobs: Mapping[str, PlannedJob]) -> str | None:
-    """Why a person must approve the plan: its total, or any one job of it."""
-    if decision.verdict == "approve":
-        return f"the plan as a whole: {decision.message}"
-    for name, job in jobs.items():
-        if job.person_first is not None:
-            return f"plan step {name}: {job.person_first}"
-    return None
-
-
-def total_cost(costs: Any) -> Cost:
-    """The plan's cost: every job's tasks and hours added up (nodes: the most any asks)."""
-    items = list(costs)
-    return Cost(
-        tasks=sum(c.tasks for c in items),
-        nodes=max(c.nodes for c in items),
-        core_hours=round(sum(c.core_hours for c in items), 3),
-        gpu_hours=round(sum(c.gpu_hours for c in items), 3),
-        node_hours=round(sum(c.node_hours for c in items), 3),
-    )
 
 
 def sub_step_id(plan_step_id: str, name: str) -> str:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.agent.diagnosis.table import Diagnosis
     from jobsmith.agent.runtime.advice import SubmitAdvice
-    from jobsmith.agent.runtime.executor import CheckedJob
+    from jobsmith.agent.runtime.judge import CheckedJob
     from jobsmith.job_templates import TemplateLibrary
     from jobsmith.site_config import SiteConfig
 

@@ -14,9 +14,8 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.advice import SubmitAdvice
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.events import Event, SessionInfo
-    from jobsmith.agent.runtime.executor import CheckedJob
+    from jobsmith.agent.runtime.judge import CheckedJob, Judgement
     from jobsmith.agent.runtime.pipelinerun import Launched
-    from jobsmith.agent.runtime.planrun import Judgement
     from jobsmith.agent.runtime.readmodel import TokenTotals
     from jobsmith.agent.runtime.steps import StepResult
     from jobsmith.agent.runtime.store import PruneReport
