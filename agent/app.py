@@ -283,7 +283,7 @@ class App:
     ) -> tuple[str, StepResult]:
         """A CLI action is a one-step session: open it, run the step, return both.
         origin is the session's kind (cli, plan); asker what the judge weighs."""
-        from jobsmith.agent.runtime.executor import ApprovalNeeded
+        from jobsmith.agent.runtime.approvals import ApprovalNeeded
 
         session_id = self.store.create({"title": title, "origin": origin})
         try:
@@ -507,7 +507,7 @@ class App:
     def ask(self, text: str, session_id: str | None) -> AskResult:
         """A person's request answered by the model with jobsmith's tools, in one session
         (agent/brains/conversation.py); ApprovalNeeded if a submission waits for a person."""
-        from jobsmith.agent.runtime.executor import ApprovalNeeded
+        from jobsmith.agent.runtime.approvals import ApprovalNeeded
 
         try:
             return self.conversation.ask(text, session_id)

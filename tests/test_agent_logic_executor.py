@@ -27,12 +27,13 @@ from jobsmith.agent.app import App, Paths
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.approvals import (
     AlreadyAnswered,
+    ApprovalNeeded,
     answer,
     find_pending,
     pending_approvals,
 )
 from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.executor import ApprovalNeeded, job_ids_of
+from jobsmith.agent.runtime.executor import job_ids_of
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.agent.runtime.ledger import SubmissionRecord
 from jobsmith.agent.runtime.session_log import SessionLog

@@ -25,10 +25,9 @@ from scheduler_double import AgentHarness, SimulatedCrash
 
 from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
 from jobsmith.agent.runtime import steps as st
-from jobsmith.agent.runtime.approvals import answer, find_pending, pending_approvals
+from jobsmith.agent.runtime.approvals import ApprovalNeeded, answer, find_pending, pending_approvals
 from jobsmith.agent.runtime.claims import SBATCH_MAX_LIFE, owner, process_start
 from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.executor import ApprovalNeeded
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.agent.runtime.resume import (
     ResumeReport,

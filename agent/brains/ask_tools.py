@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.agent.brains.taint import Taint
-from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
+from jobsmith.agent.runtime.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.executor import Executor
 from jobsmith.agent.runtime.judge import Origin, Who
 from jobsmith.agent.runtime.steps import (
     STEP_ADAPTER,

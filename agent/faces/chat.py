@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from jobsmith.agent.brains.ask_tools import ToolOutcome, as_data, step_outcome
 from jobsmith.agent.brains.conversation import AskFailed, Interrupted, Run
 from jobsmith.agent.faces.terminal import Terminal
-from jobsmith.agent.runtime.executor import ApprovalNeeded
+from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.readmodel import TokenTotals
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
 from jobsmith.errors import JobsmithError

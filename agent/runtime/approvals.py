@@ -25,10 +25,23 @@ from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import SessionStore, utc_now
-from jobsmith.errors import NotFound
+from jobsmith.errors import JobsmithError, NotFound
 
 #: events that settle an approval request
 _SETTLED = frozenset({EventKind.APPROVAL_GIVEN, EventKind.APPROVAL_REFUSED, EventKind.RESULT})
+
+
+class ApprovalNeeded(JobsmithError):
+    """The step waits for a person: `jobsmith approve STEP` or `jobsmith deny STEP`."""
+
+    exit_code = 8
+
+    def __init__(self, step_id: str, reason: str) -> None:
+        super().__init__(
+            f"step {step_id} needs a person's approval ({reason}): see `jobsmith pending`, "
+            f"then `jobsmith approve {step_id}` or `jobsmith deny {step_id}`"
+        )
+        self.step_id = step_id
 
 
 class AlreadyAnswered(StepSettled):

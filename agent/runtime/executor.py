@@ -24,6 +24,7 @@ from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime import hashing
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.advice import SubmitAdvice
+from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.claims import StepSettled, append_result
 from jobsmith.agent.runtime.events import EventKind
 from jobsmith.agent.runtime.jobs import JobRequest
@@ -53,19 +54,6 @@ from jobsmith.errors import (
 )
 from jobsmith.job_templates import TemplateLibrary
 from jobsmith.site_config import SiteConfig
-
-
-class ApprovalNeeded(JobsmithError):
-    """The step waits for a person: `jobsmith approve STEP` or `jobsmith deny STEP`."""
-
-    exit_code = 8
-
-    def __init__(self, step_id: str, reason: str) -> None:
-        super().__init__(
-            f"step {step_id} needs a person's approval ({reason}): see `jobsmith pending`, "
-            f"then `jobsmith approve {step_id}` or `jobsmith deny {step_id}`"
-        )
-        self.step_id = step_id
 
 
 @dataclass

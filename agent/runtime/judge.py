@@ -38,7 +38,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler, SubmitLimits
-from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.advice import Adviser, SubmitAdvice
 from jobsmith.agent.runtime.hashing import script_sha256
 from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
@@ -485,7 +484,10 @@ class Judge:
 def intent_params(intent: Mapping[str, Any]) -> Mapping[str, object]:
     """The template parameters of a submission intent's step ({} for a re-run's, whose
     step names a job rather than a request)."""
+    step = intent.get("step")
+    if not isinstance(step, Mapping) or step.get("action") != "submit":
+        return {}
     try:
-        return st.Submit.model_validate(intent.get("step") or {}).job.params
+        return JobRequest.model_validate(step.get("job") or {}).params
     except ValidationError:
         return {}

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_indices, array_spec
 from jobsmith.adapters.states import JobState
@@ -55,8 +55,47 @@ from jobsmith.agent.views.documents import (
 from jobsmith.errors import JobsmithError, NotFound, PolicyError, SchedulerError
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.scheduler import JobStatus
-    from jobsmith.agent.runtime.executor import Executor
+    from jobsmith.adapters.scheduler import JobStatus, Scheduler
+    from jobsmith.agent.runtime.judge import Judge
+    from jobsmith.agent.runtime.ledger import JobLedger
+    from jobsmith.agent.runtime.store import SessionStore
+    from jobsmith.site_config import SiteConfig
+
+
+class PlanHands(Protocol):
+    """What running a plan needs of the executor (agent/runtime/executor.py): its judge
+    and parts, a prepared job's submission as a step of its own, a step's result. The
+    executor runs plans; a plan knows it only by this."""
+
+    @property
+    def judge(self) -> Judge: ...
+    @property
+    def site(self) -> SiteConfig: ...
+    @property
+    def scheduler(self) -> Scheduler: ...
+    @property
+    def ledger(self) -> JobLedger: ...
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    def submit_prepared(
+        self, log: SessionLog, step: st.Submit, template: str, script: str, options: JobOptions
+    ) -> st.StepResult:
+        """Submit exactly this script, checked and allowed as part of the plan."""
+        ...
+
+    def finish(
+        self,
+        log: SessionLog,
+        step: st.Step,
+        outcome: st.Outcome,
+        summary: dict[str, Any],
+        error: str | None,
+    ) -> st.StepResult:
+        """Record the step's result (once) and return it."""
+        ...
 
 
 class PlanStepUndecided(JobsmithError):
@@ -66,7 +105,7 @@ class PlanStepUndecided(JobsmithError):
 
 
 def run_plan(
-    executor: Executor,
+    executor: PlanHands,
     log: SessionLog,
     step: st.RunPlan,
     origin: Origin,
@@ -79,7 +118,7 @@ def run_plan(
     approved is what is submitted. origin: who asks, whose rules may hold the plan for a
     person whatever its cost (agent/runtime/judge.py).
     """
-    from jobsmith.agent.runtime.executor import ApprovalNeeded
+    from jobsmith.agent.runtime.approvals import ApprovalNeeded
 
     plan = step.plan
     events = log.events()
@@ -115,7 +154,7 @@ def run_plan(
 CANARY_PREFIX = "canary-"
 
 
-def needs_canary(executor: Executor, step: st.Step, checked: CheckedJob) -> bool:
+def needs_canary(executor: PlanHands, step: st.Step, checked: CheckedJob) -> bool:
     """Whether a submission's array is above the site's canary size (never a re-run's:
     it re-runs tasks that already ran)."""
     canary = executor.site.policy.canary
@@ -129,7 +168,7 @@ def needs_canary(executor: Executor, step: st.Step, checked: CheckedJob) -> bool
 
 
 def run_canary(
-    executor: Executor,
+    executor: PlanHands,
     log: SessionLog,
     step: st.Submit,
     checked: CheckedJob,
@@ -161,7 +200,7 @@ def run_canary(
 
 
 def _half(
-    executor: Executor, script: str, options: JobOptions, tasks: list[int], *, fresh_tag: bool
+    executor: PlanHands, script: str, options: JobOptions, tasks: list[int], *, fresh_tag: bool
 ) -> PlannedJob:
     """The job with only tasks of its array (the canary gets a tag of its own)."""
     update: dict[str, object] = {"array": array_spec(tasks)}
@@ -188,7 +227,7 @@ def _canary_summary(
     return {**rest, "canary_job_id": job_ids.get("canary"), "canary_tasks": canary_tasks}
 
 
-def after_failure(executor: Executor, job_id: str, reran: bool) -> list[str]:
+def after_failure(executor: PlanHands, job_id: str, reran: bool) -> list[str]:
     """A failed job was decided about: if it was a canary and is not being re-run, its
     array's rest (waiting for it) will never run, so it is cancelled now: a broken
     command costs the canary's tasks, not the array's. Returns what was cancelled."""
@@ -212,7 +251,7 @@ def after_failure(executor: Executor, job_id: str, reran: bool) -> list[str]:
     return [rest]
 
 
-def _checked_jobs(executor: Executor, plan: Plan, origin: Origin) -> dict[str, PlannedJob]:
+def _checked_jobs(executor: PlanHands, plan: Plan, origin: Origin) -> dict[str, PlannedJob]:
     """Every job checked now; PolicyError naming the first step the policy refuses."""
     judged = executor.judge.plan(plan, origin)
     refused = judged.refusal()
@@ -237,7 +276,7 @@ def sub_step_id(plan_step_id: str, name: str) -> str:
 
 
 def _submit_each(
-    executor: Executor,
+    executor: PlanHands,
     log: SessionLog,
     step: st.RunPlan,
     jobs: Mapping[str, PlannedJob],
@@ -261,7 +300,7 @@ def _submit_each(
 
 
 def _submit_one(
-    executor: Executor,
+    executor: PlanHands,
     log: SessionLog,
     plan: Plan,
     name: str,
@@ -296,7 +335,7 @@ def _submitted(events: list[Event], plan_step_id: str, plan: Plan) -> dict[str, 
 
 
 def redirect_after_rerun(
-    executor: Executor, session_id: str, old_job: str, new_job: str
+    executor: PlanHands, session_id: str, old_job: str, new_job: str
 ) -> list[str]:
     """A plan's job was re-run as new_job: the step's job is now new_job, and the jobs
     downstream of it wait for the new jobs. Returns the jobs pointed at new ones; nothing
@@ -341,7 +380,7 @@ def redirect_after_rerun(
     return redirected + [job_ids[n] for n in changed - {step}]
 
 
-def _point(executor: Executor, plan: Plan, name: str, job_ids: Mapping[str, str]) -> bool:
+def _point(executor: PlanHands, plan: Plan, name: str, job_ids: Mapping[str, str]) -> bool:
     """Step name's job now waits for its steps' current jobs (False: Slurm has it no
     more as a pending job: it ran, ended, or was cancelled)."""
     deps = plan.request(name, job_ids).dependencies
@@ -352,7 +391,7 @@ def _point(executor: Executor, plan: Plan, name: str, job_ids: Mapping[str, str]
     return True
 
 
-def _killed_before_it_ran(executor: Executor, job_id: str) -> bool:
+def _killed_before_it_ran(executor: PlanHands, job_id: str) -> bool:
     """Cancelled by Slurm itself (no user's uid) without running: what a site with
     kill_invalid_depend does to a job whose dependency failed."""
     since = executor.clock() - timedelta(days=7)

@@ -27,8 +27,9 @@ from jobsmith.adapters.scheduler import (
     SubmitResult,
     TestOnlyResult,
 )
+from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
+from jobsmith.agent.runtime.executor import Executor
 from jobsmith.agent.runtime.ledger import JobLedger
 from jobsmith.agent.runtime.steps import STEP_ADAPTER
 from jobsmith.agent.runtime.store import FileSessionStore

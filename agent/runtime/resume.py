@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.claims import (
     CLOCK_SKEW,
     LOOKUP_ALLOWANCE,
@@ -52,7 +53,7 @@ from jobsmith.agent.runtime.claims import (
     owner,
 )
 from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.executor import ApprovalNeeded, Executor
+from jobsmith.agent.runtime.executor import Executor
 from jobsmith.agent.runtime.payloads import intent_payload, result_payload
 from jobsmith.agent.runtime.planrun import PlanStepUndecided
 from jobsmith.agent.runtime.session_log import SessionLog
