@@ -51,3 +51,23 @@ def test_templates_show_prints_the_body_it_promises() -> None:
     assert out.exit_code == 0, out.output
     body = TemplateLibrary([shipped_library()]).get("command").body
     assert "body (Jinja2" in out.output and body.strip() in out.output
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "template", "param"),
+    [
+        ("transcode", "video_codec", "ffmpeg_segments", "video_codec"),
+        ("transcode", "preset", "ffmpeg_segments", "preset"),
+        ("render-frames", "engine", "blender_frames", "engine"),
+        ("render-frames", "image_format", "blender_frames", "image_format"),
+    ],
+)
+def test_the_commands_choices_are_the_templates(
+    command: str, option: str, template: str, param: str
+) -> None:
+    """Whatever kind of click.Choice the option has, it offers the template's list (before
+    the lists were read from the specs, transcode's --preset lacked `veryslow`)."""
+    kind = next(p.type for p in cli.commands[command].params if p.name == option)
+    assert isinstance(kind, click.Choice)
+    spec = TemplateLibrary([shipped_library()]).get(template).spec.params[param]
+    assert tuple(kind.choices) == tuple(str(c) for c in spec.choices or ())

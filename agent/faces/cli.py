@@ -1029,6 +1029,56 @@ def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     views.show_pipeline_launched(_app(ctx).pipelines.resume(_session(ctx, session_id)), as_json)
 
 
+def plan_command(build: Callable[..., tuple[Plan, str]]) -> Callable[..., None]:
+    """A command that builds one plan from its arguments, then hands it on as every such
+    command does: --save-plan writes it as a plan file, --dry-run only judges and shows
+    it, else it runs. `build(app, **arguments)` returns the plan and its title; this adds
+    --save-plan, --dry-run and --json (in that order, after the command's own options)."""
+
+    @click.option(
+        "--save-plan",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Also write the plan as a plan file (for `plan check` / `plan run`).",
+    )
+    @click.option(
+        "--dry-run", is_flag=True, help="Show the plan's scripts and cost; submit nothing."
+    )
+    @json_command
+    @click.pass_context
+    @functools.wraps(build)
+    def command(
+        ctx: click.Context, /, save_plan: Path | None, dry_run: bool, as_json: bool, **kwargs: Any
+    ) -> None:
+        app = _app(ctx)
+        plan, title = build(app, **kwargs)
+        _check_or_run(app, plan, title, dry_run=dry_run, as_json=as_json, save=save_plan)
+
+    return command
+
+
+def _check_or_run(
+    app: App, plan: Plan, title: str, *, dry_run: bool, as_json: bool, save: Path | None = None
+) -> None:
+    """A plan a command built: written as a plan file (--save-plan), then only judged and
+    shown (--dry-run), or submitted."""
+    from jobsmith.agent.runtime.plans import plan_text
+    from jobsmith.agent.views import render as views
+    from jobsmith.agent.views.output import note
+    from jobsmith.errors import InputError
+    from jobsmith.files import replace_file
+
+    if save is not None:
+        try:
+            replace_file(save, plan_text(plan, f"jobsmith {title}").encode())
+        except OSError as exc:
+            raise InputError(f"--save-plan {save}: cannot write it ({exc.strerror})") from None
+        note(f"jobsmith: plan written to {save}")
+    if dry_run:
+        views.show_plan_check(app.judge_plan(plan), as_json)
+    else:
+        views.show_plan_run(*app.run_plan(plan, title), as_json)
+
+
 @cli.command()
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
@@ -1055,16 +1105,9 @@ def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Where the segments and the sound go (default: .OUTPUT.jobsmith beside OUTPUT).",
 )
-@click.option(
-    "--save-plan",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Also write the plan as a plan file (for `plan check` / `plan run`).",
-)
-@click.option("--dry-run", is_flag=True, help="Show the plan's scripts and cost; submit nothing.")
-@json_command
-@click.pass_context
+@plan_command
 def transcode(
-    ctx: click.Context,
+    app: App,
     source: Path,
     output: Path,
     chunk_seconds: float,
@@ -1073,20 +1116,15 @@ def transcode(
     crf: int,
     audio_kbps: int,
     work_dir: Path | None,
-    save_plan: Path | None,
-    dry_run: bool,
-    as_json: bool,
-) -> None:
+) -> tuple[Plan, str]:
     """Encode SOURCE into OUTPUT on the cluster: the picture in segments cut on key frames
     (one array), the sound whole, then joined and checked against SOURCE, as one plan
     (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it)."""
     from jobsmith.agent.runtime.transcode import Encoding
 
-    app = _app(ctx)
     encoding = Encoding(video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps)
     plan = app.transcode_plan(source, output, chunk_seconds, encoding, work_dir)
-    title = f"transcode {source.name}"
-    _check_or_run(app, plan, title, dry_run=dry_run, as_json=as_json, save=save_plan)
+    return plan, f"transcode {source.name}"
 
 
 @cli.command(name="render-frames")
@@ -1110,16 +1148,9 @@ def transcode(
 @click.option("--video", type=click.Path(path_type=Path, dir_okay=False), help="Encode the frames.")
 @click.option("--fps", type=_IntRange(1, 240), default=24, show_default=True)
 @click.option("--missing-only", is_flag=True, help="Re-render only missing or broken frames.")
-@click.option(
-    "--save-plan",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Also write the plan as a plan file (for `plan check` / `plan run`).",
-)
-@click.option("--dry-run", is_flag=True, help="Show the plan's scripts and cost; submit nothing.")
-@json_command
-@click.pass_context
+@plan_command
 def render_frames(
-    ctx: click.Context,
+    app: App,
     blend_file: Path,
     output_dir: Path,
     frames_text: str,
@@ -1129,15 +1160,11 @@ def render_frames(
     video: Path | None,
     fps: int,
     missing_only: bool,
-    save_plan: Path | None,
-    dry_run: bool,
-    as_json: bool,
-) -> None:
+) -> tuple[Plan, str]:
     """Render a frame range of BLEND_FILE into OUTPUT_DIR with Blender on the cluster, in
     blocks (one array), then check every frame (and encode --video), as one plan."""
     from jobsmith.agent.runtime.frames import RenderRequest, parse_frames
 
-    app = _app(ctx)
     start, end = parse_frames(frames_text)
     request = RenderRequest(
         blend_file=blend_file.resolve(),
@@ -1150,32 +1177,7 @@ def render_frames(
         video=video.resolve() if video else None,
         fps=fps,
     )
-    plan = app.render_plan(request, missing_only=missing_only)
-    title = f"render {blend_file.name}"
-    _check_or_run(app, plan, title, dry_run=dry_run, as_json=as_json, save=save_plan)
-
-
-def _check_or_run(
-    app: App, plan: Plan, title: str, *, dry_run: bool, as_json: bool, save: Path | None = None
-) -> None:
-    """A plan a command built: written as a plan file (--save-plan), then only judged and
-    shown (--dry-run), or submitted."""
-    from jobsmith.agent.runtime.plans import plan_text
-    from jobsmith.agent.views import render as views
-    from jobsmith.agent.views.output import note
-    from jobsmith.errors import InputError
-    from jobsmith.files import replace_file
-
-    if save is not None:
-        try:
-            replace_file(save, plan_text(plan, f"jobsmith {title}").encode())
-        except OSError as exc:
-            raise InputError(f"--save-plan {save}: cannot write it ({exc.strerror})") from None
-        note(f"jobsmith: plan written to {save}")
-    if dry_run:
-        views.show_plan_check(app.judge_plan(plan), as_json)
-    else:
-        views.show_plan_run(*app.run_plan(plan, title), as_json)
+    return app.render_plan(request, missing_only=missing_only), f"render {blend_file.name}"
 
 
 @cli.group()
