@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from jobsmith.adapters.records import JobRecord, QueueRecord, StepRecord
 from jobsmith.adapters.slurm.argv import DELIMITER
@@ -80,6 +80,169 @@ def _text(value: object) -> str | None:
 def _int(text: str | None) -> int | None:
     value = (text or "").strip()
     return int(value) if value.isdigit() else None
+
+
+# --- the records, each kind built in one place ----------------------------------------------
+#
+# Text and JSON say the same things in different places and units: each reader below finds
+# the values in its format, and one builder per kind (_job_record, _queue_record) makes the
+# record from them, so a new field, or a rule such as "a stand-in row's name is unknown",
+# is written once for both formats.
+
+
+class _Ids(NamedTuple):
+    """Which job or array task a record is about: the five id fields both kinds share."""
+
+    job_id: str  # as Slurm displays it: '331', '333_2', '333_[4-9%2]'
+    job_id_raw: str
+    array_job_id: str | None
+    array_task_id: int | None
+    array_task_range: str | None
+
+
+#: A JobRecord's plain text fields (None where Slurm printed a placeholder): the sacct -P
+#: column that has it, and where sacct --json has it.
+_JOB_TEXT: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "reason": ("Reason", ("state", "reason")),
+    "node_list": ("NodeList", ("nodes",)),
+    "partition": ("Partition", ("partition",)),
+    "account": ("Account", ("account",)),
+    "user": ("User", ("user",)),
+    "work_dir": ("WorkDir", ("working_directory",)),
+    "comment": ("Comment", ("comment", "job")),
+}
+#: A QueueRecord's plain text fields: the squeue -O column, and the squeue --json key.
+_QUEUE_TEXT: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "user": ("UserName", ("user_name",)),
+    "reason": ("Reason", ("state_reason",)),
+    "dependency": ("Dependency", ("dependency",)),
+    "partition": ("Partition", ("partition",)),
+    "comment": ("Comment", ("comment",)),
+}
+#: a plain text field by its record field name
+_Text = Callable[[str], str | None]
+
+
+def _row_text(row: Mapping[str, str], table: Mapping[str, tuple[str, tuple[str, ...]]]) -> _Text:
+    """The plain text fields of a row of delimited text, found by their columns."""
+    return lambda field: _text(row.get(table[field][0]))
+
+
+def _json_text(job: Mapping[str, Any], table: Mapping[str, tuple[str, tuple[str, ...]]]) -> _Text:
+    """The plain text fields of a JSON record, found by their paths."""
+    return lambda field: _text(_dig(job, *table[field][1]))
+
+
+def _row_ids(ids: re.Match[str], raw: str | None, array_job_id: str | None = None) -> _Ids:
+    """The ids of a row of text, from its JobID (matched by _JOB_ID) and the raw id's cell;
+    the array's id is its own cell where the output has one, else read from the JobID."""
+    task = int(ids["task"]) if ids["task"] is not None else None
+    in_array = task is not None or ids["range"] is not None
+    return _Ids(
+        job_id=ids["job"],
+        job_id_raw=_text(raw) or ids["job"],
+        array_job_id=(_text(array_job_id) or ids["base"]) if in_array else None,
+        array_task_id=task,
+        array_task_range=ids["range"],
+    )
+
+
+def _job_record(
+    ids: _Ids,
+    text: _Text,
+    *,
+    name: str,
+    stand_in: bool,
+    state: JobState,
+    exit: tuple[int | None, int | None],
+    derived_exit_code: int | None,
+    cancelled_by: str | None = None,
+    cancelled_by_user: str | None = None,
+    elapsed_s: int | None,
+    timelimit_s: int | None,
+    max_rss_bytes: int | None,
+    req_mem_bytes: int | None,
+    alloc_cpus: int | None,
+    total_cpu_s: float | None,
+    alloc_tres: str | None,
+    times: tuple[datetime | None, datetime | None, datetime | None],
+    steps: Sequence[StepRecord] = (),
+) -> JobRecord:
+    """A JobRecord from what sacct said in either format. `times` are submit, start, end;
+    the job's peak RSS is the largest of its own and its steps' (see _with_steps); a
+    stand-in row's name and time limit are not the job's, so they are left unknown."""
+    exit_code, signal = exit
+    submit_time, start_time, end_time = times
+    record = JobRecord(
+        **ids._asdict(),
+        name="" if stand_in else name,
+        state=state,
+        cancelled_by=cancelled_by,
+        cancelled_by_user=cancelled_by_user,
+        exit_code=exit_code,
+        signal=signal,
+        derived_exit_code=derived_exit_code,
+        reason=text("reason"),
+        elapsed_s=elapsed_s,
+        timelimit_s=None if stand_in else timelimit_s,
+        max_rss_bytes=max_rss_bytes,
+        req_mem_bytes=req_mem_bytes,
+        alloc_cpus=alloc_cpus,
+        total_cpu_s=total_cpu_s,
+        node_list=text("node_list"),
+        partition=text("partition"),
+        account=text("account"),
+        user=text("user"),
+        work_dir=text("work_dir"),
+        comment=text("comment"),
+        alloc_tres=alloc_tres,
+        submit_time=submit_time,
+        start_time=start_time,
+        end_time=end_time,
+        stand_in=stand_in,
+    )
+    return _with_steps(record, steps)
+
+
+def _queue_record(
+    ids: _Ids,
+    text: _Text,
+    *,
+    name: str,
+    state: JobState,
+    exit: tuple[int | None, int | None],
+    estimated_start: datetime | None,
+    stdout: Any,
+    stderr: Any,
+    node: str | None = None,
+) -> QueueRecord:
+    """A QueueRecord from what squeue said in either format. `stdout` and `stderr` are the
+    output-file patterns as printed, expanded where the job or task is known (`node` for
+    %N); without -e, stderr goes to the stdout file, so an empty stderr reads as stdout's."""
+    user = text("user")
+    exit_code, signal = exit
+
+    def path(pattern: Any) -> str | None:
+        return _output_path(
+            pattern, ids.job_id_raw, ids.array_job_id, ids.array_task_id, name, user, node
+        )
+
+    stdout_path = path(stdout)
+    return QueueRecord(
+        **ids._asdict(),
+        name=name,
+        user=user,
+        state=state,
+        exit_code=exit_code,
+        signal=signal,
+        reason=text("reason"),
+        dependency=text("dependency"),
+        partition=text("partition"),
+        estimated_start=estimated_start,
+        comment=text("comment"),
+        stdout_path=stdout_path,
+        stderr_path=path(stderr) or stdout_path,
+    )
 
 
 # --- rows of delimited text ---------------------------------------------------------------
@@ -194,44 +357,33 @@ def parse_sacct_parsable(
 
 def _job_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None) -> JobRecord:
     state, cancelled_by = parse_state(row.get("State"))
-    exit_code, signal = parse_exit_code(row.get("ExitCode"))
     derived, _ = parse_exit_code(row.get("DerivedExitCode"))
     alloc_cpus = _int(row.get("AllocCPUS"))
-    in_array = ids["task"] is not None or ids["range"] is not None
     # slurmdbd's stand-in row for a just-ended job (see _is_placeholder): no partition,
     # no time limit, and a name that is not the job's
     stand_in = row.get("JobName") == "allocation" and not row.get("Partition")
     stand_in = stand_in and not _text(row.get("Timelimit"))
-    return JobRecord(
-        job_id=ids["job"],
-        job_id_raw=_text(row.get("JobIDRaw")) or ids["job"],
-        array_job_id=ids["base"] if in_array else None,
-        array_task_id=int(ids["task"]) if ids["task"] is not None else None,
-        array_task_range=ids["range"],
-        name="" if stand_in else row.get("JobName", ""),
+    return _job_record(
+        _row_ids(ids, row.get("JobIDRaw")),
+        _row_text(row, _JOB_TEXT),
+        name=row.get("JobName", ""),
+        stand_in=stand_in,
         state=state,
         cancelled_by=cancelled_by,
-        exit_code=exit_code,
-        signal=signal,
+        exit=parse_exit_code(row.get("ExitCode")),
         derived_exit_code=derived,
-        reason=_text(row.get("Reason")),
         elapsed_s=parse_printed_duration(row.get("Elapsed")),
         timelimit_s=parse_printed_duration(row.get("Timelimit")),
         max_rss_bytes=parse_printed_memory(row.get("MaxRSS")),
         req_mem_bytes=_req_mem(row.get("ReqMem"), alloc_cpus),
         alloc_cpus=alloc_cpus,
         total_cpu_s=parse_printed_seconds(row.get("TotalCPU")),
-        node_list=_text(row.get("NodeList")),
-        partition=_text(row.get("Partition")),
-        account=_text(row.get("Account")),
-        user=_text(row.get("User")),
-        work_dir=_text(row.get("WorkDir")),
-        comment=_text(row.get("Comment")),
         alloc_tres=_text(row.get("AllocTRES")),
-        submit_time=parse_time(row.get("Submit"), tz),
-        start_time=parse_time(row.get("Start"), tz),
-        end_time=parse_time(row.get("End"), tz),
-        stand_in=stand_in,
+        times=(
+            parse_time(row.get("Submit"), tz),
+            parse_time(row.get("Start"), tz),
+            parse_time(row.get("End"), tz),
+        ),
     )
 
 
@@ -299,51 +451,39 @@ def _each_json_job(
 
 def _job_from_json(job: Mapping[str, Any]) -> JobRecord:
     state, _ = parse_state(_dig(job, "state", "current"))
-    exit_code, signal = _exit_from_json(job.get("exit_code"), state)
     derived, _ = _exit_from_json(job.get("derived_exit_code"), state)
-    display, array_job_id, task_id, task_range = _array_ids(
-        job["job_id"],
-        _dig(job, "array", "job_id"),
-        _dig(job, "array", "task_id"),
-        _task_range(
-            _dig(job, "array", "task"), _dig(job, "array", "limits", "max", "running", "tasks")
-        ),
-    )
-    steps = tuple(_step_from_json(s) for s in job.get("steps") or ())
-    placeholder = _is_placeholder(job)
-    limit_min = None if placeholder else _num(_dig(job, "time", "limit"))
+    limit_min = _num(_dig(job, "time", "limit"))
     mem_mib = _tres_count(_dig(job, "tres", "requested"), "mem")
-    return JobRecord(
-        job_id=display,
-        job_id_raw=str(job["job_id"]),
-        array_job_id=array_job_id,
-        array_task_id=task_id,
-        array_task_range=task_range,
-        name="" if placeholder else str(job.get("name") or ""),
+    return _job_record(
+        _array_ids(
+            job["job_id"],
+            _dig(job, "array", "job_id"),
+            _dig(job, "array", "task_id"),
+            _task_range(
+                _dig(job, "array", "task"),
+                _dig(job, "array", "limits", "max", "running", "tasks"),
+            ),
+        ),
+        _json_text(job, _JOB_TEXT),
+        name=str(job.get("name") or ""),
+        stand_in=_is_placeholder(job),
         state=state,
         cancelled_by_user=_killer(job, state),
-        exit_code=exit_code,
-        signal=signal,
+        exit=_exit_from_json(job.get("exit_code"), state),
         derived_exit_code=derived,
-        reason=_text(_dig(job, "state", "reason")),
         elapsed_s=_num(_dig(job, "time", "elapsed")),
         timelimit_s=None if limit_min is None else limit_min * 60,  # the JSON gives minutes
-        max_rss_bytes=_max(s.max_rss_bytes for s in steps),
+        max_rss_bytes=None,  # the JSON has it per step only
         req_mem_bytes=None if mem_mib is None else mem_mib * _MIB,  # TRES mem is in MiB
         alloc_cpus=_tres_count(_dig(job, "tres", "allocated"), "cpu"),
         total_cpu_s=_total_cpu(job),
-        node_list=_text(job.get("nodes")),
-        partition=_text(job.get("partition")),
-        account=_text(job.get("account")),
-        user=_text(job.get("user")),
-        work_dir=_text(job.get("working_directory")),
-        comment=_text(_dig(job, "comment", "job")),
         alloc_tres=_tres_string(_dig(job, "tres", "allocated")),
-        submit_time=_epoch(_dig(job, "time", "submission")),
-        start_time=_epoch(_dig(job, "time", "start")),
-        end_time=_epoch(_dig(job, "time", "end")),
-        steps=steps,
-        stand_in=placeholder,
+        times=(
+            _epoch(_dig(job, "time", "submission")),
+            _epoch(_dig(job, "time", "start")),
+            _epoch(_dig(job, "time", "end")),
+        ),
+        steps=tuple(_step_from_json(s) for s in job.get("steps") or ()),
     )
 
 
@@ -443,19 +583,18 @@ def _cpu_time(value: Any) -> float | None:
     return seconds + (_num(_dig(value, "microseconds")) or 0) / 1e6
 
 
-def _array_ids(
-    job_id: Any, array_job_id: Any, task_id: Any, task_range: str | None
-) -> tuple[str, str | None, int | None, str | None]:
-    """(display id, array id, task index, pending range) the way sacct -P and squeue show them."""
+def _array_ids(job_id: Any, array_job_id: Any, task_id: Any, task_range: str | None) -> _Ids:
+    """The ids from Slurm's JSON, the way sacct -P and squeue show them."""
+    raw = str(job_id)
     base = _num(array_job_id)
     task = _num(task_id)
     if not base:  # 0 means "not an array"
-        return str(job_id), None, None, None
+        return _Ids(raw, raw, None, None, None)
     if task is not None:
-        return f"{base}_{task}", str(base), task, None
+        return _Ids(f"{base}_{task}", raw, str(base), task, None)
     if task_range is not None:
-        return f"{base}_[{task_range}]", str(base), None, task_range
-    return str(job_id), str(base), None, None
+        return _Ids(f"{base}_[{task_range}]", raw, str(base), None, task_range)
+    return _Ids(raw, raw, str(base), None, None)
 
 
 def _task_range(text: Any, max_running: Any) -> str | None:
@@ -602,38 +741,15 @@ def parse_squeue(
 
 def _queue_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None) -> QueueRecord:
     state, _ = parse_state(row["State"])
-    task = int(ids["task"]) if ids["task"] is not None else None
-    task_range = ids["range"] or (None if task is not None else _text(row["ArrayTaskID"]))
-    in_array = task is not None or ids["range"] is not None
-    raw = _text(row["JobID"]) or ids["job"]
-    array_id = (_text(row["ArrayJobID"]) or ids["base"]) if in_array else None
-    name, user = row["Name"], _text(row["UserName"])
-    exit_code, signal = _exit_from_cell(row["exit_code"], state)
-
-    def path(pattern: str) -> str | None:
-        return _output_path(pattern, raw, array_id, task, name, user)
-
-    stdout_path = path(row["STDOUT"])
-
-    return QueueRecord(
-        job_id=ids["job"],
-        job_id_raw=raw,
-        array_job_id=array_id,
-        array_task_id=task,
-        array_task_range=task_range if in_array else None,
-        name=name,
-        user=user,
+    return _queue_record(
+        _row_ids(ids, row["JobID"], row["ArrayJobID"]),
+        _row_text(row, _QUEUE_TEXT),
+        name=row["Name"],
         state=state,
-        exit_code=exit_code,
-        signal=signal,
-        reason=_text(row["Reason"]),
-        dependency=_text(row["Dependency"]),
-        partition=_text(row["Partition"]),
+        exit=_exit_from_cell(row["exit_code"], state),
         estimated_start=parse_time(row["StartTime"], tz),
-        comment=_text(row["Comment"]),
-        stdout_path=stdout_path,
-        # without -e, stderr goes to the stdout file (22.05 prints that path, 24.11 '(null)')
-        stderr_path=path(row["STDERR"]) or stdout_path,
+        stdout=row["STDOUT"],
+        stderr=row["STDERR"],
     )
 
 
@@ -644,42 +760,28 @@ def parse_squeue_json(text: str, *, skipped: list[str] | None = None) -> list[Qu
 
 def _queue_from_json(job: Mapping[str, Any]) -> QueueRecord:
     state, _ = parse_state(job.get("job_state"))
-    display, array_id, task, task_range = _array_ids(
+    ids = _array_ids(
         job["job_id"],
         job.get("array_job_id"),
         job.get("array_task_id"),
         _task_range(job.get("array_task_string"), job.get("array_max_tasks")),
     )
-    raw = str(job["job_id"])
-    name, user = str(job.get("name") or ""), _text(job.get("user_name"))
     stdout = _text(job.get("standard_output"))
     if stdout is None and job.get("batch_flag"):
         # sbatch's default; 22.05 leaves it empty, 24.11 fills it in
-        default = "slurm-%A_%a.out" if array_id is not None else "slurm-%j.out"
+        default = "slurm-%A_%a.out" if ids.array_job_id is not None else "slurm-%j.out"
         stdout = f"{job.get('current_working_directory') or '.'}/{default}"
-    node = _text(job.get("batch_host"))
-    stdout_path = _output_path(stdout, raw, array_id, task, name, user, node)
-    exit_code, signal = _queue_exit_from_json(job.get("exit_code"), state)
-    return QueueRecord(
-        job_id=display,
-        job_id_raw=raw,
-        array_job_id=array_id,
-        array_task_id=task,
-        array_task_range=task_range,
-        name=name,
-        user=user,
+    return _queue_record(
+        ids,
+        _json_text(job, _QUEUE_TEXT),
+        name=str(job.get("name") or ""),
         state=state,
-        exit_code=exit_code,
-        signal=signal,
-        reason=_text(job.get("state_reason")),
-        dependency=_text(job.get("dependency")),
-        partition=_text(job.get("partition")),
+        exit=_queue_exit_from_json(job.get("exit_code"), state),
         estimated_start=_epoch(job.get("start_time")),
-        comment=_text(job.get("comment")),
-        stdout_path=stdout_path,
+        stdout=stdout,
         # without -e, Slurm writes stderr into the stdout file (22.05 leaves it empty here)
-        stderr_path=_output_path(job.get("standard_error"), raw, array_id, task, name, user, node)
-        or stdout_path,
+        stderr=job.get("standard_error"),
+        node=_text(job.get("batch_host")),
     )
 
 
