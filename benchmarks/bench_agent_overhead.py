@@ -18,13 +18,13 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from lab_user import SITE
+
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.app import App, Paths
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.agent.runtime.steps import Render, Submit
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 class TimingTransport(LocalTransport):
@@ -85,7 +85,7 @@ def main(n: int) -> None:
         app = App(
             paths=Paths(config_dir=work / "config", state_dir=work / "state"),
             environ=dict(os.environ),
-            site_file=REPO / "site_config" / "examples" / "lab.yaml",
+            site_file=SITE,
             transport_override=transport,
         )
         request = JobRequest(template="command", params={"command": "true"}, log_dir=work)

@@ -20,11 +20,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from bench_plan import JOBSMITH, SITE, AsUser
+from lab_user import AsUser, scratch_user
 from slurm_stats import log, take_snapshot
 
 from jobsmith.adapters.slurm.transport import LocalTransport
@@ -45,15 +43,15 @@ def run(user: AsUser, tasks: int, canary: bool) -> dict[str, object]:
     for path in user.work.iterdir():
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     started = time.perf_counter()
-    out = user.run(
-        JOBSMITH, "--site", str(SITE), "submit", "file_array", "--params-file",
+    out = user.jobsmith(
+        "submit", "file_array", "--params-file",
         str(user.work / "params.yaml"), "--log-dir", str(user.work / "logs"),
         "--time", "0:01:00", "--mem", "50", "--json",
     )  # fmt: skip
     doc = json.loads(out)
     decisions: list[dict[str, object]] = []
     while not decisions:
-        cycle = json.loads(user.run(JOBSMITH, "--site", str(SITE), "watch", "--once", "--json"))
+        cycle = json.loads(user.jobsmith("watch", "--once", "--json"))
         decisions = list(cycle["decisions"])
         if not decisions:
             time.sleep(1)
@@ -86,9 +84,7 @@ def main() -> int:
     root = LocalTransport()
     print(f"{'variant':12} {'s to report':>12} {'tasks ran':>10} {'ctld RPCs':>10}  decision")
     for canary in (True, False):
-        with tempfile.TemporaryDirectory(dir="/scratch") as tmp:
-            os.chmod(tmp, 0o777)
-            user = AsUser(args.user, Path(tmp))
+        with scratch_user(args.user) as user:
             before = take_snapshot(root)
             result = run(user, args.tasks, canary)
             after = take_snapshot(root)

@@ -31,14 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+from lab_user import ROOT, SITE
+
 sys.path.insert(0, str(ROOT / "tests"))
 
-from messages_server import MessagesServer, message, text, tool_use  # noqa: E402
+from messages_server import MessagesServer, message, text, tool_use
 
 JOBSMITH = str(Path(sys.executable).with_name("jobsmith"))
-SITE = ROOT / "site_config" / "examples" / "lab.yaml"
 KEY = "sk-ant-bench-0000"
 
 

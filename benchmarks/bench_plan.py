@@ -26,20 +26,16 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from lab_user import ROOT, AsUser, scratch_user
 from slurm_stats import Snapshot, log, take_snapshot
 
 from jobsmith.adapters.slurm.transport import LocalTransport
 
-ROOT = Path(__file__).resolve().parent.parent
-JOBSMITH = str(ROOT / ".venv" / "bin" / "jobsmith")
-SITE = ROOT / "site_config" / "examples" / "lab.yaml"
 SNAKEMAKE = ROOT / ".venv-snakemake" / "bin" / "snakemake"
 SNAKEFILE = Path(__file__).resolve().parent / "Snakefile.plan"
 #: Each Snakemake job runs a Python of about 140 MB (the lab's notes; 133 MB MaxRSS seen):
@@ -57,40 +53,6 @@ steps:
   three: {template: command, params: {command: "true"}}
   merge: {template: command, params: {command: "true"}, after_ok: [one, two, three]}
 """
-
-
-class AsUser:
-    """Commands as the lab user, with a private jobsmith home, from a scratch directory."""
-
-    def __init__(self, user: str, work: Path) -> None:
-        self.user = user
-        self.work = work
-        self.env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(Path("~" + user).expanduser()),
-            "USER": user,
-            "LOGNAME": user,
-            "JOBSMITH_CONFIG_DIR": str(work / "config"),
-            "JOBSMITH_STATE_DIR": str(work / "state"),
-        }
-        (work / "config").mkdir(parents=True)
-        (work / "config" / "site.yaml").write_text(
-            f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{work}']\n"
-        )
-
-    def run(self, *argv: str) -> str:
-        out = subprocess.run(
-            ["runuser", "-u", self.user, "--", "env", "-i", *self._env(), *argv],
-            capture_output=True,
-            text=True,
-            cwd=self.work,
-        )
-        if out.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} failed ({out.returncode}): {out.stderr}")
-        return out.stdout
-
-    def _env(self) -> list[str]:
-        return [f"{k}={v}" for k, v in self.env.items()]
 
 
 def raw(user: AsUser, submitted: Callable[[], None]) -> list[str]:
@@ -114,23 +76,22 @@ def plan(user: AsUser, submitted: Callable[[], None]) -> list[str]:
     path = user.work / "plan.yaml"
     path.write_text(PLAN)
     os.chmod(path, 0o644)
-    doc = json.loads(user.run(JOBSMITH, "--site", str(SITE), "plan", "run", str(path), "--json"))
+    doc = json.loads(user.jobsmith("plan", "run", str(path), "--json"))
     ids = list(doc["jobs"].values())
     submitted()
-    user.run(JOBSMITH, "--site", str(SITE), "wait", *ids, "--timeout", "300")
+    user.jobsmith("wait", *ids, "--timeout", "300")
     return ids
 
 
 def by_hand(user: AsUser, submitted: Callable[[], None]) -> list[str]:
     def submit(*deps: str) -> str:
         after = ["--after-ok", ",".join(deps)] if deps else []
-        argv = [JOBSMITH, "--site", str(SITE), "submit", "command", "-p", "command=true"]
-        return user.run(*argv, *after).strip()
+        return user.jobsmith("submit", "command", "-p", "command=true", *after).strip()
 
     first = [submit() for _ in range(3)]
     ids = [*first, submit(*first)]
     submitted()
-    user.run(JOBSMITH, "--site", str(SITE), "wait", *ids, "--timeout", "300")
+    user.jobsmith("wait", *ids, "--timeout", "300")
     return ids
 
 
@@ -173,9 +134,7 @@ def main() -> int:
     for round_no in range(args.rounds):
         order = names[round_no % len(names) :] + names[: round_no % len(names)]
         for name in order:
-            with tempfile.TemporaryDirectory(dir="/scratch") as tmp:
-                os.chmod(tmp, 0o777)
-                user = AsUser(args.user, Path(tmp))
+            with scratch_user(args.user) as user:
                 before = take_snapshot(root)
                 marks: list[Snapshot] = []
 

@@ -32,11 +32,11 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from lab_user import LAB_JOBSMITH
+
 from jobsmith.adapters.slurm import argv
 from jobsmith.adapters.slurm.parse import SACCT_FIELDS, parse_sacct_parsable
 
-HERE = Path(__file__).resolve().parent.parent
-JOBSMITH = [f"{HERE}/.venv/bin/jobsmith", "--site", f"{HERE}/site_config/examples/lab.yaml"]
 USER_ENV = ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"]
 
 
@@ -57,7 +57,7 @@ def submit_array(user: str, tasks: int, workdir: str) -> str:
     as_user(user, ["touch", *names])
     params = folder / "params.json"
     as_user(user, ["tee", str(params)], input=json.dumps({"files": names, "program": "true"}))
-    command = [*JOBSMITH, "submit", "file_array", "--params-file", str(params)]
+    command = [*LAB_JOBSMITH, "submit", "file_array", "--params-file", str(params)]
     res = as_user(user, [*command, "--mem", "50M", "--time", "1"], cwd=workdir)
     if res.returncode != 0:
         sys.exit(f"submit failed: {res.stderr.strip()}")
@@ -104,7 +104,7 @@ def main() -> None:
             print(f"  {done}/{args.tasks} tasks ended", file=sys.stderr)
             time.sleep(10)
         sacct = argv.sacct_jobs([job_id], since, SACCT_FIELDS)
-        status = [*JOBSMITH, "status", "--json", job_id]
+        status = [*LAB_JOBSMITH, "status", "--json", job_id]
         times: dict[str, list[float]] = {"sacct": [], "status": []}
         for _ in range(args.repeat):
             took, out = timed(args.user, sacct)

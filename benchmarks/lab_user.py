@@ -1,0 +1,74 @@
+"""The lab user a benchmark drives jobsmith as: this checkout's jobsmith on the lab's site
+file, run as that user in a throw-away /scratch workspace with a private jobsmith home.
+
+The benchmarks that time the CLI as a user (bench_plan.py, bench_canary.py,
+bench_status_array.py; bench_agent_overhead.py and bench_chat.py use the paths) set it up
+here, the same way, so a change to that set-up (a path, the user's environment) is made
+once and every benchmark measures the same thing. Nothing runs at import.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: the checkout these benchmarks belong to
+ROOT = Path(__file__).resolve().parent.parent
+#: the lab cluster's site file
+SITE = ROOT / "site_config" / "examples" / "lab.yaml"
+#: the checkout's jobsmith (its .venv, made by scripts/setup)
+JOBSMITH = str(ROOT / ".venv" / "bin" / "jobsmith")
+#: jobsmith on the lab's site file: the start of every command line the benchmarks time
+LAB_JOBSMITH = (JOBSMITH, "--site", str(SITE))
+
+
+class AsUser:
+    """Commands as the lab user, with a private jobsmith home, from a scratch directory."""
+
+    def __init__(self, user: str, work: Path) -> None:
+        self.user = user
+        self.work = work
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(Path("~" + user).expanduser()),
+            "USER": user,
+            "LOGNAME": user,
+            "JOBSMITH_CONFIG_DIR": str(work / "config"),
+            "JOBSMITH_STATE_DIR": str(work / "state"),
+        }
+        (work / "config").mkdir(parents=True)
+        (work / "config" / "site.yaml").write_text(
+            f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{work}']\n"
+        )
+
+    def run(self, *argv: str) -> str:
+        """argv as the user; its stdout (a failure ends the benchmark, with its stderr)."""
+        out = subprocess.run(
+            ["runuser", "-u", self.user, "--", "env", "-i", *self._env(), *argv],
+            capture_output=True,
+            text=True,
+            cwd=self.work,
+        )
+        if out.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed ({out.returncode}): {out.stderr}")
+        return out.stdout
+
+    def jobsmith(self, *argv: str) -> str:
+        """`jobsmith --site <lab> argv…` as the user (see run)."""
+        return self.run(*LAB_JOBSMITH, *argv)
+
+    def _env(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.env.items()]
+
+
+@contextmanager
+def scratch_user(user: str) -> Iterator[AsUser]:
+    """The user in a fresh directory under /scratch that anyone may write (the user runs
+    there, root set it up), removed with everything in it on leaving."""
+    with tempfile.TemporaryDirectory(dir="/scratch") as tmp:
+        os.chmod(tmp, 0o777)
+        yield AsUser(user, Path(tmp))
