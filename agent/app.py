@@ -24,12 +24,18 @@ if TYPE_CHECKING:
     from jobsmith.agent.brains.protocol import Brain
     from jobsmith.agent.brains.waking import WakeOutcome
     from jobsmith.agent.diagnosis.table import Diagnosis
-    from jobsmith.agent.faces.sitecmd import Login, SiteCheckReport, SiteInitResult
     from jobsmith.agent.runtime.advice import SubmitAdvice
     from jobsmith.agent.runtime.approvals import PendingApproval
+    from jobsmith.agent.runtime.documents import (
+        ControlResult,
+        LogView,
+        PipelineStatusDocument,
+        PlanStatusDocument,
+    )
     from jobsmith.agent.runtime.events import Event
     from jobsmith.agent.runtime.executor import Executor
     from jobsmith.agent.runtime.frames import RenderRequest
+    from jobsmith.agent.runtime.glancefacts import GlanceFacts
     from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest
     from jobsmith.agent.runtime.jobstate import StateChange
     from jobsmith.agent.runtime.judge import CheckedJob, Judgement, Origin
@@ -40,13 +46,11 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.readmodel import SessionFolds
     from jobsmith.agent.runtime.replay import ReplayedStep
     from jobsmith.agent.runtime.resume import ResumeReport
+    from jobsmith.agent.runtime.sitefile import Login, SiteCheckReport, SiteInitResult
     from jobsmith.agent.runtime.steps import Step, StepResult
     from jobsmith.agent.runtime.store import FileSessionStore
     from jobsmith.agent.runtime.transcode import Encoding
-    from jobsmith.agent.views.documents import PipelineStatusDocument, PlanStatusDocument
-    from jobsmith.agent.views.glance import GlanceFacts
     from jobsmith.agent.views.report import RunReport
-    from jobsmith.agent.views.results import ControlResult, LogView
     from jobsmith.agent.watcher.cycle import WatchCycle
     from jobsmith.agent.watcher.lock import WatchLock
     from jobsmith.agent.watcher.news import News
@@ -413,7 +417,7 @@ class App:
     def pipeline_statuses(self, session_ids: list[str]) -> list[PipelineStatusDocument]:
         """Pipelines' status: one poll for all their head jobs (recorded in their sessions
         first, so each follow knows whether its head job ended), then their records read."""
-        from jobsmith.agent.views.documents import PipelineStatusDocument
+        from jobsmith.agent.runtime.documents import PipelineStatusDocument
 
         heads = {sid: self.pipelines.head_job_id(sid) for sid in session_ids}
         ids = [j for j in heads.values() if j]
@@ -428,9 +432,9 @@ class App:
     ) -> dict[str, str]:
         """Each pipeline session's one line, as its session last recorded it (no reads of
         the engine's records: the at-a-glance status stays one poll)."""
+        from jobsmith.agent.runtime.documents import PipelineStatusDocument
         from jobsmith.agent.runtime.pipelinerun import ORIGIN
         from jobsmith.agent.runtime.pipelines import pipeline_of
-        from jobsmith.agent.views.documents import PipelineStatusDocument
 
         lines = {}
         for sid in sorted(session_ids):
@@ -745,8 +749,8 @@ class App:
 
     def control(self, action: str, job_ids: list[str]) -> ControlResult:
         """cancel / hold / release, through the executor (a foreign job may need approval)."""
+        from jobsmith.agent.runtime.documents import ControlResult
         from jobsmith.agent.runtime.steps import STEP_ADAPTER
-        from jobsmith.agent.views.results import ControlResult
 
         step = STEP_ADAPTER.validate_python({"action": action, "job_ids": job_ids})
         self.one_step(f"{action} {' '.join(job_ids)}", step)
@@ -840,13 +844,13 @@ class App:
 
     def site_check(self) -> SiteCheckReport:
         """The site config compared with the live cluster."""
-        from jobsmith.agent.faces.sitecmd import site_check
+        from jobsmith.agent.runtime.sitefile import site_check
 
         return site_check(self.site, self.scheduler, self._login())
 
     def site_init(self, output: Path | None, force: bool) -> SiteInitResult:
         """A starting config from the live cluster, written to the user's file or output."""
-        from jobsmith.agent.faces.sitecmd import site_init
+        from jobsmith.agent.runtime.sitefile import site_init
 
         target = output or self.paths.config_dir / "site.yaml"
         return site_init(
@@ -860,7 +864,7 @@ class App:
 
     def _login(self) -> Login:
         """Whose Slurm account `site` commands ask about, on the host Slurm runs on."""
-        from jobsmith.agent.faces.sitecmd import local_login, remote_login
+        from jobsmith.agent.runtime.sitefile import local_login, remote_login
 
         if self.scheduler_access.kind == "local":
             return local_login()

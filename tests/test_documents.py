@@ -14,8 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from jobsmith.agent.diagnosis.table import Diagnosis
-from jobsmith.agent.runtime.events import Event
-from jobsmith.agent.views.documents import (
+from jobsmith.agent.runtime.documents import (
     DiagnosisDocument,
     JobStatusDocument,
     PendingDocument,
@@ -29,6 +28,7 @@ from jobsmith.agent.views.documents import (
     SessionDocument,
     SubmissionDocument,
 )
+from jobsmith.agent.runtime.events import Event
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -89,8 +89,8 @@ def test_documented_keys_are_the_models_fields(
 def test_a_compact_session_shows_the_newest_events_each_cut_short() -> None:
     from datetime import UTC, datetime
 
+    from jobsmith.agent.runtime.documents import MAX_COMPACT_EVENT_DATA, MAX_COMPACT_EVENTS
     from jobsmith.agent.runtime.events import EventKind
-    from jobsmith.agent.views.documents import MAX_COMPACT_EVENT_DATA, MAX_COMPACT_EVENTS
 
     at = datetime(2026, 11, 30, tzinfo=UTC)
     events = tuple(
@@ -108,7 +108,7 @@ def test_a_compact_pending_document_bounds_each_script_but_keeps_its_hash() -> N
     from datetime import UTC, datetime
 
     from jobsmith.agent.runtime.approvals import PendingApproval
-    from jobsmith.agent.views.documents import MAX_COMPACT_SCRIPT
+    from jobsmith.agent.runtime.documents import MAX_COMPACT_SCRIPT
 
     held = PendingApproval(
         session_id="s",
@@ -130,7 +130,7 @@ def test_a_compact_pending_document_bounds_each_script_but_keeps_its_hash() -> N
 
 def test_a_compact_diagnosis_keeps_the_verdict_and_the_first_evidence() -> None:
     from jobsmith.agent.diagnosis.table import Efficiency, Verdict
-    from jobsmith.agent.views.documents import MAX_COMPACT_EVIDENCE
+    from jobsmith.agent.runtime.documents import MAX_COMPACT_EVIDENCE
 
     found = Diagnosis(
         job_id="12_3",

@@ -20,18 +20,16 @@ from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import EngineTask, TaskStatus
-from jobsmith.agent.views.documents import (
+from jobsmith.agent.runtime.documents import (
     PipelineStatusDocument,
     PlanStatusDocument,
     PlanStepStatus,
 )
+from jobsmith.agent.runtime.glancefacts import GlanceFacts, JobFacts, SessionFacts
 from jobsmith.agent.views.glance import (
     Glance,
-    GlanceFacts,
     Group,
-    JobFacts,
     Kind,
-    SessionFacts,
     build_glance,
     clean,
     fit,

@@ -14,10 +14,10 @@ from lab_cli import js
 from messages_server import MessagesServer, content_text, message, text
 
 from jobsmith.agent.brains.ask_tools import SESSION_VIEW_CHARS, as_data
+from jobsmith.agent.runtime.documents import MAX_COMPACT_SESSION_CHARS, SessionDocument
 from jobsmith.agent.runtime.events import EventKind
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import FileSessionStore
-from jobsmith.agent.views.documents import MAX_COMPACT_SESSION_CHARS, SessionDocument
 
 
 def _long_session(store: FileSessionStore) -> str:

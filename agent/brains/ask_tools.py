@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.agent.brains.taint import Taint
 from jobsmith.agent.runtime.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.documents import MAX_COMPACT_SESSION_CHARS, DiagnosisDocument
 from jobsmith.agent.runtime.executor import Executor
 from jobsmith.agent.runtime.judge import Origin, Who
 from jobsmith.agent.runtime.steps import (
@@ -41,7 +42,6 @@ from jobsmith.agent.runtime.steps import (
     StepResult,
     step_schemas,
 )
-from jobsmith.agent.views.documents import MAX_COMPACT_SESSION_CHARS, DiagnosisDocument
 from jobsmith.errors import JobsmithError, PolicyError, SchedulerUnavailable
 
 if TYPE_CHECKING:

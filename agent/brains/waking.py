@@ -32,13 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.agent.brains.ask_tools import SESSION_VIEW_CHARS, as_data
 from jobsmith.agent.brains.conversation import Conversation
 from jobsmith.agent.runtime.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.documents import SessionDocument
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.jobstate import last_states
 from jobsmith.agent.runtime.payloads import WakePayload, payload
 from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import SessionStore
-from jobsmith.agent.views.documents import SessionDocument
 from jobsmith.errors import JobsmithError
 
 WAKE_PROMPT = """\

@@ -1,2 +1,2 @@
-"""The faces people use: the command line (cli) and `site check` / `site init` (sitecmd);
-chat and the MCP server join here."""
+"""The faces people use: the command line (cli), chat and the MCP server (`site check`
+and `site init` are the runtime's: agent/runtime/sitefile.py)."""

@@ -575,7 +575,7 @@ def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
 @click.pass_context
 def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Why a job (or each failed array task) ended as it did, and what to do next."""
-    from jobsmith.agent.views.documents import DiagnosisDocument
+    from jobsmith.agent.runtime.documents import DiagnosisDocument
     from jobsmith.agent.views.output import print_json
 
     found = _app(ctx).diagnose(_one_id(job_id))

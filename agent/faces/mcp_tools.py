@@ -35,10 +35,10 @@ from jobsmith.agent.brains.ask_tools import AskTools, as_data, first_error, tool
 from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.check_tokens import CheckTokens, TokenRefused
 from jobsmith.agent.runtime.claims import append_result
+from jobsmith.agent.runtime.documents import SessionDocument
 from jobsmith.agent.runtime.events import EventKind
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.steps import STEP_ADAPTER, Outcome, Submit, TestOnly
-from jobsmith.agent.views.documents import SessionDocument
 from jobsmith.errors import InputError, JobsmithError, NotFound, PolicyError
 
 if TYPE_CHECKING:

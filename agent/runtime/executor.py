@@ -26,6 +26,7 @@ from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.advice import SubmitAdvice
 from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.claims import StepSettled, append_result
+from jobsmith.agent.runtime.documents import SubmissionDocument
 from jobsmith.agent.runtime.events import EventKind
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.agent.runtime.judge import CheckedJob, Judge, Origin, intent_params, refusal
@@ -44,7 +45,6 @@ from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.rerun import failed_task_indices, rerun_options, with_directives
 from jobsmith.agent.runtime.session_log import SessionLog
 from jobsmith.agent.runtime.store import SessionStore
-from jobsmith.agent.views.documents import SubmissionDocument
 from jobsmith.errors import (
     InputError,
     JobsmithError,

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.agent.runtime.documents import PipelineStatusDocument, PlanStatusDocument
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.ledger import JobLedger
 from jobsmith.agent.runtime.pipelinerun import ORIGIN as PIPELINE
@@ -20,9 +24,40 @@ from jobsmith.agent.runtime.pipelines import pipeline_of
 from jobsmith.agent.runtime.planrun import plan_of, status_document
 from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.store import SessionNotFound, SessionStore
-from jobsmith.agent.views.documents import PipelineStatusDocument
-from jobsmith.agent.views.glance import GlanceFacts, JobFacts, SessionFacts
 from jobsmith.errors import JobsmithError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class JobFacts(_Model):
+    """What the ledger says of one polled job."""
+
+    session_id: str | None = Field(None, description="the session that submitted it")
+    template: str | None = Field(None, description="its template")
+    submitted_at: datetime | None = Field(None, description="when Slurm accepted it")
+
+
+class SessionFacts(_Model):
+    """What a session's log says, for its line (read from the store, not from Slurm)."""
+
+    session_id: str
+    title: str | None = Field(None, description="the session's title")
+    created: datetime | None = Field(None, description="when it was opened")
+    plan: PlanStatusDocument | None = Field(None, description="a plan session's status")
+    pipeline: PipelineStatusDocument | None = Field(None, description="a pipeline's status")
+    verdicts: dict[str, str] = Field(
+        default_factory=dict, description="job id -> the verdict a recorded decision gave"
+    )
+
+
+class GlanceFacts(_Model):
+    """Everything the glance needs besides the poll."""
+
+    jobs: dict[str, JobFacts] = Field(default_factory=dict, description="by job id")
+    sessions: dict[str, SessionFacts] = Field(default_factory=dict, description="by id")
+    window: str = Field("7d", description="how far back status looked (--since)")
 
 
 def glance_facts(

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler, SubmitLimits
 from jobsmith.agent.runtime.advice import Adviser, SubmitAdvice
+from jobsmith.agent.runtime.documents import PlanCheckDocument, PlanStepCheck, RenderDocument
 from jobsmith.agent.runtime.hashing import script_sha256
 from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.runtime.ledger import JobLedger
@@ -56,7 +57,6 @@ from jobsmith.agent.runtime.policy import (
 from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.sbatch_env import fold_sbatch_env
 from jobsmith.agent.runtime.store import SessionStore
-from jobsmith.agent.views.documents import PlanCheckDocument, PlanStepCheck, RenderDocument
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import TemplateLibrary
 from jobsmith.job_templates.render import render_body

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from jobsmith.agent.views.results import LogView
+from jobsmith.agent.runtime.documents import LogView
 from jobsmith.errors import JobNotFound, SchedulerError
 
 if TYPE_CHECKING:

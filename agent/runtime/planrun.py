@@ -28,6 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_indices, array_spec
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime import steps as st
+from jobsmith.agent.runtime.documents import (
+    PlanStatusDocument,
+    PlanStepStatus,
+)
 from jobsmith.agent.runtime.events import Event, EventKind
 from jobsmith.agent.runtime.hashing import script_sha256
 from jobsmith.agent.runtime.judge import (
@@ -48,10 +52,6 @@ from jobsmith.agent.runtime.plans import Plan, approval_text, summary_of
 from jobsmith.agent.runtime.policy import Cost
 from jobsmith.agent.runtime.rerun import with_directives
 from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.views.documents import (
-    PlanStatusDocument,
-    PlanStepStatus,
-)
 from jobsmith.errors import JobsmithError, NotFound, PolicyError, SchedulerError
 
 if TYPE_CHECKING:

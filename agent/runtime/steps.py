@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jobsmith.adapters.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
+from jobsmith.agent.runtime.documents import StatusDocument
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.agent.runtime.plans import Plan
-from jobsmith.agent.views.documents import StatusDocument
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler

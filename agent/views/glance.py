@@ -27,7 +27,8 @@ from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import TaskStatus
-from jobsmith.agent.views.documents import PipelineStatusDocument, PlanStatusDocument
+from jobsmith.agent.runtime.documents import PipelineStatusDocument, PlanStatusDocument
+from jobsmith.agent.runtime.glancefacts import GlanceFacts, JobFacts, SessionFacts
 
 #: the glance's size when nothing says otherwise: an 80x40 terminal (or a pipe)
 WIDTH, HEIGHT = 80, 40
@@ -82,35 +83,6 @@ def kind_of(state: JobState) -> Kind:
     if state is JobState.CANCELLED:
         return Kind.CANCELLED
     return Kind.FAILED if state.is_failure else Kind.UNKNOWN
-
-
-class JobFacts(_Model):
-    """What the ledger says of one polled job."""
-
-    session_id: str | None = Field(None, description="the session that submitted it")
-    template: str | None = Field(None, description="its template")
-    submitted_at: datetime | None = Field(None, description="when Slurm accepted it")
-
-
-class SessionFacts(_Model):
-    """What a session's log says, for its line (read from the store, not from Slurm)."""
-
-    session_id: str
-    title: str | None = Field(None, description="the session's title")
-    created: datetime | None = Field(None, description="when it was opened")
-    plan: PlanStatusDocument | None = Field(None, description="a plan session's status")
-    pipeline: PipelineStatusDocument | None = Field(None, description="a pipeline's status")
-    verdicts: dict[str, str] = Field(
-        default_factory=dict, description="job id -> the verdict a recorded decision gave"
-    )
-
-
-class GlanceFacts(_Model):
-    """Everything the glance needs besides the poll."""
-
-    jobs: dict[str, JobFacts] = Field(default_factory=dict, description="by job id")
-    sessions: dict[str, SessionFacts] = Field(default_factory=dict, description="by id")
-    window: str = Field("7d", description="how far back status looked (--since)")
 
 
 class GlanceLine(_Model):

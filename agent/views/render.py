@@ -10,22 +10,23 @@ from jobsmith.agent.views.output import print_document, print_json, print_table
 if TYPE_CHECKING:
     from jobsmith.adapters.records import JobRecord
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
-    from jobsmith.agent.faces.sitecmd import SiteCheckReport, SiteInitResult
     from jobsmith.agent.runtime.advice import SubmitAdvice
     from jobsmith.agent.runtime.approvals import PendingApproval
-    from jobsmith.agent.runtime.events import Event, SessionInfo
-    from jobsmith.agent.runtime.judge import CheckedJob, Judgement
-    from jobsmith.agent.runtime.pipelinerun import Launched
-    from jobsmith.agent.runtime.readmodel import TokenTotals
-    from jobsmith.agent.runtime.steps import StepResult
-    from jobsmith.agent.runtime.store import PruneReport
-    from jobsmith.agent.views.documents import (
+    from jobsmith.agent.runtime.documents import (
+        ControlResult,
         JobStatusDocument,
+        LogView,
         PipelineStatusDocument,
         PlanStatusDocument,
     )
-    from jobsmith.agent.views.glance import GlanceFacts
-    from jobsmith.agent.views.results import ControlResult, LogView
+    from jobsmith.agent.runtime.events import Event, SessionInfo
+    from jobsmith.agent.runtime.glancefacts import GlanceFacts
+    from jobsmith.agent.runtime.judge import CheckedJob, Judgement
+    from jobsmith.agent.runtime.pipelinerun import Launched
+    from jobsmith.agent.runtime.readmodel import TokenTotals
+    from jobsmith.agent.runtime.sitefile import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.runtime.steps import StepResult
+    from jobsmith.agent.runtime.store import PruneReport
     from jobsmith.job_templates import Template
 
 #: arrays with more tasks than this show only their unfinished and failed tasks as text
@@ -40,7 +41,7 @@ def show_status(
 ) -> None:
     """Print `jobsmith status`: jobs grouped under the sessions that submitted them, a
     session with a headline (a pipeline's, in one line) under it."""
-    from jobsmith.agent.views.documents import StatusDocument
+    from jobsmith.agent.runtime.documents import StatusDocument
 
     document = StatusDocument.of(statuses, sessions)
     if as_json:
@@ -317,7 +318,7 @@ def show_step_result(result: StepResult, as_json: bool) -> None:
 
 def show_pending(items: list[PendingApproval], as_json: bool) -> None:
     """Print `jobsmith pending`."""
-    from jobsmith.agent.views.documents import PendingDocument
+    from jobsmith.agent.runtime.documents import PendingDocument
 
     if as_json:
         print_json(PendingDocument.of(items).full())
@@ -353,8 +354,8 @@ def show_sessions(infos: list[SessionInfo], total_bytes: int, as_json: bool) -> 
 def show_events(events: list[Event], as_json: bool, usage: TokenTotals | None = None) -> None:
     """Print `jobsmith sessions show`: the events, then what the session's model calls
     cost (from its fold), if it made any."""
+    from jobsmith.agent.runtime.documents import SessionDocument
     from jobsmith.agent.runtime.readmodel import TokenTotals
-    from jobsmith.agent.views.documents import SessionDocument
 
     if as_json:
         print_json(SessionDocument(events=tuple(events), usage=usage or TokenTotals()).full())

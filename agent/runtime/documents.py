@@ -1,4 +1,7 @@
-"""The view layer: each document jobsmith shows is one model, built in one place.
+"""The documents jobsmith shows: each is one model, built in one place.
+
+They live with the runtime, which returns them, below the views that render them
+(agent/views/), so the layers run one way (the import-linter contract in pyproject.toml).
 
 A document has a full projection (what `--json` prints; the README documents the shapes
 and tests/test_documents.py checks them against these models) and a compact one,
@@ -400,3 +403,27 @@ class DiagnosisDocument(_Document):
                 for d in self.diagnoses
             ]
         }
+
+
+# --- results of CLI actions whose JSON shape is part of jobsmith's interface -----------
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ControlResult(_Result):
+    """What cancel / hold / release did."""
+
+    action: str = Field(description="cancel, hold or release")
+    job_ids: list[str] = Field(description="Slurm job ids it applied to")
+
+
+class LogView(_Result):
+    """The end of one job's output file."""
+
+    job_id: str = Field(description="the job or array task asked about")
+    stream: str = Field(description="stdout or stderr")
+    path: str = Field(description="the file Slurm writes")
+    lines: list[str] = Field(description="the last lines of the file, oldest first")
+    truncated: bool = Field(description="true if earlier lines were left out")
