@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Paths:
+class UserDirs:
     """Where jobsmith keeps the user's files (platformdirs; overridable for tests)."""
 
     config_dir: Path
@@ -68,7 +68,7 @@ class Paths:
     system_site_file: Path = Path("/etc/jobsmith/site.yaml")
 
     @classmethod
-    def for_user(cls, environ: Mapping[str, str]) -> Paths:
+    def for_user(cls, environ: Mapping[str, str]) -> UserDirs:
         """XDG locations, honouring JOBSMITH_CONFIG_DIR / JOBSMITH_STATE_DIR overrides."""
         import platformdirs
 
@@ -81,7 +81,7 @@ class Paths:
 class App:
     """Everything a command needs; parts are built lazily."""
 
-    paths: Paths
+    paths: UserDirs
     environ: Mapping[str, str]
     site_file: Path | None = None
     transport_override: Transport | None = field(default=None, repr=False)
@@ -882,7 +882,7 @@ def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) 
 
         env["USER"] = env.get("LOGNAME") or getpass.getuser()
     env["HOME"] = env.get("HOME") or os.path.expanduser("~")
-    return App(paths=Paths.for_user(env), environ=env, site_file=site_file)
+    return App(paths=UserDirs.for_user(env), environ=env, site_file=site_file)
 
 
 _WINDOW = re.compile(r"^(?P<n>[0-9]{1,9})(?P<unit>[dhm])$")

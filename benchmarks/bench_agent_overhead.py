@@ -22,7 +22,7 @@ from lab_user import SITE
 
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.transport import CommandResult
-from jobsmith.agent.app import App, Paths
+from jobsmith.agent.app import App, UserDirs
 from jobsmith.agent.runtime.jobs import JobRequest
 from jobsmith.agent.runtime.steps import Render, Submit
 
@@ -83,7 +83,7 @@ def main(n: int) -> None:
         )
         transport = TimingTransport()
         app = App(
-            paths=Paths(config_dir=work / "config", state_dir=work / "state"),
+            paths=UserDirs(config_dir=work / "config", state_dir=work / "state"),
             environ=dict(os.environ),
             site_file=SITE,
             transport_override=transport,

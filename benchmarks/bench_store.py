@@ -26,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from jobsmith.agent.app import Paths
+from jobsmith.agent.app import UserDirs
 from jobsmith.agent.runtime.events import EventData, EventKind
 from jobsmith.agent.runtime.store import FileSessionStore
 
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, help="store directory (default: a fresh one)")
     parser.add_argument("--keep", action="store_true", help="do not delete the store")
     args = parser.parse_args()
-    state = Paths.for_user(os.environ).state_dir
+    state = UserDirs.for_user(os.environ).state_dir
     root = args.root or state / f"bench-sessions-{secrets.token_hex(4)}"
     store = FileSessionStore(root)
     try:

@@ -89,7 +89,7 @@ from jobsmith.adapters.slurm import argv
 from jobsmith.adapters.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct_parsable
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
-from jobsmith.agent.app import Paths
+from jobsmith.agent.app import UserDirs
 from jobsmith.agent.runtime.events import Event
 from jobsmith.agent.runtime.jobstate import StateChange
 from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
@@ -650,7 +650,7 @@ def run(args: argparse.Namespace) -> tuple[Environment, Meter, dict[str, Any]]:
     sched = SlurmScheduler(user, timeout_s=300)
     status = TimedStatus(sched)
     meter = Meter(root, user)
-    base = Paths.for_user(os.environ).state_dir / f"bench-watch-{secrets.token_hex(4)}"
+    base = UserDirs.for_user(os.environ).state_dir / f"bench-watch-{secrets.token_hex(4)}"
     env = Environment(
         date=datetime.now().astimezone().isoformat(timespec="seconds"),
         host=os.uname().nodename,

@@ -23,7 +23,7 @@ from scheduler_double import AgentHarness
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.app import App, Paths
+from jobsmith.agent.app import App, UserDirs
 from jobsmith.agent.runtime import steps as st
 from jobsmith.agent.runtime.approvals import (
     AlreadyAnswered,
@@ -82,7 +82,7 @@ def only(events: list[Event], kind: EventKind) -> Event:
 
 def app_on(h: AgentHarness, user: str = "alice") -> App:
     """The CLI's App over the harness's store and executor (its cached parts preset)."""
-    app = App(paths=Paths(h.root / "config", h.root / "state"), environ={"USER": user})
+    app = App(paths=UserDirs(h.root / "config", h.root / "state"), environ={"USER": user})
     app.__dict__["store"] = h.store  # cached_property: a preset value is used as is
     app.__dict__["executor"] = h.executor
     return app

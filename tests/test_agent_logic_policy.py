@@ -16,7 +16,7 @@ import pytest
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.policy import Cost, Decision, History, evaluate
+from jobsmith.agent.runtime.policy import Cost, History, Ruling, evaluate
 from jobsmith.agent.runtime.policy import history_from_events as history
 from jobsmith.site_config.model import Policy
 
@@ -167,13 +167,13 @@ def test_streak_follows_time_not_the_order_sessions_are_read_in() -> None:
 def test_nothing_set_allows_anything() -> None:
     big = cost(tasks=10_000, nodes=500, core_hours=1e9, gpu_hours=1e9, node_hours=1e9)
     busy = History(10_000, 1e9, 1e9, 10_000)
-    assert evaluate(big, policy(), busy, active_tasks=10**6) == Decision("allow")
+    assert evaluate(big, policy(), busy, active_tasks=10**6) == Ruling("allow")
 
 
 def test_failure_streak_refuses_from_its_limit_on() -> None:
     p = policy(budgets={"max_failures_in_a_row": 3})
     assert evaluate(cost(), p, History(failures_in_a_row=2), 0).verdict == "allow"
-    assert evaluate(cost(), p, History(failures_in_a_row=3), 0) == Decision(
+    assert evaluate(cost(), p, History(failures_in_a_row=3), 0) == Ruling(
         "refuse",
         "failure streak",
         "3 jobs failed in a row (limit 3): submissions stop until a person looks; then "
@@ -184,7 +184,7 @@ def test_failure_streak_refuses_from_its_limit_on() -> None:
 def test_concurrency_counts_the_new_array_tasks_with_those_already_queued() -> None:
     p = policy(max_concurrent_jobs=10)
     assert evaluate(cost(tasks=4), p, History(), active_tasks=6).verdict == "allow"
-    assert evaluate(cost(tasks=5), p, History(), active_tasks=6) == Decision(
+    assert evaluate(cost(tasks=5), p, History(), active_tasks=6) == Ruling(
         "refuse",
         "max concurrent jobs",
         "6 of your jobs are queued or running and this adds 5: the site allows 10 at once "
@@ -195,7 +195,7 @@ def test_concurrency_counts_the_new_array_tasks_with_those_already_queued() -> N
 def test_submissions_per_hour_refuses_the_one_past_the_limit() -> None:
     p = policy(budgets={"submissions_per_hour": 3})
     assert evaluate(cost(), p, History(submissions_last_hour=2), 0).verdict == "allow"
-    assert evaluate(cost(), p, History(submissions_last_hour=3), 0) == Decision(
+    assert evaluate(cost(), p, History(submissions_last_hour=3), 0) == Ruling(
         "refuse", "submissions per hour", "3 submissions in the last hour: the limit is 3"
     )
     zero = policy(budgets={"submissions_per_hour": 0})
@@ -205,7 +205,7 @@ def test_submissions_per_hour_refuses_the_one_past_the_limit() -> None:
 def test_node_hour_budget_allows_spending_it_exactly() -> None:
     p = policy(budgets={"node_hours_per_day": 10})
     assert evaluate(cost(node_hours=4), p, History(node_hours_last_day=6), 0).verdict == "allow"
-    assert evaluate(cost(node_hours=4.5), p, History(node_hours_last_day=6), 0) == Decision(
+    assert evaluate(cost(node_hours=4.5), p, History(node_hours_last_day=6), 0) == Ruling(
         "refuse",
         "node-hours per day",
         "6 node-hours in the last 24 h plus 4.5 would pass the daily budget of 10",
@@ -216,7 +216,7 @@ def test_gpu_hour_budget_allows_spending_it_exactly_and_never_stops_a_cpu_job() 
     p = policy(budgets={"gpu_hours_per_day": 8})
     spent = History(gpu_hours_last_day=6)
     assert evaluate(cost(gpu_hours=2), p, spent, 0).verdict == "allow"
-    assert evaluate(cost(gpu_hours=2.5), p, spent, 0) == Decision(
+    assert evaluate(cost(gpu_hours=2.5), p, spent, 0) == Ruling(
         "refuse",
         "GPU-hours per day",
         "6 GPU-hours in the last 24 h plus 2.5 would pass the daily budget of 8",
@@ -228,9 +228,9 @@ def test_gpu_hour_budget_allows_spending_it_exactly_and_never_stops_a_cpu_job() 
 def test_approval_thresholds_ask_a_person_strictly_above_them() -> None:
     p = policy(approval={"core_hours": 10, "gpu_hours": 2, "nodes": 4})
     at_limits = cost(nodes=4, core_hours=10, gpu_hours=2)
-    assert evaluate(at_limits, p, History(), 0) == Decision("allow")
+    assert evaluate(at_limits, p, History(), 0) == Ruling("allow")
     above = cost(nodes=5, core_hours=10.5, gpu_hours=3)
-    assert evaluate(above, p, History(), 0) == Decision(
+    assert evaluate(above, p, History(), 0) == Ruling(
         "approve",
         "approval threshold",
         "10.5 core-hours is above the approval threshold of 10; 3 GPU-hours is above the "

@@ -547,7 +547,7 @@ def test_a_site_file_naming_claude_wires_the_brain_to_its_model_settings(
 ) -> None:
     """`brain: claude` and a `model:` section are all it takes: the composition root
     builds the brain with those settings, and its decision comes from that endpoint."""
-    from jobsmith.agent.app import App, Paths
+    from jobsmith.agent.app import App, UserDirs
 
     site = tmp_path / "site.yaml"
     site.write_text(
@@ -555,7 +555,7 @@ def test_a_site_file_naming_claude_wires_the_brain_to_its_model_settings(
         f"paths: {{scratch: {tmp_path}, allowed_roots: [{tmp_path}]}}\n"
         f"brain: claude\nmodel: {{model: claude-haiku-4-5, base_url: '{server.url}'}}\n"
     )
-    paths = Paths(config_dir=tmp_path / "config", state_dir=tmp_path / "state")
+    paths = UserDirs(config_dir=tmp_path / "config", state_dir=tmp_path / "state")
     app = App(paths=paths, environ={"ANTHROPIC_API_KEY": KEY}, site_file=site)
     brain = app.brain
     assert isinstance(brain, ClaudeBrain)

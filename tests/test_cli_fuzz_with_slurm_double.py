@@ -236,10 +236,10 @@ def test_hostile_text_gets_a_documented_exit_and_never_a_traceback(
     }
     monkeypatch.delenv("JOBSMITH_SITE", raising=False)
     slurm = RecordingSlurmDouble()
-    from jobsmith.agent.app import Paths
+    from jobsmith.agent.app import UserDirs
 
     app = App(
-        paths=Paths(config_dir=home / "config", state_dir=home / "state"),
+        paths=UserDirs(config_dir=home / "config", state_dir=home / "state"),
         environ=env,
         site_file=LAB_SITE,
         transport_override=slurm,

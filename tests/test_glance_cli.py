@@ -20,7 +20,7 @@ from scheduler_double import AgentHarness
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.app import App, Paths
+from jobsmith.agent.app import App, UserDirs
 from jobsmith.agent.faces.cli import cli
 from jobsmith.agent.runtime.documents import JobStatusDocument
 from jobsmith.agent.runtime.events import EventKind
@@ -38,7 +38,7 @@ def h(tmp_path: Path) -> AgentHarness:
 
 def app_on(h: AgentHarness) -> App:
     """The CLI's App over the harness's store, ledger and double."""
-    app = App(paths=Paths(h.root / "config", h.root / "state"), environ={"USER": "alice"})
+    app = App(paths=UserDirs(h.root / "config", h.root / "state"), environ={"USER": "alice"})
     for name, part in (
         ("store", h.store),
         ("ledger", h.ledger),

@@ -412,10 +412,10 @@ def test_only_an_ssh_site_loads_paramiko(tmp_path: Path, sshd: Sshd, known_hosts
     probe = (
         "import os, sys\n"
         "from click.testing import CliRunner\n"
-        "from jobsmith.agent.app import App, Paths\n"
+        "from jobsmith.agent.app import App, UserDirs\n"
         "from jobsmith.agent.faces.cli import cli\n"
         "assert CliRunner().invoke(cli, ['--help']).exit_code == 0\n"
-        "paths = Paths(config_dir=Path(sys.argv[3]), state_dir=Path(sys.argv[3]))\n"
+        "paths = UserDirs(config_dir=Path(sys.argv[3]), state_dir=Path(sys.argv[3]))\n"
         "local = App(paths=paths, environ=os.environ, site_file=Path(sys.argv[1])).transport\n"
         "print(type(local).__name__, 'paramiko' in sys.modules)\n"
         "remote = App(paths=paths, environ=os.environ, site_file=Path(sys.argv[2])).transport\n"

@@ -48,7 +48,7 @@ from jobsmith.agent.runtime.plans import Plan, approval_text
 from jobsmith.agent.runtime.policy import (
     BudgetUse,
     Cost,
-    Decision,
+    Ruling,
     budget_use,
     evaluate,
     history_from_folds,
@@ -102,7 +102,7 @@ def tainted_reason(read: str | None, action: str, setting: str) -> str | None:
     )
 
 
-def refusal(decision: Decision) -> str:
+def refusal(decision: Ruling) -> str:
     """The one line a policy refusal shows."""
     return f"refused by policy ({decision.rule}): {decision.message}"
 
@@ -119,17 +119,17 @@ class CheckedJob:
     job: AssembledJob
     cost: Cost
     #: the policy's verdict (budgets, limits, thresholds)
-    decision: Decision
+    decision: Ruling
     #: the advice the judge took itself (the site's `apply`), marked with what it took
     advice: SubmitAdvice | None = None
     #: why a person must approve it whatever the thresholds say (the origin's rules)
     person_first: str | None = None
 
-    def verdict(self) -> Decision:
+    def verdict(self) -> Ruling:
         """The decision a submission acts on: the policy's, held for a person where the
         origin's rules say so (a refusal stays a refusal)."""
         if self.person_first is not None and self.decision.verdict == "allow":
-            return Decision("approve", "person_first", self.person_first)
+            return Ruling("approve", "person_first", self.person_first)
         return self.decision
 
     def raise_if_refused(self) -> None:
@@ -189,7 +189,7 @@ class PlannedJob(BaseModel):
 
 
 def approval_reason(
-    decision: Decision, jobs: Mapping[str, PlannedJob], person_first: str | None = None
+    decision: Ruling, jobs: Mapping[str, PlannedJob], person_first: str | None = None
 ) -> str | None:
     """Why a person must approve a plan: its total, any one job of it, or its origin."""
     if decision.verdict == "approve":
@@ -220,7 +220,7 @@ class Judgement:
     checked: dict[str, CheckedJob]
     text: str
     total: Cost
-    decision: Decision
+    decision: Ruling
     #: why a person must approve the plan whatever its cost (the origin's rules)
     person_first: str | None = None
 
@@ -375,7 +375,7 @@ class Judge:
 
     def spend(
         self, cost: Cost, *, approval_given: bool = False, jobs: Sequence[JobOptions] = ()
-    ) -> Decision:
+    ) -> Ruling:
         """The policy's verdict on spending cost now (budgets, limits, thresholds); jobs,
         if given, are what cost is of, judged together against the scheduler's limits on
         queued jobs (a plan's, all of them). approval_given: a person approved it, which
@@ -388,7 +388,7 @@ class Judge:
         if decision.verdict != "refuse":  # no person need approve what Slurm would refuse
             decision = self._submit_limit_refusal(jobs) or decision
         if approval_given and decision.verdict == "approve":
-            return Decision("allow")
+            return Ruling("allow")
         return decision
 
     def again(self, asked: Mapping[str, Any]) -> None:
@@ -450,7 +450,7 @@ class Judge:
         sessions = self.folds_active_since(self.clock() - timedelta(days=7))
         return budget_use(self.site.policy.budgets, history_from_folds(sessions, self.clock()))
 
-    def _submit_limit_refusal(self, jobs: Sequence[JobOptions]) -> Decision | None:
+    def _submit_limit_refusal(self, jobs: Sequence[JobOptions]) -> Ruling | None:
         """A refusal if the jobs' tasks would pass one of the scheduler's limits on queued
         jobs (MaxSubmit); the tasks of jobs under the same limit are added up.
 

@@ -64,8 +64,10 @@ class History:
 
 
 @dataclass(frozen=True)
-class Decision:
-    """allow, approve (a person must), or refuse; with the rule and a sentence."""
+class Ruling:
+    """The policy's ruling on a request: allow, approve (a person must), or refuse; with
+    the rule and a sentence. (A brain's Decision about a job that ended is another
+    thing: agent/brains/protocol.py.)"""
 
     verdict: str  # "allow" | "approve" | "refuse"
     rule: str = ""
@@ -161,7 +163,7 @@ def budget_use(budgets: Budgets, hist: History) -> list[BudgetUse]:
     return [BudgetUse(name, used, limit) for name, limit, used in pairs if limit is not None]
 
 
-def evaluate(cost: Cost, policy: Policy, history: History, active_tasks: int) -> Decision:
+def evaluate(cost: Cost, policy: Policy, history: History, active_tasks: int) -> Ruling:
     """The verdict on one submission: the first hard rule broken refuses it."""
     for rule in (_streak, _concurrency, _per_hour, _node_budget, _gpu_budget):
         decision = rule(cost, policy, history, active_tasks)
@@ -171,14 +173,14 @@ def evaluate(cost: Cost, policy: Policy, history: History, active_tasks: int) ->
         core_hours=cost.core_hours, gpu_hours=cost.gpu_hours, nodes=cost.nodes
     )
     if reasons:
-        return Decision("approve", "approval threshold", "; ".join(reasons))
-    return Decision("allow")
+        return Ruling("approve", "approval threshold", "; ".join(reasons))
+    return Ruling("allow")
 
 
-def _streak(cost: Cost, policy: Policy, hist: History, active: int) -> Decision | None:
+def _streak(cost: Cost, policy: Policy, hist: History, active: int) -> Ruling | None:
     limit = policy.budgets.max_failures_in_a_row
     if limit is not None and hist.failures_in_a_row >= limit:
-        return Decision(
+        return Ruling(
             "refuse",
             "failure streak",
             f"{hist.failures_in_a_row} jobs failed in a row (limit {limit}): submissions stop "
@@ -187,10 +189,10 @@ def _streak(cost: Cost, policy: Policy, hist: History, active: int) -> Decision 
     return None
 
 
-def _concurrency(cost: Cost, policy: Policy, hist: History, active: int) -> Decision | None:
+def _concurrency(cost: Cost, policy: Policy, hist: History, active: int) -> Ruling | None:
     limit = policy.max_concurrent_jobs
     if limit is not None and active + cost.tasks > limit:
-        return Decision(
+        return Ruling(
             "refuse",
             "max concurrent jobs",
             f"{active} of your jobs are queued or running and this adds {cost.tasks}: "
@@ -199,10 +201,10 @@ def _concurrency(cost: Cost, policy: Policy, hist: History, active: int) -> Deci
     return None
 
 
-def _per_hour(cost: Cost, policy: Policy, hist: History, active: int) -> Decision | None:
+def _per_hour(cost: Cost, policy: Policy, hist: History, active: int) -> Ruling | None:
     limit = policy.budgets.submissions_per_hour
     if limit is not None and hist.submissions_last_hour + 1 > limit:
-        return Decision(
+        return Ruling(
             "refuse",
             "submissions per hour",
             f"{hist.submissions_last_hour} submissions in the last hour: the limit is {limit}",
@@ -210,10 +212,10 @@ def _per_hour(cost: Cost, policy: Policy, hist: History, active: int) -> Decisio
     return None
 
 
-def _node_budget(cost: Cost, policy: Policy, hist: History, active: int) -> Decision | None:
+def _node_budget(cost: Cost, policy: Policy, hist: History, active: int) -> Ruling | None:
     limit = policy.budgets.node_hours_per_day
     if limit is not None and hist.node_hours_last_day + cost.node_hours > limit:
-        return Decision(
+        return Ruling(
             "refuse",
             "node-hours per day",
             f"{hist.node_hours_last_day:g} node-hours in the last 24 h plus {cost.node_hours:g} "
@@ -222,10 +224,10 @@ def _node_budget(cost: Cost, policy: Policy, hist: History, active: int) -> Deci
     return None
 
 
-def _gpu_budget(cost: Cost, policy: Policy, hist: History, active: int) -> Decision | None:
+def _gpu_budget(cost: Cost, policy: Policy, hist: History, active: int) -> Ruling | None:
     limit = policy.budgets.gpu_hours_per_day
     if limit is not None and cost.gpu_hours and hist.gpu_hours_last_day + cost.gpu_hours > limit:
-        return Decision(
+        return Ruling(
             "refuse",
             "GPU-hours per day",
             f"{hist.gpu_hours_last_day:g} GPU-hours in the last 24 h plus {cost.gpu_hours:g} "
@@ -234,14 +236,14 @@ def _gpu_budget(cost: Cost, policy: Policy, hist: History, active: int) -> Decis
     return None
 
 
-def submit_limit_refusal(limits: Iterable[tuple[SubmitLimit, int]], jobs: int) -> Decision | None:
+def submit_limit_refusal(limits: Iterable[tuple[SubmitLimit, int]], jobs: int) -> Ruling | None:
     """The refusal for the first of the scheduler's submit limits (MaxSubmit) a submission
     would pass, or None. limits: each with the tasks the submission adds under it; jobs:
     how many jobs it is (1, or a plan's). Slurm would refuse an array over a limit whole,
     and a plan's jobs after the limit was reached: after policy said yes, half a DAG."""
     for limit, adds in limits:
         if limit.queued + adds > limit.limit:
-            return Decision("refuse", "submit limit", _submit_limit_message(limit, adds, jobs))
+            return Ruling("refuse", "submit limit", _submit_limit_message(limit, adds, jobs))
     return None
 
 

@@ -283,7 +283,7 @@ class SiteInfo(_Step):
         return hands.site.model_dump(mode="json", exclude_none=True)
 
 
-class ClusterFacts(_Step):
+class ShowClusterFacts(_Step):
     """The live cluster's partitions, their limits and the user's accounts and QoS."""
 
     action: Literal["cluster_facts"] = "cluster_facts"
@@ -308,7 +308,7 @@ Step = Annotated[
     | Hold
     | Release
     | SiteInfo
-    | ClusterFacts,
+    | ShowClusterFacts,
     Field(discriminator="action"),
 ]
 STEP_ADAPTER: TypeAdapter[Step] = TypeAdapter(Step)
