@@ -30,8 +30,10 @@ from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
 from jobsmith.units import parse_duration, parse_memory
 
 
-class JobRequest(BaseModel):
-    """What the user asked for: a template, its parameters, and resource overrides."""
+class JobFields(BaseModel):
+    """What a job is asked with: a template, its parameters, and resource overrides (a
+    JobRequest adds the jobs it waits for; a plan's step, the steps: plans.py). The
+    resources are positive where given: zero memory or CPUs is no request."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -40,14 +42,20 @@ class JobRequest(BaseModel):
     partition: str | None = Field(None, description="partition override")
     account: str | None = Field(None, description="account override")
     qos: str | None = Field(None, description="QoS override")
-    time_limit_s: int | None = Field(None, description="wall time override, seconds")
-    mem_mb: int | None = Field(None, description="memory per node override, MiB")
-    cpus_per_task: int | None = Field(None, description="CPUs per task override")
-    gpus: int | None = Field(None, description="GPUs per node override")
-    nodes: int | None = Field(None, description="nodes override")
-    array_throttle: int | None = Field(None, description="max array tasks at once")
-    dependencies: tuple[Dependency, ...] = Field((), description="jobs to wait for")
+    time_limit_s: int | None = Field(None, gt=0, description="wall time override, seconds")
+    mem_mb: int | None = Field(None, gt=0, description="memory per node override, MiB")
+    cpus_per_task: int | None = Field(None, gt=0, description="CPUs per task override")
+    gpus: int | None = Field(None, ge=0, description="GPUs per node override")
+    nodes: int | None = Field(None, gt=0, description="nodes override")
+    array_throttle: int | None = Field(None, gt=0, description="max array tasks at once")
     log_dir: Path | None = Field(None, description="where stdout/stderr go")
+
+
+class JobRequest(JobFields):
+    """What the user asked for: a template, its parameters, resource overrides, and the
+    jobs it waits for."""
+
+    dependencies: tuple[Dependency, ...] = Field((), description="jobs to wait for")
 
     @classmethod
     def from_cli(cls, **kw: Any) -> JobRequest:

@@ -38,7 +38,7 @@ from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.options import Dependency, DependencyKind
 from jobsmith.agent.runtime import hashing
-from jobsmith.agent.runtime.jobs import JobRequest
+from jobsmith.agent.runtime.jobs import JobFields, JobRequest
 from jobsmith.errors import InputError
 from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import Name
@@ -57,23 +57,9 @@ _KINDS: dict[str, DependencyKind] = {
 }
 
 
-class PlanStep(BaseModel):
+class PlanStep(JobFields):
     """One job of a plan: what `submit` takes, and the steps it waits for."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    template: str = Field(description="template name")
-    params: dict[str, object] = Field(default_factory=dict, description="template parameters")
-    partition: str | None = Field(None, description="partition override")
-    account: str | None = Field(None, description="account override")
-    qos: str | None = Field(None, description="QoS override")
-    time_limit_s: int | None = Field(None, gt=0, description="wall time override, seconds")
-    mem_mb: int | None = Field(None, gt=0, description="memory per node override, MiB")
-    cpus_per_task: int | None = Field(None, gt=0, description="CPUs per task override")
-    gpus: int | None = Field(None, ge=0, description="GPUs per node override")
-    nodes: int | None = Field(None, gt=0, description="nodes override")
-    array_throttle: int | None = Field(None, gt=0, description="max array tasks at once")
-    log_dir: Path | None = Field(None, description="where stdout/stderr go")
     after_ok: list[Name] = Field(default_factory=list, description="start when these succeeded")
     after_any: list[Name] = Field(default_factory=list, description="start when these ended")
     after_not_ok: list[Name] = Field(default_factory=list, description="start if these failed")
