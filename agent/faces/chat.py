@@ -38,13 +38,13 @@ from jobsmith.agent.faces.terminal import Terminal
 from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.readmodel import TokenTotals
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
+from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
     from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.watcher.cycle import WatchCycle
-    from jobsmith.agent.watcher.lock import WatchLock
 
 PROMPT = "you> "
 HELP = (
@@ -282,26 +282,23 @@ class _ToolsFinish:
 
 
 class _Poller:
-    """The chat as the user's watcher while no other one runs (module docstring)."""
+    """The chat as the user's watcher while no other one runs (module docstring): a
+    Watcher (agent/watcher/watcher.py) polling between the person's turns."""
 
     def __init__(self, chat: Chat) -> None:
         self._chat = chat
+        self._watcher = Watcher.of(chat.app, chat.interval_s)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="chat-poller", daemon=True)
-        self._lock: WatchLock | None = None
-        self._holding = False
 
     def __enter__(self) -> _Poller:
-        self._lock = self._chat.app.watch_lock(self._chat.interval_s)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         with self._chat.busy:  # a poll in progress finishes first
-            if self._holding and self._lock is not None:
-                self._lock.release()
-                self._holding = False
+            self._watcher.release()
 
     def _loop(self) -> None:
         while not self._stop.wait(self._chat.interval_s):
@@ -311,19 +308,11 @@ class _Poller:
                 self._poll_once()
 
     def _poll_once(self) -> None:
-        from jobsmith.agent.watcher.lock import WatcherRunning
-
-        assert self._lock is not None
         try:
-            if self._holding:
-                self._lock.heartbeat()
-            else:
-                self._lock.acquire()
-                self._holding = True
-        except WatcherRunning:
-            return  # a watcher runs: it polls, and wakes this chat's brain too
-        try:
-            self._chat.show_cycle(self._chat.app.watch_cycle(self._chat.interval_s))
+            # None: a watcher runs: it polls, and wakes this chat's brain too
+            cycle = self._watcher.cycle_if_free()
+            if cycle is not None:
+                self._chat.show_cycle(cycle)
         except JobsmithError as err:
             self._chat.term.write(f"\n[poll: {err}]\n")
 

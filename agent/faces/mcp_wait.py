@@ -12,7 +12,6 @@ the watcher never polls anything else.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,11 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.jobid import WholeJobIdText
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.lastpoll import PolledJob
+from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import JobsmithError, NotFound
 
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
-    from jobsmith.agent.watcher.lock import WatchLock
 
 #: at most this many jobs in one wait (a bigger set is an array, or several waits)
 MAX_WAIT_JOBS = 100
@@ -140,13 +139,13 @@ def wait_document(
 
 
 class Poller:
-    """The server as the user's poller while any wait runs and no watcher does."""
+    """The server as the user's poller while any wait runs and no watcher does: a Watcher
+    (agent/watcher/watcher.py) whose lock the last wait to end gives back."""
 
     def __init__(self, app: App, interval_s: float) -> None:
         self.app = app
         self.interval_s = interval_s
-        self._lock: WatchLock | None = None
-        self._holding = False
+        self._watcher = Watcher.of(app, interval_s)
         self._waits = 0
         self._mutex = threading.Lock()
 
@@ -159,35 +158,21 @@ class Poller:
         """A wait ended: the last one gives the watcher lock back."""
         with self._mutex:
             self._waits -= 1
-            if self._waits == 0 and self._holding and self._lock is not None:
-                self._lock.release()
-                self._holding = False
+            if self._waits == 0:
+                self._watcher.release()
 
     def close(self) -> None:
         """The server stops: a cycle under way finishes, then the lock is given back."""
         with self._mutex:
-            if self._holding and self._lock is not None:
-                self._lock.release()
-                self._holding = False
+            self._watcher.release()
 
     def poll(self) -> str:
         """One watcher cycle if this server may poll; who polls ('this server' or 'your
         watcher'). A cycle that fails changes nothing (the next one tries again)."""
-        from jobsmith.agent.watcher.lock import WatcherRunning
-
         with self._mutex:
-            if self._lock is None:
-                self._lock = self.app.watch_lock(self.interval_s)
             try:
-                if self._holding:
-                    self._lock.heartbeat()
-                else:
-                    self._lock.acquire()
-                    self._holding = True
-            except WatcherRunning:
-                self._holding = False
-                return "your watcher"
-            # a cycle that failed learned nothing: the states stay as they were
-            with contextlib.suppress(JobsmithError):
-                self.app.watch_cycle(self.interval_s)
+                if self._watcher.cycle_if_free() is None:
+                    return "your watcher"
+            except JobsmithError:
+                pass  # a cycle that failed learned nothing: the states stay as they were
             return "this server"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.agent.views.output import note, print_json
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
+from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -30,12 +31,11 @@ _CRON_MARK = "# jobsmith watch"
 
 def run_once(app: App, interval_s: float, as_json: bool) -> WatchCycle:
     """One cycle under the user's lock; WatcherRunning if another watcher holds it."""
-    lock = app.watch_lock(interval_s)
-    lock.acquire()  # WatcherRunning (exit 10): cron's next run will try again
+    watcher = Watcher.of(app, interval_s)
     try:
-        cycle = app.watch_cycle(interval_s)
+        cycle = watcher.cycle()  # WatcherRunning (exit 10): cron's next run will try again
     finally:
-        lock.release()
+        watcher.release()
     _show(cycle, as_json, [])
     return cycle
 
@@ -46,7 +46,7 @@ def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -
     then the lock is released."""
     from apscheduler.schedulers.blocking import BlockingScheduler
 
-    lock = app.watch_lock(interval_s)
+    watcher = Watcher.of(app, interval_s)
     scheduler = BlockingScheduler()
     state = {"interval": interval_s}
     shown: list[str] = []  # warnings already printed: text output repeats none
@@ -55,8 +55,7 @@ def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -
         with stop.held():
             if stop.requested:
                 return
-            lock.heartbeat()
-            cycle = app.watch_cycle(interval_s)
+            cycle = watcher.cycle()  # heartbeats the lock first
             _show(cycle, as_json, shown)
             shown[:] = cycle.warnings
             new = next_interval(cycle, state["interval"], interval_s, MAX_BACKOFF_S)
@@ -73,14 +72,13 @@ def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -
     scheduler.add_job(
         tick, "interval", seconds=interval_s, id="poll", max_instances=1, coalesce=True
     )
-    holding = False
     try:
         # held: a signal between taking the lock and the first cycle's end is kept, and
-        # raises Stop only once `holding` says the finally below must give the lock back
-        # (a SIGINT right after the lock was taken had left it behind: seen in CI)
+        # raises Stop only once the watcher knows it holds the lock, which the finally
+        # below gives back (a SIGINT right after the lock was taken had left it behind:
+        # seen in CI)
         with stop.held():
-            lock.acquire()  # WatcherRunning (exit 10) if another watcher holds it
-            holding = True
+            watcher.take()  # WatcherRunning (exit 10) if another watcher holds it
             cycle_once()  # in this thread
         scheduler.start()
     except (Stop, KeyboardInterrupt):
@@ -90,8 +88,7 @@ def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -
             if scheduler.running:  # a cycle that had just begun in the worker finishes
                 scheduler.shutdown(wait=True)
         finally:
-            if holding:
-                lock.release()
+            watcher.release()  # only if taken
 
 
 class Crontab(BaseModel):
