@@ -538,24 +538,11 @@ class App:
         return [r.job_id for r in self.recent_submissions()]
 
     def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
-        """One watcher cycle: one poll for every open job, the brain for each failure;
-        with the interval, its warnings (watch_warnings) too."""
-        from jobsmith.agent.brains.deciding import decide_failure
-        from jobsmith.agent.watcher.cycle import watch_cycle
+        """One watcher cycle with this app's parts (agent/watcher/cycle.py: run_cycle,
+        which says what a cycle does, in order); with the interval, its warnings too."""
+        from jobsmith.agent.watcher.cycle import run_cycle
 
-        def decide(change: StateChange, status: JobStatus) -> dict[str, object] | None:
-            return decide_failure(self.brain, self.executor, self._stderr_tail, change, status)
-
-        cycle = watch_cycle(self.store, self.ledger, self._poll, decide, self.tell, self.folds)
-        if cycle.scheduler_ok:
-            followed = self.pipelines.follow_all()
-            cycle = cycle.model_copy(update={"woken": self.wake_brains(), "pipelines": followed})
-        for decision in cycle.decisions:
-            if decision.get("outcome") == "awaiting_approval":
-                self.news.add("approval_asked", step_id=decision.get("step_id"))
-        if interval_s is not None and cycle.scheduler_ok:
-            cycle = cycle.model_copy(update={"warnings": self.watch_warnings(interval_s)})
-        return cycle
+        return run_cycle(self, interval_s)
 
     def watch_warnings(self, interval_s: float) -> list[str]:
         """What a watcher polling every interval_s may miss (see interval_warning).
@@ -601,9 +588,10 @@ class App:
         except ConfigError:
             return None
 
-    def _poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
-        """One batched status call; a just-ended job's stand-in row is filled from the
-        ledger and keeps the state last seen (agent/runtime/standin.py)."""
+    def batched_poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
+        """One batched status call (a watcher cycle's, `status`'s); a just-ended job's
+        stand-in row is filled from the ledger and keeps the state last seen
+        (agent/runtime/standin.py); the answer is kept for whoever asks without polling."""
         from jobsmith.agent.runtime.standin import settle_stand_ins
 
         answered = self.scheduler.status(job_ids, since)
@@ -622,7 +610,7 @@ class App:
         """What the newest poll (watcher or status) said, without asking Slurm."""
         return self.last_poll_file.read()
 
-    def _stderr_tail(self, job_id: str) -> list[str]:
+    def stderr_tail(self, job_id: str) -> list[str]:
         """The end of a job's stderr for a diagnosis, bounded in bytes however big it is.
 
         It raises when the file cannot be read: diagnose_record makes that a note.
@@ -639,7 +627,7 @@ class App:
             site = self.site.config
         except ConfigError:
             site = None  # diagnosis needs no site; only the remedy's caps come from it
-        return diagnose_job(self.scheduler, site, self._stderr_tail, job_id)
+        return diagnose_job(self.scheduler, site, self.stderr_tail, job_id)
 
     def run_report(self, session_id: str) -> RunReport:
         """A session's run report (agent/views/report.py): its jobs from one poll (one
@@ -662,7 +650,7 @@ class App:
         except ConfigError:
             site = None  # as for diagnose: only the remedy's caps come from the site
         extra = () if not failed or self.scheduler.has_accounting() else (NO_ACCOUNTING_NOTE,)
-        diagnoses = [diagnose_record(r, site, self._stderr_tail, why, extra) for r, why in failed]
+        diagnoses = [diagnose_record(r, site, self.stderr_tail, why, extra) for r, why in failed]
         return build_report(info, events, statuses, diagnoses, datetime.now())
 
     def watch_lock(self, interval_s: float) -> WatchLock:
@@ -687,7 +675,7 @@ class App:
             job_ids = [r.job_id for r in self.ledger.all() if r.submitted_at >= floor]
         known = [r.submitted_at for j in job_ids if (r := self.ledger.get(j)) is not None]
         since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
-        statuses = with_recorded_ends(self.folds, self.ledger, self._poll(job_ids, since_dt))
+        statuses = with_recorded_ends(self.folds, self.ledger, self.batched_poll(job_ids, since_dt))
         record_job_states(self.store, self.ledger, statuses, self.tell, self.folds)
         return statuses
 

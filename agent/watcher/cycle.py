@@ -9,12 +9,17 @@ rebuilt from the session store each cycle, so a restarted watcher picks up where
 one stopped. One job's trouble is that job's: a log that cannot be read is a note on its
 decision (see agent/diagnosis/job.py), and whatever else goes wrong while deciding about
 one job becomes an "error" decision for it, so the cycle still handles every other job.
+
+`watch_cycle` is that poll and those decisions alone, over the store, the ledger and two
+callables (tested and benchmarked so); `run_cycle` is the whole cycle with the app's
+parts, in order: what `watch`, chat and the MCP server run (agent/watcher/watcher.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +31,9 @@ from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.readmodel import SessionFolds
 from jobsmith.agent.runtime.store import SessionStore
 from jobsmith.errors import SchedulerError
+
+if TYPE_CHECKING:
+    from jobsmith.agent.app import App
 
 
 class WatchCycle(BaseModel):
@@ -119,6 +127,36 @@ def watch_cycle(
         and (d := _decide_one(decide, r, statuses[r.job_id])) is not None
     ]
     return WatchCycle(watched=len(ids), scheduler_ok=True, changes=changes, decisions=decisions)
+
+
+def run_cycle(app: App, interval_s: float | None = None) -> WatchCycle:
+    """One whole watcher cycle with app's parts (App.watch_cycle), in this order:
+
+    1. watch_cycle above: one batched poll (App.batched_poll: stand-in rows settled, the
+       answer kept for chat and MCP), each change recorded and told (App.tell: news, the
+       site's webhook), and the brain's decision about each new failure
+       (agent/brains/deciding.py; the brain is built only when a failure comes);
+    2. if Slurm answered: the pipelines' engine records read (agent/runtime/pipelinerun.py)
+       and the conversations whose jobs ended taken up again (agent/brains/waking.py);
+    3. a decision that waits for a person's approval becomes news;
+    4. with the interval, and if Slurm answered: what polling that seldom may miss
+       (App.watch_warnings).
+    """
+    from jobsmith.agent.brains.deciding import decide_failure
+
+    def decide(change: StateChange, status: JobStatus) -> dict[str, object] | None:
+        return decide_failure(app.brain, app.executor, app.stderr_tail, change, status)
+
+    cycle = watch_cycle(app.store, app.ledger, app.batched_poll, decide, app.tell, app.folds)
+    if cycle.scheduler_ok:
+        followed = app.pipelines.follow_all()
+        cycle = cycle.model_copy(update={"woken": app.wake_brains(), "pipelines": followed})
+    for decision in cycle.decisions:
+        if decision.get("outcome") == "awaiting_approval":
+            app.news.add("approval_asked", step_id=decision.get("step_id"))
+    if interval_s is not None and cycle.scheduler_ok:
+        cycle = cycle.model_copy(update={"warnings": app.watch_warnings(interval_s)})
+    return cycle
 
 
 def _decide_one(
