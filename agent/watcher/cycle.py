@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,7 +33,51 @@ from jobsmith.agent.runtime.store import SessionStore
 from jobsmith.errors import SchedulerError
 
 if TYPE_CHECKING:
-    from jobsmith.agent.app import App
+    from jobsmith.agent.brains.protocol import Brain
+    from jobsmith.agent.runtime.executor import Executor
+    from jobsmith.agent.runtime.pipelinerun import Pipelines
+    from jobsmith.agent.watcher.news import News
+
+
+class CycleParts(Protocol):
+    """What a whole cycle uses (the composition root, agent/app.py, has them all): the
+    session store and its folds, the ledger, one batched poll, the brain and its executor,
+    the pipelines, the wakes, the news and what a slow interval may miss."""
+
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def ledger(self) -> JobLedger: ...
+    @property
+    def folds(self) -> SessionFolds: ...
+    @property
+    def brain(self) -> Brain: ...
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def pipelines(self) -> Pipelines: ...
+    @property
+    def news(self) -> News: ...
+
+    def batched_poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
+        """One poll for every watched job (stand-ins settled; kept for chat and MCP)."""
+        ...
+
+    def stderr_tail(self, job_id: str) -> list[str]:
+        """The end of a job's stderr, for its diagnosis."""
+        ...
+
+    def tell(self, change: StateChange) -> None:
+        """A change of state as news, and to the site's webhook."""
+        ...
+
+    def wake_brains(self) -> list[WakeOutcome]:
+        """The conversations whose jobs ended, taken up again."""
+        ...
+
+    def watch_warnings(self, interval_s: float) -> list[str]:
+        """What polling every interval_s may miss."""
+        ...
 
 
 class WatchCycle(BaseModel):
@@ -129,7 +173,7 @@ def watch_cycle(
     return WatchCycle(watched=len(ids), scheduler_ok=True, changes=changes, decisions=decisions)
 
 
-def run_cycle(app: App, interval_s: float | None = None) -> WatchCycle:
+def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     """One whole watcher cycle with app's parts (App.watch_cycle), in this order:
 
     1. watch_cycle above: one batched poll (App.batched_poll: stand-in rows settled, the

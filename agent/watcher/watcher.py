@@ -24,13 +24,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from jobsmith.agent.watcher.lock import WatcherRunning, WatchLock
 
 if TYPE_CHECKING:
-    from jobsmith.agent.app import App
     from jobsmith.agent.watcher.cycle import WatchCycle
+
+
+class WatchParts(Protocol):
+    """Where a Watcher's lock and cycle come from (the composition root, agent/app.py)."""
+
+    def watch_lock(self, interval_s: float) -> WatchLock:
+        """The user's watch lock, stale after three missed cycles of interval_s."""
+        ...
+
+    def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
+        """One whole cycle (agent/watcher/cycle.py: run_cycle)."""
+        ...
 
 
 class Watcher:
@@ -42,7 +53,7 @@ class Watcher:
         self._holding = False
 
     @classmethod
-    def of(cls, app: App, interval_s: float) -> Watcher:
+    def of(cls, app: WatchParts, interval_s: float) -> Watcher:
         """The watcher polling every interval_s: app's lock (stale after three missed
         cycles) and app's cycle (agent/watcher/cycle.py: run_cycle), with its warnings."""
         return cls(app.watch_lock(interval_s), partial(app.watch_cycle, interval_s))
