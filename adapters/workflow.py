@@ -65,7 +65,7 @@ class PartitionLimits(_Model):
 class EngineSite(_Model):
     """What an engine's configuration takes from the site config and its policy.
 
-    Built by the agent from the site config (agent/runtime/pipelines.py); the engine
+    Built by the agent from the site config (agent/runtime/workflows/pipelines.py); the engine
     sees neither the site file nor the policy, only these resolved values.
     """
 

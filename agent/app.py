@@ -24,32 +24,32 @@ if TYPE_CHECKING:
     from jobsmith.agent.brains.protocol import Brain
     from jobsmith.agent.brains.waking import WakeOutcome
     from jobsmith.agent.diagnosis.table import Diagnosis
-    from jobsmith.agent.runtime.advice import SubmitAdvice
-    from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.documents import (
         ControlResult,
         LogView,
         PipelineStatusDocument,
         PlanStatusDocument,
     )
-    from jobsmith.agent.runtime.events import Event
-    from jobsmith.agent.runtime.executor import Executor
-    from jobsmith.agent.runtime.frames import RenderRequest
     from jobsmith.agent.runtime.glancefacts import GlanceFacts
-    from jobsmith.agent.runtime.jobs import AssembledJob, JobRequest
-    from jobsmith.agent.runtime.jobstate import StateChange
-    from jobsmith.agent.runtime.judge import CheckedJob, Judgement, Origin
-    from jobsmith.agent.runtime.lastpoll import LastPoll, LastPollFile
-    from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
-    from jobsmith.agent.runtime.pipelinerun import Pipelines
-    from jobsmith.agent.runtime.plans import Plan
-    from jobsmith.agent.runtime.readmodel import SessionFolds
-    from jobsmith.agent.runtime.replay import ReplayedStep
-    from jobsmith.agent.runtime.resume import ResumeReport
+    from jobsmith.agent.runtime.recovery.replay import ReplayedStep
+    from jobsmith.agent.runtime.recovery.resume import ResumeReport
+    from jobsmith.agent.runtime.session.events import Event
+    from jobsmith.agent.runtime.session.jobstate import StateChange
+    from jobsmith.agent.runtime.session.lastpoll import LastPoll, LastPollFile
+    from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+    from jobsmith.agent.runtime.session.readmodel import SessionFolds
+    from jobsmith.agent.runtime.session.store import FileSessionStore
     from jobsmith.agent.runtime.sitefile import Login, SiteCheckReport, SiteInitResult
-    from jobsmith.agent.runtime.steps import Step, StepResult
-    from jobsmith.agent.runtime.store import FileSessionStore
-    from jobsmith.agent.runtime.transcode import Encoding
+    from jobsmith.agent.runtime.submission.advice import SubmitAdvice
+    from jobsmith.agent.runtime.submission.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.executor import Executor
+    from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest
+    from jobsmith.agent.runtime.submission.judge import CheckedJob, Judgement, Origin
+    from jobsmith.agent.runtime.submission.steps import Step, StepResult
+    from jobsmith.agent.runtime.workflows.frames import RenderRequest
+    from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
+    from jobsmith.agent.runtime.workflows.plans import Plan
+    from jobsmith.agent.runtime.workflows.transcode import Encoding
     from jobsmith.agent.views.report import RunReport
     from jobsmith.agent.watcher.cycle import WatchCycle
     from jobsmith.agent.watcher.lock import WatchLock
@@ -183,7 +183,7 @@ class App:
     @cached_property
     def ledger(self) -> JobLedger:
         """Submissions this user made with jobsmith."""
-        from jobsmith.agent.runtime.ledger import JobLedger
+        from jobsmith.agent.runtime.session.ledger import JobLedger
 
         return JobLedger(self.paths.state_dir / "jobs")
 
@@ -207,7 +207,7 @@ class App:
 
     def assemble(self, request: JobRequest) -> AssembledJob:
         """Render and check a job against the site's limits; submits nothing."""
-        from jobsmith.agent.runtime.jobs import assemble
+        from jobsmith.agent.runtime.submission.jobs import assemble
 
         template = self.library.get(request.template)
         header = self.scheduler.script_header
@@ -216,7 +216,7 @@ class App:
     def check(self, request: JobRequest, *, advised: bool = False) -> CheckedJob:
         """Assemble a job and judge it on the very policy path `submit` takes, as the
         person who was shown the advice and chose (`advised`)."""
-        from jobsmith.agent.runtime.judge import Origin
+        from jobsmith.agent.runtime.submission.judge import Origin
 
         return self.executor.judge.job(request, Origin(advised=advised))
 
@@ -251,14 +251,14 @@ class App:
     @cached_property
     def store(self) -> FileSessionStore:
         """The session log store, in the user's state directory."""
-        from jobsmith.agent.runtime.store import FileSessionStore
+        from jobsmith.agent.runtime.session.store import FileSessionStore
 
         return FileSessionStore(self.paths.state_dir / "sessions")
 
     @cached_property
     def executor(self) -> Executor:
         """The policy-bound executor every action goes through."""
-        from jobsmith.agent.runtime.executor import Executor
+        from jobsmith.agent.runtime.submission.executor import Executor
 
         def read_output(job_id: str, stream: str, tail: int) -> dict[str, object]:
             return self.logs(job_id, stream, tail).model_dump(mode="json")
@@ -278,7 +278,7 @@ class App:
     @cached_property
     def folds(self) -> SessionFolds:
         """Each session's fold (the read model), cached in the state directory."""
-        from jobsmith.agent.runtime.readmodel import SessionFolds
+        from jobsmith.agent.runtime.session.readmodel import SessionFolds
 
         return SessionFolds(self.store, self.paths.state_dir / "folds")
 
@@ -287,7 +287,7 @@ class App:
     ) -> tuple[str, StepResult]:
         """A CLI action is a one-step session: open it, run the step, return both.
         origin is the session's kind (cli, plan); asker what the judge weighs."""
-        from jobsmith.agent.runtime.approvals import ApprovalNeeded
+        from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 
         session_id = self.store.create({"title": title, "origin": origin})
         try:
@@ -300,8 +300,8 @@ class App:
         """Submit through the executor (policy, approvals, the session log). advised:
         the person was shown the advice and chose (the judge does not apply the site's
         `apply` again)."""
-        from jobsmith.agent.runtime.judge import Origin
-        from jobsmith.agent.runtime.steps import Submit
+        from jobsmith.agent.runtime.submission.judge import Origin
+        from jobsmith.agent.runtime.submission.steps import Submit
 
         asker = Origin(advised=advised)
         return self.one_step(f"submit {request.template}", Submit(job=request), asker=asker)
@@ -310,13 +310,13 @@ class App:
 
     def plan_check(self, path: Path) -> Judgement:
         """A plan file read, every job rendered and checked, the plan judged whole."""
-        from jobsmith.agent.runtime.plans import load_plan
+        from jobsmith.agent.runtime.workflows.plans import load_plan
 
         return self.judge_plan(load_plan(path))
 
     def plan_run(self, path: Path) -> tuple[str, StepResult]:
         """Submit a plan's jobs at once, with Slurm's dependencies, as one session."""
-        from jobsmith.agent.runtime.plans import load_plan
+        from jobsmith.agent.runtime.workflows.plans import load_plan
 
         plan = load_plan(path)
         return self.run_plan(plan, f"plan {plan.name}")
@@ -324,7 +324,7 @@ class App:
     def plan_status(self, session_id: str | None) -> PlanStatusDocument:
         """A plan's steps with their jobs' states (one poll): session_id's plan, or the
         newest plan's."""
-        from jobsmith.agent.runtime.planrun import plan_of, status_document
+        from jobsmith.agent.runtime.workflows.planrun import plan_of, status_document
         from jobsmith.errors import NotFound
 
         if session_id is None:
@@ -346,8 +346,8 @@ class App:
         workdir: Path | None,
     ) -> Plan:
         """The plan that transcodes source into output on the cluster (ffprobe reads the
-        source here: agent/runtime/transcode.py)."""
-        from jobsmith.agent.runtime import transcode
+        source here: agent/runtime/workflows/transcode.py)."""
+        from jobsmith.agent.runtime.workflows import transcode
 
         source, output = source.resolve(), output.resolve()
         if not source.is_file():  # ffprobe would block on a FIFO, read a device forever
@@ -360,8 +360,8 @@ class App:
 
     def render_plan(self, request: RenderRequest, *, missing_only: bool) -> Plan:
         """The plan that renders a frame range (or, missing_only, only its missing or
-        broken frames) and checks it (agent/runtime/frames.py)."""
-        from jobsmith.agent.runtime import frames
+        broken frames) and checks it (agent/runtime/workflows/frames.py)."""
+        from jobsmith.agent.runtime.workflows import frames
 
         if not missing_only:
             return frames.render_plan(request)
@@ -375,7 +375,7 @@ class App:
 
     def run_plan(self, plan: Plan, title: str) -> tuple[str, StepResult]:
         """Submit a plan built here (not read from a file), as one session."""
-        from jobsmith.agent.runtime.steps import RunPlan
+        from jobsmith.agent.runtime.submission.steps import RunPlan
 
         return self.one_step(title, RunPlan(plan=plan), origin="plan")
 
@@ -388,12 +388,12 @@ class App:
     @cached_property
     def pipelines(self) -> Pipelines:
         """Workflow engines' head jobs launched, resumed and followed (the engines are
-        chosen here, the composition root; agent/runtime/pipelinerun.py uses them)."""
+        chosen here, the composition root; agent/runtime/workflows/pipelinerun.py uses them)."""
         from jobsmith.adapters.nextflow import NextflowEngine
         from jobsmith.adapters.snakemake import SnakemakeEngine
         from jobsmith.adapters.workflow import EngineKind, WorkflowEngine
-        from jobsmith.agent.runtime.payloads import PipelineBudgetPayload
-        from jobsmith.agent.runtime.pipelinerun import Pipelines
+        from jobsmith.agent.runtime.session.payloads import PipelineBudgetPayload
+        from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
         def poll(job_ids: list[str]) -> dict[str, JobStatus]:
             return self.status(job_ids, "30d")
@@ -433,8 +433,8 @@ class App:
         """Each pipeline session's one line, as its session last recorded it (no reads of
         the engine's records: the at-a-glance status stays one poll)."""
         from jobsmith.agent.runtime.documents import PipelineStatusDocument
-        from jobsmith.agent.runtime.pipelinerun import ORIGIN
-        from jobsmith.agent.runtime.pipelines import pipeline_of
+        from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN
+        from jobsmith.agent.runtime.workflows.pipelines import pipeline_of
 
         lines = {}
         for sid in sorted(session_ids):
@@ -449,7 +449,7 @@ class App:
         self, job_id: str, *, failed_only: bool, mem_mb: int | None, time_limit_s: int | None
     ) -> tuple[str, StepResult]:
         """Re-run a job jobsmith submitted (only its failed tasks, for arrays)."""
-        from jobsmith.agent.runtime.steps import Rerun
+        from jobsmith.agent.runtime.submission.steps import Rerun
 
         step = Rerun(
             job_id=job_id,
@@ -511,7 +511,7 @@ class App:
     def ask(self, text: str, session_id: str | None) -> AskResult:
         """A person's request answered by the model with jobsmith's tools, in one session
         (agent/brains/conversation.py); ApprovalNeeded if a submission waits for a person."""
-        from jobsmith.agent.runtime.approvals import ApprovalNeeded
+        from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 
         try:
             return self.conversation.ask(text, session_id)
@@ -591,8 +591,8 @@ class App:
     def batched_poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
         """One batched status call (a watcher cycle's, `status`'s); a just-ended job's
         stand-in row is filled from the ledger and keeps the state last seen
-        (agent/runtime/standin.py); the answer is kept for whoever asks without polling."""
-        from jobsmith.agent.runtime.standin import settle_stand_ins
+        (agent/runtime/recovery/standin.py); the answer is kept for whoever asks without polling."""
+        from jobsmith.agent.runtime.recovery.standin import settle_stand_ins
 
         answered = self.scheduler.status(job_ids, since)
         statuses = settle_stand_ins(answered, self.ledger, self.folds, self.last_poll_file.read)
@@ -602,7 +602,7 @@ class App:
     @cached_property
     def last_poll_file(self) -> LastPollFile:
         """The newest poll's answer, kept for whoever asks without polling (chat, MCP)."""
-        from jobsmith.agent.runtime.lastpoll import LastPollFile
+        from jobsmith.agent.runtime.session.lastpoll import LastPollFile
 
         return LastPollFile(self.paths.state_dir / "last_poll.json")
 
@@ -634,7 +634,7 @@ class App:
         accounting query for all of them), each failed task diagnosed from that poll's
         record and its stderr, as `diagnose` does, without asking Slurm again per job."""
         from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, diagnose_record
-        from jobsmith.agent.runtime.store import SessionNotFound
+        from jobsmith.agent.runtime.session.store import SessionNotFound
         from jobsmith.agent.views.report import build_report, failed_records, session_job_ids
 
         try:
@@ -666,8 +666,8 @@ class App:
 
         Jobs that ended are also recorded in the sessions that submitted them.
         """
-        from jobsmith.agent.runtime.jobstate import record_job_states
-        from jobsmith.agent.runtime.unseen import with_recorded_ends
+        from jobsmith.agent.runtime.session.jobstate import record_job_states
+        from jobsmith.agent.runtime.session.unseen import with_recorded_ends
 
         window = parse_window(since)
         floor = datetime.now() - window
@@ -738,7 +738,7 @@ class App:
     def control(self, action: str, job_ids: list[str]) -> ControlResult:
         """cancel / hold / release, through the executor (a foreign job may need approval)."""
         from jobsmith.agent.runtime.documents import ControlResult
-        from jobsmith.agent.runtime.steps import STEP_ADAPTER
+        from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 
         step = STEP_ADAPTER.validate_python({"action": action, "job_ids": job_ids})
         self.one_step(f"{action} {' '.join(job_ids)}", step)
@@ -748,14 +748,14 @@ class App:
 
     def pending(self) -> list[PendingApproval]:
         """Steps waiting for a person."""
-        from jobsmith.agent.runtime.approvals import pending_approvals
+        from jobsmith.agent.runtime.submission.approvals import pending_approvals
 
         return pending_approvals(self.store, self.folds)
 
     def approve(self, step_id: str) -> StepResult:
         """Approve a held step and run exactly what was shown (once, however many approve)."""
-        from jobsmith.agent.runtime.approvals import answer, find_pending
-        from jobsmith.agent.runtime.steps import STEP_ADAPTER
+        from jobsmith.agent.runtime.submission.approvals import answer, find_pending
+        from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 
         item = find_pending(self.store, step_id, self.folds)
         # a fresh judgement before the approval is recorded: the site file loads (building
@@ -775,7 +775,7 @@ class App:
 
     def deny(self, step_id: str, reason: str) -> PendingApproval:
         """Refuse a held step; nothing runs (an error if it was answered meanwhile)."""
-        from jobsmith.agent.runtime.approvals import answer, find_pending
+        from jobsmith.agent.runtime.submission.approvals import answer, find_pending
 
         item = find_pending(self.store, step_id, self.folds)
         refused = {"by": self.environ.get("USER", "?"), "reason": reason}
@@ -784,7 +784,7 @@ class App:
 
     def adopt(self, job_id: str) -> tuple[str, SubmissionRecord]:
         """Bring a job submitted by hand under a new session."""
-        from jobsmith.agent.runtime.adopt import adopt
+        from jobsmith.agent.runtime.recovery.adopt import adopt
 
         return adopt(self.store, self.ledger, self.scheduler, self.site.config.cluster, job_id)
 
@@ -792,8 +792,8 @@ class App:
         """Reconcile the session's in-flight steps with Slurm after a crash."""
         import socket
 
-        from jobsmith.agent.runtime.pipelinerun import ORIGIN
-        from jobsmith.agent.runtime.resume import resume_session
+        from jobsmith.agent.runtime.recovery.resume import resume_session
+        from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN
 
         info = self.store.info(session_id)  # a clear error for an unknown session
         report = resume_session(
@@ -815,14 +815,14 @@ class App:
 
     def replay(self, session_id: str) -> list[ReplayedStep]:
         """The session's steps re-run against a dry-run executor under the current policy."""
-        from jobsmith.agent.runtime.replay import replay_session
+        from jobsmith.agent.runtime.recovery.replay import replay_session
 
         return replay_session(self.store.read(session_id), self.executor)
 
     def unblock(self, session_id: str, note: str) -> Event:
         """A person lifts a failure-streak stop (recorded as an event)."""
-        from jobsmith.agent.runtime.events import EventKind
-        from jobsmith.agent.runtime.session_log import SessionLog
+        from jobsmith.agent.runtime.session.events import EventKind
+        from jobsmith.agent.runtime.session.session_log import SessionLog
 
         self.store.info(session_id)  # a clear error for an unknown session
         data = {"by": self.environ.get("USER", "?"), "note": note}

@@ -29,11 +29,15 @@ from typing import Any, cast
 from jobsmith.adapters.nextflow import NextflowEngine
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.workflow import EngineKind, EngineSite, LaunchRequest, RecordFile
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.payloads import PipelinePayload, PipelineProgressPayload, payload
-from jobsmith.agent.runtime.pipelinerun import ORIGIN, Pipelines
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.payloads import (
+    PipelinePayload,
+    PipelineProgressPayload,
+    payload,
+)
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import FileSessionStore
+from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN, Pipelines
 
 CAPTURE = (
     Path(__file__).resolve().parent.parent

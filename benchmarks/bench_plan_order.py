@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from jobsmith.agent.runtime.plans import Plan, PlanStep
+from jobsmith.agent.runtime.workflows.plans import Plan, PlanStep
 
 
 def dense(n: int) -> Plan:

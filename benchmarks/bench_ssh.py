@@ -46,9 +46,9 @@ from jobsmith.adapters.slurm.transport import LocalTransport  # noqa: E402
 from jobsmith.adapters.ssh.openssh import OpenSshTransport  # noqa: E402
 from jobsmith.adapters.ssh.transport import ParamikoTransport  # noqa: E402
 from jobsmith.adapters.transport import Transport  # noqa: E402
-from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord  # noqa: E402
-from jobsmith.agent.runtime.readmodel import SessionFolds  # noqa: E402
-from jobsmith.agent.runtime.store import FileSessionStore  # noqa: E402
+from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord  # noqa: E402
+from jobsmith.agent.runtime.session.readmodel import SessionFolds  # noqa: E402
+from jobsmith.agent.runtime.session.store import FileSessionStore  # noqa: E402
 from jobsmith.agent.watcher.cycle import watch_cycle  # noqa: E402
 
 HOST = "127.0.0.1"

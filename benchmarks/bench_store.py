@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from jobsmith.agent.app import UserDirs
-from jobsmith.agent.runtime.events import EventData, EventKind
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.events import EventData, EventKind
+from jobsmith.agent.runtime.session.store import FileSessionStore
 
 # Roughly what a step's result event carries (a few hundred bytes of JSON).
 PAYLOAD: EventData = {

@@ -90,11 +90,11 @@ from jobsmith.adapters.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sac
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.agent.app import UserDirs
-from jobsmith.agent.runtime.events import Event
-from jobsmith.agent.runtime.jobstate import StateChange
-from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
-from jobsmith.agent.runtime.readmodel import SessionFolds
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.events import Event
+from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.watcher.cycle import open_jobs, watch_cycle
 
 #: The held jobs' sbatch line (after it: -J <run name>). One job each, never run.

@@ -243,7 +243,7 @@ class Budgets(_Section):
 
 class Canary(_Section):
     """Arrays above a size run a few tasks first; the rest waits for them (Slurm's own
-    afterok), and is cancelled if they fail (agent/runtime/planrun.py)."""
+    afterok), and is cancelled if they fail (agent/runtime/workflows/planrun.py)."""
 
     above_tasks: int = Field(ge=2, description="arrays of more tasks than this get a canary")
     tasks: int = Field(2, ge=1, le=10, description="how many tasks the canary runs")
@@ -257,7 +257,8 @@ class Canary(_Section):
 
 
 class Advice(_Section):
-    """What jobsmith offers at submission (agent/runtime/advice.py): a request right-sized
+    """What jobsmith offers at submission (agent/runtime/submission/advice.py): a request
+    right-sized
     from the user's own history, and the partition where Slurm would start it earliest.
     'propose' shows the offer beside the job; 'apply' takes it (and says so); 'off' asks
     Slurm nothing more."""

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from jobsmith.agent.app import build_app
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.steps import Submit
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.steps import Submit
 
 PLAN = [
     ("st-plan-a", "echo job-a"),

@@ -36,9 +36,9 @@ from jobsmith.adapters.slurm.logpaths import expand_log_pattern
 from jobsmith.adapters.slurm.options import render_directives
 from jobsmith.adapters.slurm.slurmenv import environment_inputs
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.executor import Executor
-from jobsmith.agent.runtime.ledger import JobLedger
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.ledger import JobLedger
+from jobsmith.agent.runtime.session.store import FileSessionStore
+from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.errors import JobNotFound, SchedulerUnavailable
 from jobsmith.job_templates import TemplateLibrary, shipped_library
 from jobsmith.site_config import SiteConfig

@@ -1,7 +1,8 @@
 """Who holds a step, whose answer counts, and what the refusals say: claims and approvals
 as single decisions, in one process (test_claims races real processes for the same rules).
 
-Each test pins one decision point of agent/runtime/claims.py or agent/runtime/approvals.py:
+Each test pins one decision point of agent/runtime/session/claims.py or
+agent/runtime/submission/approvals.py:
 a lease's last moment, a holder that is this process or another one, a process whose name
 has a parenthesis in it, the defaults a damaged approval request shows, the words of a
 refusal.
@@ -20,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from jobsmith.agent.runtime.approvals import AlreadyAnswered, answer, pending_approvals
-from jobsmith.agent.runtime.claims import (
+from jobsmith.agent.runtime.session.claims import (
     CLOCK_SKEW,
     LOOKUP_ALLOWANCE,
     SBATCH_MAX_LIFE,
@@ -35,9 +35,10 @@ from jobsmith.agent.runtime.claims import (
     owner,
     process_start,
 )
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.store import FileSessionStore, utc_now
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import FileSessionStore, utc_now
+from jobsmith.agent.runtime.submission.approvals import AlreadyAnswered, answer, pending_approvals
 
 HOST = socket.gethostname()
 STEP = "st-0123456789"

@@ -24,19 +24,19 @@ from scheduler_double import AgentHarness
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.app import App, UserDirs
-from jobsmith.agent.runtime import steps as st
-from jobsmith.agent.runtime.approvals import (
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.ledger import SubmissionRecord
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.approvals import (
     AlreadyAnswered,
     ApprovalNeeded,
     answer,
     find_pending,
     pending_approvals,
 )
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.executor import job_ids_of
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.ledger import SubmissionRecord
-from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.submission.executor import job_ids_of
+from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.errors import (
     InputError,
     NotFound,

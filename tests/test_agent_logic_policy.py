@@ -1,6 +1,7 @@
 """Policy without Slurm: what a submission costs, what history counts, which rule decides.
 
-agent/runtime/policy.py is pure: these tests pin each decision point at its boundary (the last
+agent/runtime/submission/policy.py is pure: these tests pin each decision point at its boundary
+(the last
 value a rule allows and the first it refuses), the order the rules are tried in, and the
 exact words a refusal shows, since a person reads them to know what to change. The
 real-cluster tests (test_sessions) show the same rules refusing real submissions.
@@ -15,9 +16,9 @@ import pytest
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.policy import Cost, History, Ruling, evaluate
-from jobsmith.agent.runtime.policy import history_from_events as history
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.submission.policy import Cost, History, Ruling, evaluate
+from jobsmith.agent.runtime.submission.policy import history_from_events as history
 from jobsmith.site_config.model import Policy
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -24,19 +24,24 @@ import pytest
 from scheduler_double import AgentHarness, SimulatedCrash
 
 from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
-from jobsmith.agent.runtime import steps as st
-from jobsmith.agent.runtime.approvals import ApprovalNeeded, answer, find_pending, pending_approvals
-from jobsmith.agent.runtime.claims import SBATCH_MAX_LIFE, owner, process_start
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.resume import (
+from jobsmith.agent.runtime.recovery.resume import (
     ResumeReport,
     _local_since,
     in_flight,
     resume_session,
 )
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.store import utc_now
+from jobsmith.agent.runtime.session.claims import SBATCH_MAX_LIFE, owner, process_start
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import utc_now
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.approvals import (
+    ApprovalNeeded,
+    answer,
+    find_pending,
+    pending_approvals,
+)
+from jobsmith.agent.runtime.submission.jobs import JobRequest
 
 HOST = socket.gethostname()
 

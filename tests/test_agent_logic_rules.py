@@ -26,11 +26,11 @@ from jobsmith.agent.brains.deciding import (
 )
 from jobsmith.agent.brains.protocol import Action, Decision
 from jobsmith.agent.brains.rules import RuleBrain, retry_depth
-from jobsmith.agent.runtime import steps as st
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.jobstate import StateChange
-from jobsmith.agent.runtime.steps import Rerun
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.steps import Rerun
 from jobsmith.errors import InputError
 
 POLICY: dict[str, Any] = {"budgets": {"submissions_per_hour": 100}}

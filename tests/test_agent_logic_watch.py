@@ -23,12 +23,12 @@ from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.brains.deciding import decide_failure
 from jobsmith.agent.brains.rules import RuleBrain
-from jobsmith.agent.runtime import steps as st
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.jobstate import StateChange, record_job_states
-from jobsmith.agent.runtime.ledger import SubmissionRecord
-from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.jobstate import StateChange, record_job_states
+from jobsmith.agent.runtime.session.ledger import SubmissionRecord
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval, open_jobs, watch_cycle
 from jobsmith.errors import SchedulerError
 

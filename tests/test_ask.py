@@ -38,8 +38,8 @@ from test_documents import README, documented_keys
 
 from jobsmith.agent.app import build_app
 from jobsmith.agent.brains.conversation import AskResult
-from jobsmith.agent.runtime.readmodel import TokenTotals
-from jobsmith.agent.runtime.steps import StepResult
+from jobsmith.agent.runtime.session.readmodel import TokenTotals
+from jobsmith.agent.runtime.submission.steps import StepResult
 
 EPHEMERAL = {"type": "ephemeral"}
 #: a test on the real lab cluster (it fails, never skips, without it; conftest marks it lab)

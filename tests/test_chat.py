@@ -45,8 +45,8 @@ from test_ask import EPHEMERAL, KEY, events, ledger, prefix
 from jobsmith.agent.app import build_app
 from jobsmith.agent.faces.chat import Chat
 from jobsmith.agent.faces.terminal import Pipes
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.session_log import SessionLog
 
 lab = pytest.mark.usefixtures("lab_cluster")
 JOBSMITH = str(Path(sys.executable).with_name("jobsmith"))

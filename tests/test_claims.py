@@ -26,8 +26,7 @@ from typing import Any
 import pytest
 from lab_cli import LAB_SITE, jobs_named, js, write_user_site
 
-from jobsmith.agent.runtime.approvals import answer, pending_approvals
-from jobsmith.agent.runtime.claims import (
+from jobsmith.agent.runtime.session.claims import (
     CLOCK_SKEW,
     StepClaimed,
     StepSettled,
@@ -36,9 +35,10 @@ from jobsmith.agent.runtime.claims import (
     owner,
     process_start,
 )
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.store import FileSessionStore, utc_now
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import FileSessionStore, utc_now
+from jobsmith.agent.runtime.submission.approvals import answer, pending_approvals
 
 HERE = Path(__file__).resolve().parent
 

@@ -29,9 +29,9 @@ from jobsmith.agent.brains.claude import ClaudeBrain, render_view, rerun_schema
 from jobsmith.agent.brains.model_client import load_api_key
 from jobsmith.agent.brains.protocol import Action, Brain, Decision, FailureView, TokenUsage
 from jobsmith.agent.diagnosis.table import Diagnosis, Efficiency, Verdict
-from jobsmith.agent.runtime.events import Event, EventData, EventKind
-from jobsmith.agent.runtime.jobstate import StateChange
-from jobsmith.agent.runtime.steps import Rerun
+from jobsmith.agent.runtime.session.events import Event, EventData, EventKind
+from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.submission.steps import Rerun
 from jobsmith.errors import ConfigError
 from jobsmith.site_config.model import ModelSettings
 

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from lab_cli import LAB_SITE, jobs_named, write_user_site
 
 from jobsmith.agent.faces.cli import cli
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.store import FileSessionStore
 
 HERE = Path(__file__).resolve().parent
 PLAN_STEPS = ["st-plan-a", "st-plan-b", "st-plan-c"]

@@ -28,7 +28,7 @@ from jobsmith.agent.runtime.documents import (
     SessionDocument,
     SubmissionDocument,
 )
-from jobsmith.agent.runtime.events import Event
+from jobsmith.agent.runtime.session.events import Event
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -90,7 +90,7 @@ def test_a_compact_session_shows_the_newest_events_each_cut_short() -> None:
     from datetime import UTC, datetime
 
     from jobsmith.agent.runtime.documents import MAX_COMPACT_EVENT_DATA, MAX_COMPACT_EVENTS
-    from jobsmith.agent.runtime.events import EventKind
+    from jobsmith.agent.runtime.session.events import EventKind
 
     at = datetime(2026, 11, 30, tzinfo=UTC)
     events = tuple(
@@ -107,8 +107,8 @@ def test_a_compact_session_shows_the_newest_events_each_cut_short() -> None:
 def test_a_compact_pending_document_bounds_each_script_but_keeps_its_hash() -> None:
     from datetime import UTC, datetime
 
-    from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.documents import MAX_COMPACT_SCRIPT
+    from jobsmith.agent.runtime.submission.approvals import PendingApproval
 
     held = PendingApproval(
         session_id="s",

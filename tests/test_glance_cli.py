@@ -23,10 +23,10 @@ from jobsmith.adapters.states import JobState
 from jobsmith.agent.app import App, UserDirs
 from jobsmith.agent.faces.cli import cli
 from jobsmith.agent.runtime.documents import JobStatusDocument
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.ledger import SubmissionRecord
-from jobsmith.agent.runtime.plans import Plan
-from jobsmith.agent.runtime.steps import RunPlan
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.ledger import SubmissionRecord
+from jobsmith.agent.runtime.submission.steps import RunPlan
+from jobsmith.agent.runtime.workflows.plans import Plan
 
 HOSTILE_TITLE = "submit \x1b[31mred\x1b[0m \u202eevil\r\nline " + "ü" * 100
 

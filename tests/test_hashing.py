@@ -1,11 +1,11 @@
 """One hash binds a script to its approval, its check token and its intent
-(agent/runtime/hashing.py): the sha256 of its UTF-8 text, as sha256sum prints it."""
+(agent/runtime/submission/hashing.py): the sha256 of its UTF-8 text, as sha256sum prints it."""
 
 from __future__ import annotations
 
 import subprocess
 
-from jobsmith.agent.runtime.hashing import script_sha256
+from jobsmith.agent.runtime.submission.hashing import script_sha256
 
 
 def test_the_script_hash_is_sha256sum_of_its_utf8_bytes() -> None:

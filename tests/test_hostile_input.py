@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from lab_cli import js
 
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.watcher.lock import WatchLock
 
 pytestmark = [pytest.mark.lab, pytest.mark.usefixtures("lab_cluster")]

@@ -29,9 +29,9 @@ from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.status import controller_status, summarise
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult
-from jobsmith.agent.runtime.jobstate import record_job_states
-from jobsmith.agent.runtime.readmodel import SessionFolds
-from jobsmith.agent.runtime.unseen import with_recorded_ends
+from jobsmith.agent.runtime.session.jobstate import record_job_states
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.unseen import with_recorded_ends
 from jobsmith.agent.watcher.cycle import interval_warning
 from jobsmith.errors import SchedulerError
 

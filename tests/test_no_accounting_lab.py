@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from lab_cli import LAB_SITE, js
 
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.store import FileSessionStore
 
 pytestmark = [pytest.mark.disruptive, pytest.mark.usefixtures("lab_cluster")]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from lab_cli import js
 
-from jobsmith.agent.runtime.frames import MAX_FRAMES, parse_frames
+from jobsmith.agent.runtime.workflows.frames import MAX_FRAMES, parse_frames
 from jobsmith.errors import InputError
 from jobsmith.units import parse_duration, parse_memory
 

@@ -1,4 +1,5 @@
-"""Pipelines, the agent's side (agent/runtime/pipelines.py): the site's policy resolved into
+"""Pipelines, the agent's side (agent/runtime/workflows/pipelines.py): the site's policy resolved
+into
 the engine's limits, the paths a request names kept inside the allowed roots, the head job
 a submission of the pipeline_head template, and an engine's records read from where the
 last read stopped. The engines themselves are tested in test_nextflow_* and
@@ -15,10 +16,10 @@ from scheduler_double import site_config
 
 from jobsmith.adapters.snakemake import SnakemakeEngine
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest, RecordFile
-from jobsmith.agent.runtime import pipelines as pl
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.payloads import PipelinePayload
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.payloads import PipelinePayload
+from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.workflows import pipelines as pl
 from jobsmith.errors import InputError, PolicyError
 
 

@@ -25,10 +25,10 @@ from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.snakemake import SnakemakeEngine
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.payloads import PipelineBudgetPayload, payload
-from jobsmith.agent.runtime.pipelinerun import Pipelines
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.payloads import PipelineBudgetPayload, payload
+from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
 CONSOLE = Path(__file__).resolve().parent / "fixtures" / "snakemake" / "killed" / "console-1.log"
 RULE_JOBS = ["13972", "13973", "13974", "13975"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobsmith.agent.runtime.frames import RenderRequest, render_plan
-from jobsmith.agent.runtime.plans import plan_name
+from jobsmith.agent.runtime.workflows.frames import RenderRequest, render_plan
+from jobsmith.agent.runtime.workflows.plans import plan_name
 
 SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from jobsmith.agent.runtime.plans import Plan, PlanStep
+from jobsmith.agent.runtime.workflows.plans import Plan, PlanStep
 
 
 def _reference_order(steps: dict[str, list[str]]) -> list[str]:

@@ -19,7 +19,7 @@ from lab_cli import LAB_SITE, js
 from test_documents import documented_keys
 
 from jobsmith.adapters.options import DependencyKind
-from jobsmith.agent.runtime.plans import Plan, approval_text, load_plan
+from jobsmith.agent.runtime.workflows.plans import Plan, approval_text, load_plan
 from jobsmith.errors import InputError
 
 lab = pytest.mark.usefixtures("lab_cluster")

@@ -28,7 +28,7 @@ from click.testing import CliRunner, Result
 from lab_cli import LAB_SITE, jobs_named, write_user_site
 
 from jobsmith.agent.faces.cli import cli
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.store import FileSessionStore
 
 HERE = Path(__file__).resolve().parent
 STEP = "st-plan-a"  # the crash driver's first step

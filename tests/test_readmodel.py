@@ -1,4 +1,4 @@
-"""The read model (agent/runtime/readmodel.py): a session's state is a fold over its
+"""The read model (agent/runtime/session/readmodel.py): a session's state is a fold over its
 events, kept up to date by reading only the events appended since, on disk across
 processes, and equal to folding the whole log at once (issue 8, item 2).
 
@@ -20,18 +20,22 @@ from hypothesis import strategies as hs
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.lastpoll import LastPollFile
-from jobsmith.agent.runtime.payloads import (
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.lastpoll import LastPollFile
+from jobsmith.agent.runtime.session.payloads import (
     DecidedPayload,
     JobStatePayload,
     intent_payload,
     payload,
 )
-from jobsmith.agent.runtime.policy import History, history_from_events, history_from_folds
-from jobsmith.agent.runtime.readmodel import FORMAT, SessionFold, SessionFolds, fold_events
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.store import FileSessionStore, SessionNotFound
+from jobsmith.agent.runtime.session.readmodel import FORMAT, SessionFold, SessionFolds, fold_events
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import FileSessionStore, SessionNotFound
+from jobsmith.agent.runtime.submission.policy import (
+    History,
+    history_from_events,
+    history_from_folds,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sessions"
 FIXTURE_SESSION = "20261130T153454.647Z-ff20b4307244"
@@ -271,7 +275,7 @@ def test_the_last_poll_is_kept_and_read_back_without_slurm(tmp_path: Path) -> No
 
 
 def test_pending_approvals_read_only_the_requests_still_waiting(tmp_path: Path) -> None:
-    from jobsmith.agent.runtime.approvals import pending_approvals
+    from jobsmith.agent.runtime.submission.approvals import pending_approvals
 
     store = CountingStore(FileSessionStore(tmp_path / "sessions"))
     busy, quiet = store.create(), store.create()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from lab_cli import js
 
-from jobsmith.agent.runtime.frames import (
+from jobsmith.agent.runtime.workflows.frames import (
     RenderRequest,
     blocks_of,
     broken_frames,

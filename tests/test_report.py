@@ -22,8 +22,8 @@ from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.diagnosis.table import Diagnosis, diagnose
-from jobsmith.agent.runtime.events import Event, EventKind, SessionInfo
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.events import Event, EventKind, SessionInfo
+from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.views.report import (
     MAX_DIAGNOSED,
     RunReport,

@@ -15,9 +15,9 @@ from messages_server import MessagesServer, content_text, message, text
 
 from jobsmith.agent.brains.ask_tools import SESSION_VIEW_CHARS, as_data
 from jobsmith.agent.runtime.documents import MAX_COMPACT_SESSION_CHARS, SessionDocument
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import FileSessionStore
 
 
 def _long_session(store: FileSessionStore) -> str:

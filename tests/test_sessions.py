@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from lab_cli import js, submit_oom_array
 
-from jobsmith.agent.runtime.steps import step_schemas
+from jobsmith.agent.runtime.submission.steps import step_schemas
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -228,10 +228,11 @@ def test_rerun_only_the_failed_array_task_with_more_memory(site, workdir: Path) 
 
 @pytestmark_lab
 def test_a_step_kind_is_one_class_the_executor_runs_cluster_facts(site) -> None:  # type: ignore[no-untyped-def]
-    """Issue 8: a new step kind (cluster_facts) is its model and handler in agent/runtime/steps.py
+    """Issue 8: a new step kind (cluster_facts) is its model and handler in
+    agent/runtime/submission/steps.py
     alone; the executor runs it with intent and result events like any other."""
     from jobsmith.agent.app import build_app
-    from jobsmith.agent.runtime.steps import STEP_ADAPTER
+    from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 
     site("  approval:\n    core_hours: 100\n")
     app = build_app(site_file=REPO / "site_config" / "examples" / "lab.yaml")

@@ -589,7 +589,7 @@ def test_recovery_waits_out_an_orphans_life_on_the_login_node_then_asks_there() 
     from datetime import UTC, datetime, timedelta
     from types import SimpleNamespace
 
-    from jobsmith.agent.runtime.resume import _wait_until_sure
+    from jobsmith.agent.runtime.recovery.resume import _wait_until_sure
 
     asked: list[str] = []
     slurm = SimpleNamespace(

@@ -1,6 +1,6 @@
 """slurmdbd's stand-in row for a just-ended job (adapters/slurm/parse.py marks it) costs
 nothing extra (issue 21): one sacct answers, whatever its rows hold, and the agent fills
-the row from what it submitted (agent/runtime/standin.py): the name jobsmith submitted it
+the row from what it submitted (agent/runtime/recovery/standin.py): the name jobsmith submitted it
 under (so `wait`'s final table and `status` agree: issue 14), its memory and time, and
 the state the last poll saw. Nothing is decided from a stand-in row (watcher cycle)."""
 
@@ -18,13 +18,13 @@ from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.status import merge_status
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.lastpoll import LastPoll, PolledJob
-from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
-from jobsmith.agent.runtime.readmodel import SessionFolds
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.standin import settle_stand_ins
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.recovery.standin import settle_stand_ins
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.lastpoll import LastPoll, PolledJob
+from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.watcher.cycle import watch_cycle
 
 LAB = Path(__file__).parent / "fixtures" / "lab-22.05"

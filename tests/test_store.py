@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from jobsmith.agent.runtime.events import EventData, EventKind
-from jobsmith.agent.runtime.store import (
+from jobsmith.agent.runtime.session.events import EventData, EventKind
+from jobsmith.agent.runtime.session.store import (
     CorruptEvent,
     FileSessionStore,
     SeqConflict,
@@ -37,8 +37,8 @@ LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from jobsmith.agent.runtime.events import EventData, EventKind
-from jobsmith.agent.runtime.store import FileSessionStore, SeqConflict
+from jobsmith.agent.runtime.session.events import EventData, EventKind
+from jobsmith.agent.runtime.session.store import FileSessionStore, SeqConflict
 
 root, session, name, count, go = sys.argv[1:6]
 store = FileSessionStore(Path(root))
@@ -61,8 +61,8 @@ print(conflicts)
 CRASHER = r"""
 import os, sys
 from pathlib import Path
-from jobsmith.agent.runtime.events import EventData, EventKind
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.events import EventData, EventKind
+from jobsmith.agent.runtime.session.store import FileSessionStore
 
 store = FileSessionStore(Path(sys.argv[1]))
 os.link = lambda *args, **kwargs: os._exit(17)

@@ -29,10 +29,10 @@ from jobsmith.adapters.slurm.qoslimits import (
 )
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.transport import CommandResult
-from jobsmith.agent.runtime import steps as st
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.plans import Plan
-from jobsmith.agent.runtime.policy import submit_limit_refusal
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.policy import submit_limit_refusal
+from jobsmith.agent.runtime.workflows.plans import Plan
 from jobsmith.errors import PolicyError, SchedulerError
 
 CAPTURES = Path(__file__).parent / "fixtures" / "lab-22.05"

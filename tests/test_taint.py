@@ -25,8 +25,8 @@ from lab_cli import js
 from messages_server import MessagesServer, message, text, tool_use
 
 from jobsmith.agent.brains.taint import Taint
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.steps import STEP_ADAPTER
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 
 lab = pytest.mark.usefixtures("lab_cluster")
 

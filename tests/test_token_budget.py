@@ -29,13 +29,18 @@ from jobsmith.agent.brains.claude import ClaudeBrain
 from jobsmith.agent.brains.deciding import decide_failure
 from jobsmith.agent.brains.protocol import ModelBrain, TokenUsage
 from jobsmith.agent.brains.rules import RuleBrain
-from jobsmith.agent.runtime import steps as st
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.jobs import JobRequest
-from jobsmith.agent.runtime.jobstate import StateChange
-from jobsmith.agent.runtime.payloads import UsagePayload
-from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds, TokenTotals, fold_events
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.session.payloads import UsagePayload
+from jobsmith.agent.runtime.session.readmodel import (
+    SessionFold,
+    SessionFolds,
+    TokenTotals,
+    fold_events,
+)
+from jobsmith.agent.runtime.session.store import FileSessionStore
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.site_config.model import Budgets, ModelSettings
 
 KEY = "sk-ant-test-" + secrets.token_hex(16)

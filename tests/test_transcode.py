@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from lab_cli import js
 
-from jobsmith.agent.runtime.transcode import (
+from jobsmith.agent.runtime.workflows.transcode import (
     Encoding,
     Probe,
     keyframes_of,

@@ -22,9 +22,9 @@ from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.jobstate import StateChange
-from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
-from jobsmith.agent.runtime.store import FileSessionStore
+from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.watcher.cycle import watch_cycle
 
 #: the job from the report: stderr holds "café" in Latin-1, which is not UTF-8
@@ -99,7 +99,7 @@ def _watch_once(js) -> dict[str, dict[str, object]]:  # type: ignore[no-untyped-
 
 def _decided(js, jobs: set[str]) -> dict[str, dict[str, object]]:  # type: ignore[no-untyped-def]
     """Watcher cycles until each of jobs has its decision (right after a job ends a cycle
-    may see slurmdbd's stand-in row and leave it to the next: agent/runtime/standin.py);
+    may see slurmdbd's stand-in row and leave it to the next: agent/runtime/recovery/standin.py);
     each job decided once."""
     decisions: dict[str, dict[str, object]] = {}
     for _ in range(20):

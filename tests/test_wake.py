@@ -26,9 +26,9 @@ from test_ask import KEY, events
 
 from jobsmith.agent.app import App, build_app
 from jobsmith.agent.brains.waking import Waker
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.readmodel import SessionFold, SessionFolds
-from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.readmodel import SessionFold, SessionFolds
+from jobsmith.agent.runtime.session.session_log import SessionLog
 
 lab = pytest.mark.usefixtures("lab_cluster")
 

@@ -428,7 +428,7 @@ def test_a_failure_seen_first_by_wait_still_gets_one_decision(js, workdir: Path)
     ).stdout.strip()
     assert js("wait", job_id, "--timeout", "120").exit_code == 1  # records FAILED itself
     # right after the end, slurmdbd may still answer a cycle with its stand-in row, from
-    # which nothing is decided (agent/runtime/standin.py): a later cycle decides
+    # which nothing is decided (agent/runtime/recovery/standin.py): a later cycle decides
     cycles = []
     for _ in range(20):
         cycles.append(json.loads(js("watch", "--once", "--json").stdout))

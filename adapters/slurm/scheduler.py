@@ -128,7 +128,7 @@ class SlurmScheduler:
                 self._sleep(self._delay * attempt)
             try:
                 # the tag in sbatch's environment lets a resumed session find an sbatch that
-                # outlived its parent (see agent/runtime/resume.py)
+                # outlived its parent (see agent/runtime/recovery/resume.py)
                 env = {**argv.SLURM_ENV, SUBMIT_TAG_ENV: options.job_name}
                 res = self._transport.run(
                     argv.sbatch_submit(), timeout=self._timeout, stdin=script, env=env
@@ -218,7 +218,8 @@ class SlurmScheduler:
     def accounting(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
         """sacct records for the jobs (all tasks of arrays), in one call, whatever the rows
         hold: a just-ended job's stand-in row is marked (JobRecord.stand_in), never asked
-        for again here; the agent fills it from what it submitted (agent/runtime/standin.py)."""
+        for again here; the agent fills it from what it submitted
+        (agent/runtime/recovery/standin.py)."""
         res = self._checked(argv.sacct_jobs(job_ids, since, SACCT_FIELDS))
         return parse_sacct_parsable(res.stdout, argv.DELIMITER)
 

@@ -132,7 +132,7 @@ def _merge(record: JobRecord | None, live: QueueRecord) -> JobRecord:
         # slurmdbd's stand-in row (parse.py) beside the controller's answer: the state and
         # name are the controller's; the row is still a stand-in for what only accounting
         # has (memory, limits, steps' peaks), so nothing is decided from it (JobStatus.
-        # in_queue tells the agent the state is fresh: agent/runtime/standin.py)
+        # in_queue tells the agent the state is fresh: agent/runtime/recovery/standin.py)
         update |= {"name": record.name or live.name}
         update |= {"partition": record.partition or live.partition}
     return record.model_copy(update=update)

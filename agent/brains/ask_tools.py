@@ -1,14 +1,14 @@
 """The tools a conversation's model may call, and running one call through jobsmith.
 
-Every tool is one of the executor's steps (agent/runtime/steps.py), so a call is recorded
+Every tool is one of the executor's steps (agent/runtime/submission/steps.py), so a call is recorded
 in the session (intent, result) and judged by policy like any step a person runs: the
 read-only `list_templates`, `show_template`, `render` (the script and the policy's
 verdict), `status`, `logs` (a bounded tail) and `diagnose`; `submit` and `run_plan` (a
-plan: several jobs and their dependencies, agent/runtime/plans.py), which the policy
+plan: several jobs and their dependencies, agent/runtime/workflows/plans.py), which the policy
 judges; and `cancel` and `hold`, which change jobs that exist and so are always held for a
 person, whatever the policy says. Once the conversation has read what jobs wrote (logs,
 diagnose, status), `submit` and `run_plan` are held for a person too (taint.py tracks what
-it read; both rules are the judge's: agent/runtime/judge.py).
+it read; both rules are the judge's: agent/runtime/submission/judge.py).
 Each input schema is the step's own, taken from `step_schemas()`, less what jobsmith
 fills in (the step's id and action); the model can never name a step id.
 
@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.agent.brains.taint import Taint
-from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.documents import MAX_COMPACT_SESSION_CHARS, DiagnosisDocument
-from jobsmith.agent.runtime.executor import Executor
-from jobsmith.agent.runtime.judge import Origin, Who
-from jobsmith.agent.runtime.steps import (
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.executor import Executor
+from jobsmith.agent.runtime.submission.judge import Origin, Who
+from jobsmith.agent.runtime.submission.steps import (
     STEP_ADAPTER,
     Outcome,
     Status,
@@ -238,7 +238,8 @@ def first_error(exc: Exception) -> str:
 
 
 def _outcome(err: JobsmithError) -> Outcome:
-    """The outcome the executor recorded for err (agent/runtime/executor.py's mapping)."""
+    """The outcome the executor recorded for err (agent/runtime/submission/executor.py's
+    mapping)."""
     if isinstance(err, PolicyError):
         return Outcome.REFUSED
     if isinstance(err, SchedulerUnavailable):

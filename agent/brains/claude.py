@@ -6,7 +6,8 @@ the model is shown a bounded rendering of the failure (the job, what Slurm says,
 diagnoses with their evidence, the last events of the session), marked as data read
 from jobs, and must answer with exactly one tool call:
 
-- `rerun`: the re-run step, its input schema taken from the step model (agent/runtime/steps.py),
+- `rerun`: the re-run step, its input schema taken from the step model
+  (agent/runtime/submission/steps.py),
   offered only while the rule brain's retry budget allows another re-run;
 - `report`: nothing can be done automatically; a message for the person;
 - `hold`: leave it to a person.
@@ -37,8 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from jobsmith.agent.brains import model_client
 from jobsmith.agent.brains.protocol import Action, Decision, FailureView, TokenUsage
 from jobsmith.agent.brains.rules import RuleBrain, retry_depth
-from jobsmith.agent.runtime.events import Event
-from jobsmith.agent.runtime.steps import Rerun
+from jobsmith.agent.runtime.session.events import Event
+from jobsmith.agent.runtime.submission.steps import Rerun
 from jobsmith.errors import ConfigError
 from jobsmith.site_config.model import ModelSettings
 

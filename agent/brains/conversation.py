@@ -40,14 +40,14 @@ from jobsmith.agent.brains.ask_tools import (
 from jobsmith.agent.brains.claude import token_usage
 from jobsmith.agent.brains.deciding import model_budget_refusal
 from jobsmith.agent.brains.taint import Taint
-from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.documents import SessionDocument
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.executor import Executor
-from jobsmith.agent.runtime.payloads import UsagePayload
-from jobsmith.agent.runtime.readmodel import TokenTotals
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.steps import StepResult
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.payloads import UsagePayload
+from jobsmith.agent.runtime.session.readmodel import TokenTotals
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.executor import Executor
+from jobsmith.agent.runtime.submission.steps import StepResult
 from jobsmith.errors import ConfigError, InputError, JobsmithError, PolicyError
 from jobsmith.site_config.model import ModelSettings
 

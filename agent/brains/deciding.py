@@ -24,15 +24,15 @@ from typing import Any
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.agent.brains.protocol import Action, Brain, Decision, FailureView, ModelBrain
 from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, StderrTail, diagnose_record
-from jobsmith.agent.runtime.approvals import ApprovalNeeded
-from jobsmith.agent.runtime.claims import Check
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.executor import Executor
-from jobsmith.agent.runtime.jobstate import StateChange
-from jobsmith.agent.runtime.planrun import after_failure
-from jobsmith.agent.runtime.policy import model_token_refusal, model_tokens_from_folds
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.steps import Rerun, StepResult
+from jobsmith.agent.runtime.session.claims import Check
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.executor import Executor
+from jobsmith.agent.runtime.submission.policy import model_token_refusal, model_tokens_from_folds
+from jobsmith.agent.runtime.submission.steps import Rerun, StepResult
+from jobsmith.agent.runtime.workflows.planrun import after_failure
 from jobsmith.errors import JobsmithError
 
 

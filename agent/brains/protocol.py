@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.agent.diagnosis.table import Diagnosis
-from jobsmith.agent.runtime.events import Event
-from jobsmith.agent.runtime.jobstate import StateChange
-from jobsmith.agent.runtime.steps import Step
+from jobsmith.agent.runtime.session.events import Event
+from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.submission.steps import Step
 from jobsmith.errors import ConfigError
 
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from jobsmith.agent.brains.protocol import Action, Decision, FailureView
 from jobsmith.agent.diagnosis.table import Diagnosis
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.payloads import intent_payload, result_payload
-from jobsmith.agent.runtime.steps import Rerun
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.payloads import intent_payload, result_payload
+from jobsmith.agent.runtime.submission.steps import Rerun
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A person says "transcode this, join the chunks when they are done, re-run any chunk that
 fails" and leaves. The chunks end while nobody is there; whoever sees them end (the
 watcher, usually from cron; a `status` or `wait`; an open chat) records their states, and
-the session's fold (agent/runtime/readmodel.py) lists the ended jobs of an ask or chat
+the session's fold (agent/runtime/session/readmodel.py) lists the ended jobs of an ask or chat
 session that its brain was not told of yet. `Waker.wake` then takes the session up again:
 one model turn, on the session's log as data and the ended jobs, through the same tools,
 policy, budgets and approvals as the person's own ask. The rule brain has already had its
@@ -11,7 +11,7 @@ say by then (the watcher decides about failures first, at no token cost), and th
 sees what it did.
 
 Exactly one waker tells a brain about a job: `brain_woken` is appended only if no earlier
-one names any of the same jobs (a conditional append, agent/runtime/claims.py), before
+one names any of the same jobs (a conditional append, agent/runtime/session/claims.py), before
 the model is called; a watcher and an open chat racing for the same session wake it once.
 A crash after that append loses that wake's turn rather than paying for it twice.
 
@@ -31,14 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.agent.brains.ask_tools import SESSION_VIEW_CHARS, as_data
 from jobsmith.agent.brains.conversation import Conversation
-from jobsmith.agent.runtime.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.documents import SessionDocument
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.jobstate import last_states
-from jobsmith.agent.runtime.payloads import WakePayload, payload
-from jobsmith.agent.runtime.readmodel import SessionFolds
-from jobsmith.agent.runtime.session_log import SessionLog
-from jobsmith.agent.runtime.store import SessionStore
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.jobstate import last_states
+from jobsmith.agent.runtime.session.payloads import WakePayload, payload
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import SessionStore
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 from jobsmith.errors import JobsmithError
 
 WAKE_PROMPT = """\

@@ -35,15 +35,15 @@ from typing import TYPE_CHECKING, Any
 from jobsmith.agent.brains.ask_tools import ToolOutcome, as_data, step_outcome
 from jobsmith.agent.brains.conversation import AskFailed, Interrupted, Run
 from jobsmith.agent.faces.terminal import Terminal
-from jobsmith.agent.runtime.approvals import ApprovalNeeded
-from jobsmith.agent.runtime.readmodel import TokenTotals
+from jobsmith.agent.runtime.session.readmodel import TokenTotals
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
 from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
-    from jobsmith.agent.runtime.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.approvals import PendingApproval
     from jobsmith.agent.watcher.cycle import WatchCycle
 
 PROMPT = "you> "

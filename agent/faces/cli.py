@@ -23,7 +23,7 @@ from jobsmith.text import holds_undecodable
 
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
-    from jobsmith.agent.runtime.plans import Plan
+    from jobsmith.agent.runtime.workflows.plans import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -350,7 +350,7 @@ def job_options(fn: F) -> F:
 
 
 def _request(kwargs: dict[str, Any]) -> Any:
-    from jobsmith.agent.runtime.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.jobs import JobRequest
 
     return JobRequest.from_cli(**kwargs)
 
@@ -474,7 +474,7 @@ def rerun(
     as_json: bool,
 ) -> None:
     """Submit a job jobsmith ran before again: same script, new resources (prints the id)."""
-    from jobsmith.agent.runtime.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.jobs import JobRequest
     from jobsmith.agent.views import render as views
 
     req = JobRequest.from_cli(template="-", mem=mem, time_limit=time_limit)
@@ -966,7 +966,7 @@ def pipeline_run(
     """Launch a pipeline: its engine runs as a Slurm head job configured from the site
     config, and submits the pipeline's tasks itself (prints the head job's id)."""
     from jobsmith.adapters.workflow import EngineKind, LaunchRequest
-    from jobsmith.agent.runtime.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.jobs import JobRequest
     from jobsmith.agent.views import render as views
 
     launch_dir = (kwargs["launch_dir"] or Path.cwd()).absolute()
@@ -1061,7 +1061,7 @@ def _check_or_run(
 ) -> None:
     """A plan a command built: written as a plan file (--save-plan), then only judged and
     shown (--dry-run), or submitted."""
-    from jobsmith.agent.runtime.plans import plan_text
+    from jobsmith.agent.runtime.workflows.plans import plan_text
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
     from jobsmith.errors import InputError
@@ -1120,7 +1120,7 @@ def transcode(
     """Encode SOURCE into OUTPUT on the cluster: the picture in segments cut on key frames
     (one array), the sound whole, then joined and checked against SOURCE, as one plan
     (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it)."""
-    from jobsmith.agent.runtime.transcode import Encoding
+    from jobsmith.agent.runtime.workflows.transcode import Encoding
 
     encoding = Encoding(video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps)
     plan = app.transcode_plan(source, output, chunk_seconds, encoding, work_dir)
@@ -1163,7 +1163,7 @@ def render_frames(
 ) -> tuple[Plan, str]:
     """Render a frame range of BLEND_FILE into OUTPUT_DIR with Blender on the cluster, in
     blocks (one array), then check every frame (and encode --video), as one plan."""
-    from jobsmith.agent.runtime.frames import RenderRequest, parse_frames
+    from jobsmith.agent.runtime.workflows.frames import RenderRequest, parse_frames
 
     start, end = parse_frames(frames_text)
     request = RenderRequest(

@@ -35,9 +35,9 @@ from pydantic import ValidationError
 
 from jobsmith.agent.faces import mcp_wait
 from jobsmith.agent.faces.mcp_tools import McpTools, Sessions, ToolReply, tool_specs
-from jobsmith.agent.runtime.check_tokens import CheckTokens
-from jobsmith.agent.runtime.events import EventKind
-from jobsmith.agent.runtime.session_log import SessionLog
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.submission.check_tokens import CheckTokens
 from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:

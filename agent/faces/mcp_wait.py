@@ -1,7 +1,8 @@
 """`wait_for_jobs` for the MCP server: the states it reads, and who polls meanwhile.
 
 A waiting client costs Slurm nothing per job: the states come from what the batched poll
-already keeps, the newest poll's answer (`<state>/last_poll.json`, agent/runtime/lastpoll.py)
+already keeps, the newest poll's answer (`<state>/last_poll.json`,
+agent/runtime/session/lastpoll.py)
 and the job states the sessions recorded. When no watcher runs for the user, the server
 is the poller while a wait lasts: it takes the per-user watcher lock and runs watcher
 cycles (one sacct for every open job, as `jobsmith watch` would, rules and all); when a
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.jobid import WholeJobIdText
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.lastpoll import PolledJob
+from jobsmith.agent.runtime.session.lastpoll import PolledJob
 from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import JobsmithError, NotFound
 

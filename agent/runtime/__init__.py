@@ -1,6 +1,11 @@
-"""The runtime: the session log, typed steps and the executor that runs them under policy.
+"""The runtime: everything that acts goes through here, one sub-package per concern.
 
-Everything that acts goes through here: store and session_log (the append-only log),
-events, claims (one actor per step), steps and executor, policy, approvals and the
-ledger of submissions, jobs (assembling a script), rerun, adopt and resume.
+- session/: the append-only log (store, events, payloads), the folds that read it
+  (readmodel), one actor per step (claims), the ledger of submissions, job states;
+- submission/: a request assembled (jobs) and judged (judge, policy, limits, advice,
+  approvals), typed steps and the executor that runs them;
+- workflows/: plans and their runs, workflow engines' head jobs, transcode and frames;
+- recovery/: resume, replay, adopt, re-run, stand-in rows;
+- and beside them the documents the runtime returns (documents.py), the glance's facts,
+  job logs, and the site file's check and init (sitefile.py).
 """

@@ -24,12 +24,12 @@ from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import EngineMessage, EngineTask
 from jobsmith.agent.diagnosis.table import Diagnosis
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.readmodel import TokenTotals
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.readmodel import TokenTotals
 
 if TYPE_CHECKING:
-    from jobsmith.agent.runtime.approvals import PendingApproval
-    from jobsmith.agent.runtime.pipelines import PipelineRun
+    from jobsmith.agent.runtime.submission.approvals import PendingApproval
+    from jobsmith.agent.runtime.workflows.pipelines import PipelineRun
 
 #: a compact document lists at most this many of an array's not-completed tasks
 MAX_COMPACT_TASKS = 20

@@ -17,13 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.agent.runtime.documents import PipelineStatusDocument, PlanStatusDocument
-from jobsmith.agent.runtime.events import Event, EventKind
-from jobsmith.agent.runtime.ledger import JobLedger
-from jobsmith.agent.runtime.pipelinerun import ORIGIN as PIPELINE
-from jobsmith.agent.runtime.pipelines import pipeline_of
-from jobsmith.agent.runtime.planrun import plan_of, status_document
-from jobsmith.agent.runtime.readmodel import SessionFolds
-from jobsmith.agent.runtime.store import SessionNotFound, SessionStore
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.ledger import JobLedger
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
+from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN as PIPELINE
+from jobsmith.agent.runtime.workflows.pipelines import pipeline_of
+from jobsmith.agent.runtime.workflows.planrun import plan_of, status_document
 from jobsmith.errors import JobsmithError
 
 

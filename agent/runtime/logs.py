@@ -1,7 +1,8 @@
 """Finding and reading a job's stdout/stderr where Slurm wrote it.
 
 Paths come from jobsmith's own submission record (the -o/-e pattern, expanded for the
-job or task), for a pipeline's task from its engine's records (agent/runtime/pipelines.py),
+job or task), for a pipeline's task from its engine's records
+(agent/runtime/workflows/pipelines.py),
 or, for jobs submitted by other means, from the controller while it still holds the job:
 22.05's accounting has no stdout path.
 
@@ -23,7 +24,7 @@ from jobsmith.errors import JobNotFound, SchedulerError
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.adapters.transport import Transport
-    from jobsmith.agent.runtime.ledger import JobLedger
+    from jobsmith.agent.runtime.session.ledger import JobLedger
 
 
 class LogSources(Protocol):

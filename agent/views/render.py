@@ -10,8 +10,6 @@ from jobsmith.agent.views.output import print_document, print_json, print_table
 if TYPE_CHECKING:
     from jobsmith.adapters.records import JobRecord
     from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
-    from jobsmith.agent.runtime.advice import SubmitAdvice
-    from jobsmith.agent.runtime.approvals import PendingApproval
     from jobsmith.agent.runtime.documents import (
         ControlResult,
         JobStatusDocument,
@@ -19,14 +17,16 @@ if TYPE_CHECKING:
         PipelineStatusDocument,
         PlanStatusDocument,
     )
-    from jobsmith.agent.runtime.events import Event, SessionInfo
     from jobsmith.agent.runtime.glancefacts import GlanceFacts
-    from jobsmith.agent.runtime.judge import CheckedJob, Judgement
-    from jobsmith.agent.runtime.pipelinerun import Launched
-    from jobsmith.agent.runtime.readmodel import TokenTotals
+    from jobsmith.agent.runtime.session.events import Event, SessionInfo
+    from jobsmith.agent.runtime.session.readmodel import TokenTotals
+    from jobsmith.agent.runtime.session.store import PruneReport
     from jobsmith.agent.runtime.sitefile import SiteCheckReport, SiteInitResult
-    from jobsmith.agent.runtime.steps import StepResult
-    from jobsmith.agent.runtime.store import PruneReport
+    from jobsmith.agent.runtime.submission.advice import SubmitAdvice
+    from jobsmith.agent.runtime.submission.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.judge import CheckedJob, Judgement
+    from jobsmith.agent.runtime.submission.steps import StepResult
+    from jobsmith.agent.runtime.workflows.pipelinerun import Launched
     from jobsmith.job_templates import Template
 
 #: arrays with more tasks than this show only their unfinished and failed tasks as text
@@ -355,7 +355,7 @@ def show_events(events: list[Event], as_json: bool, usage: TokenTotals | None = 
     """Print `jobsmith sessions show`: the events, then what the session's model calls
     cost (from its fold), if it made any."""
     from jobsmith.agent.runtime.documents import SessionDocument
-    from jobsmith.agent.runtime.readmodel import TokenTotals
+    from jobsmith.agent.runtime.session.readmodel import TokenTotals
 
     if as_json:
         print_json(SessionDocument(events=tuple(events), usage=usage or TokenTotals()).full())
@@ -386,7 +386,7 @@ def show_prune(report: PruneReport, as_json: bool) -> None:
 def show_plan_check(judged: Judgement, as_json: bool) -> None:
     """Print `jobsmith plan check`: every script in order, then the plan's cost and verdict
     (exit 3 if the policy would refuse the plan, 8 if it would wait for a person)."""
-    from jobsmith.agent.runtime.plans import approval_text
+    from jobsmith.agent.runtime.workflows.plans import approval_text
 
     doc = judged.document()
     if as_json:

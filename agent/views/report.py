@@ -23,8 +23,8 @@ from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus, task_range_size
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.diagnosis.table import Diagnosis, efficiency
-from jobsmith.agent.runtime.events import Event, EventKind, SessionInfo
-from jobsmith.agent.runtime.payloads import (
+from jobsmith.agent.runtime.session.events import Event, EventKind, SessionInfo
+from jobsmith.agent.runtime.session.payloads import (
     PipelineProgressPayload,
     intent_payload,
     payload,

@@ -48,7 +48,7 @@ _SCRIPT = re.compile(r"<script\b[^>]*>(.*?)</script>", re.DOTALL | re.IGNORECASE
 
 def _csp(body: str) -> str:
     """The policy allowing exactly body's inline scripts, by their sha256 (base64, as CSP
-    writes hashes: not the hex of agent/runtime/hashing.py)."""
+    writes hashes: not the hex of agent/runtime/submission/hashing.py)."""
     hashes = sorted(
         {
             "'sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "'"

@@ -26,16 +26,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.brains.waking import WakeOutcome
-from jobsmith.agent.runtime.jobstate import StateChange, record_job_states
-from jobsmith.agent.runtime.ledger import JobLedger, SubmissionRecord
-from jobsmith.agent.runtime.readmodel import SessionFolds
-from jobsmith.agent.runtime.store import SessionStore
+from jobsmith.agent.runtime.session.jobstate import StateChange, record_job_states
+from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.errors import SchedulerError
 
 if TYPE_CHECKING:
     from jobsmith.agent.brains.protocol import Brain
-    from jobsmith.agent.runtime.executor import Executor
-    from jobsmith.agent.runtime.pipelinerun import Pipelines
+    from jobsmith.agent.runtime.submission.executor import Executor
+    from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
     from jobsmith.agent.watcher.news import News
 
 
@@ -118,7 +118,7 @@ def open_jobs(
 
     The second kind matters because `jobsmith status` or `wait` may have recorded the
     failure first: the decision must not depend on which poll saw it. Each session's
-    recorded states and decisions come from its fold (agent/runtime/readmodel.py), so a
+    recorded states and decisions come from its fold (agent/runtime/session/readmodel.py), so a
     cycle reads only the events appended since the last one.
     """
     folds = SessionFolds(store) if folds is None else folds
@@ -180,7 +180,8 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
        answer kept for chat and MCP), each change recorded and told (App.tell: news, the
        site's webhook), and the brain's decision about each new failure
        (agent/brains/deciding.py; the brain is built only when a failure comes);
-    2. if Slurm answered: the pipelines' engine records read (agent/runtime/pipelinerun.py)
+    2. if Slurm answered: the pipelines' engine records read
+       (agent/runtime/workflows/pipelinerun.py)
        and the conversations whose jobs ended taken up again (agent/brains/waking.py);
     3. a decision that waits for a person's approval becomes news;
     4. with the interval, and if Slurm answered: what polling that seldom may miss

@@ -1,7 +1,8 @@
 """One watcher per user across login nodes: a lock file that works on a shared $HOME.
 
 The lock is taken with link(2) (atomic on NFS, unlike POSIX locks there; the reasoning,
-and the check for NFS's lost reply, are the session store's, see agent/runtime/store.py) and kept
+and the check for NFS's lost reply, are the session store's, see agent/runtime/session/store.py)
+and kept
 alive by a heartbeat: its holder touches it every cycle. A lock whose heartbeat is older
 than `stale_after` belongs to a watcher that died (or lost its login node) and is taken
 over.
@@ -23,7 +24,7 @@ A lock's content never changes after the link (the heartbeat only sets its mtime
 holder read from one open file identifies one lock. Claims stay for `stale_after` (a
 watcher that looked at the stale lock before it was taken over may still come to claim
 it) and are then swept. Tested with racing processes on a local filesystem; NFS itself
-could not be exercised here (see agent/runtime/store.py).
+could not be exercised here (see agent/runtime/session/store.py).
 """
 
 from __future__ import annotations

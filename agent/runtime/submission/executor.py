@@ -1,0 +1,520 @@
+"""The executor: turns typed steps into Slurm actions under the site's policy; decides nothing.
+
+Every step is committed to the session log before it runs (intent) and its result after
+it (result). A submission's intent carries its job name and tag, so a process killed
+while sbatch runs can be reconciled with Slurm by tag instead of submitting again. A step
+above an approval threshold is recorded as approval_asked, with the exact script and its
+hash, and waits for `jobsmith approve`; a refusal names the rule and the limit.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.agent.diagnosis.job import diagnose_job
+from jobsmith.agent.diagnosis.table import Diagnosis
+from jobsmith.agent.runtime.documents import SubmissionDocument
+from jobsmith.agent.runtime.recovery.rerun import (
+    failed_task_indices,
+    rerun_options,
+    with_directives,
+)
+from jobsmith.agent.runtime.session.claims import StepSettled, append_result
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.session.payloads import intent_payload
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import SessionStore
+from jobsmith.agent.runtime.submission import hashing
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.advice import SubmitAdvice
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.judge import (
+    CheckedJob,
+    Judge,
+    Origin,
+    intent_params,
+    refusal,
+)
+from jobsmith.agent.runtime.submission.limits import check_limits
+from jobsmith.agent.runtime.submission.policy import Cost
+from jobsmith.agent.runtime.workflows.planrun import (
+    PlanStepUndecided,
+    needs_canary,
+    redirect_after_rerun,
+    run_canary,
+    run_plan,
+)
+from jobsmith.errors import (
+    InputError,
+    JobsmithError,
+    NotFound,
+    PolicyError,
+    SchedulerUnavailable,
+)
+from jobsmith.job_templates import TemplateLibrary
+from jobsmith.site_config import SiteConfig
+
+
+@dataclass
+class Executor:
+    """Runs steps for sessions; the CLI and every brain go through it."""
+
+    store: SessionStore
+    scheduler: Scheduler
+    library: TemplateLibrary
+    site: SiteConfig
+    ledger: JobLedger
+    cwd: Path
+    read_output: Callable[[str, str, int], dict[str, Any]]
+    #: the submitter's environment, whose SBATCH_* defaults are folded into requests
+    environ: Mapping[str, str] = field(default_factory=dict)
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    #: the sessions' folds, for the budgets (built on the store if not given)
+    folds: SessionFolds | None = None
+    #: the one judge of requests, plans and approvals (agent/runtime/submission/judge.py)
+    judge: Judge = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.judge = Judge(
+            store=self.store,
+            scheduler=self.scheduler,
+            library=self.library,
+            site=self.site,
+            ledger=self.ledger,
+            cwd=self.cwd,
+            environ=self.environ,
+            clock=self.clock,
+            folds=self.folds,
+        )
+
+    def run(self, session_id: str, step: st.Step, *, origin: Origin | None = None) -> st.StepResult:
+        """Run one step in a session; the result is also the session's last event.
+
+        origin: who asks, and what the asking conversation has read: the judge's
+        person-first rules may hold the step for a person whatever the policy's
+        thresholds say (a model's cancel or hold; a submission or plan of a conversation
+        that has read job text). Policy still refuses what it refuses; a re-run is never
+        held by them.
+        """
+        origin = origin or Origin()
+        log = SessionLog(self.store, session_id)
+        try:
+            if isinstance(step, st.Submit):  # the one submit path
+                return self._submit_step(log, step, origin=origin)
+            if isinstance(step, st.Rerun):
+                return self._submit_step(log, step)
+            if isinstance(step, st.RunPlan):  # judged whole, then a submit step per job
+                with self.judge.one_look_at_the_queue():
+                    return run_plan(self, log, step, origin)
+            held = self.judge.person_first(step.action, origin, getattr(step, "job_ids", ()))
+            if step.risk is st.Risk.CONTROL and held is not None:
+                self._ask_person(log, step, held)
+            if step.risk is st.Risk.CONTROL:
+                self._check_foreign(log, step)
+            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            summary = self._handle(step)
+        except (ApprovalNeeded, StepSettled, PlanStepUndecided):
+            raise  # a settled step must not get a failure result on top of its result
+        except JobsmithError as err:
+            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            self.finish(log, step, _outcome_of(err), {}, str(err))
+            raise
+        return self.finish(log, step, st.Outcome.DONE, summary, None)
+
+    def submit_prepared(
+        self, log: SessionLog, step: st.Submit, template: str, script: str, options: JobOptions
+    ) -> st.StepResult:
+        """Submit a script already checked and allowed as part of a whole (a plan's job):
+        exactly these bytes, as a submit step of its own; the approval thresholds are not
+        asked again, the budgets are (time has passed)."""
+        cost = Cost.of(options)
+        try:
+            log.intent(step.id, self._submission_intent(step, template, script, options, cost))
+            decision = self.judge.spend(cost, approval_given=True)
+            if decision.verdict == "refuse":
+                raise PolicyError(refusal(decision))
+            return self._submit(
+                log, step.id, step.action, template, script, options, cost, step.job.params
+            )
+        except StepSettled:
+            raise
+        except JobsmithError as err:
+            self.finish(log, step, _outcome_of(err), {}, str(err))
+            raise
+
+    # --- submission ------------------------------------------------------------------
+
+    def submit_checked(
+        self, session_id: str, step: st.Submit, checked: CheckedJob
+    ) -> st.StepResult:
+        """Submit a job an earlier check assembled (the MCP server's two-step submission):
+        exactly its bytes (its script, tag and options, not a new rendering), on the one
+        submit path; policy judges it again now (time has passed since the check)."""
+        log = SessionLog(self.store, session_id)
+        try:
+            return self._submit_step(log, step, checked)
+        except (ApprovalNeeded, StepSettled):
+            raise
+        except JobsmithError as err:
+            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            self.finish(log, step, _outcome_of(err), {}, str(err))
+            raise
+
+    def _submit_step(
+        self,
+        log: SessionLog,
+        step: st.Submit | st.Rerun,
+        checked: CheckedJob | None = None,
+        origin: Origin | None = None,
+    ) -> st.StepResult:
+        origin = origin or Origin()
+        if isinstance(step, st.Rerun):
+            template, script, options, extra = self._prepare_rerun(step)
+            cost = Cost.of(options)
+            decision = self.judge.spend(cost, jobs=[options])
+        else:
+            if checked is None:
+                checked = self.judge.job(step.job, origin)
+            else:  # checked earlier (MCP's check token): the policy again, time has passed
+                again = self.judge.spend(checked.cost, jobs=[checked.job.options])
+                checked = replace(checked, decision=again)
+            decision = checked.verdict()
+            if decision.verdict != "refuse" and needs_canary(self, step, checked):
+                # a plan of two (planrun.py), judged again whole, held as this step was
+                return run_canary(self, log, step, checked, origin)
+            job, cost = checked.job, checked.cost
+            template, script, options, extra = job.template, job.script, job.options, {}
+        intent = self._submission_intent(step, template, script, options, cost, extra)
+        log.intent(step.id, intent)
+        if decision.verdict == "refuse":
+            raise PolicyError(refusal(decision))
+        if decision.verdict == "approve":
+            asked = {**intent, "reason": decision.message}
+            log.append(EventKind.APPROVAL_ASKED, asked, step.id)
+            raise ApprovalNeeded(step.id, decision.message)
+        params = self._params_of(step)
+        result = self._submit(log, step.id, step.action, template, script, options, cost, params)
+        if isinstance(step, st.Rerun):
+            self._plan_follows(step.job_id, result)
+        return result
+
+    def _plan_follows(self, rerun_of: str, result: st.StepResult) -> None:
+        """A re-run of a plan's job: the plan's jobs waiting for it wait for the re-run
+        (agent/runtime/workflows/planrun.py); nothing for a job of no plan."""
+        record = self.ledger.get(rerun_of)
+        if record is not None and record.session_id is not None:
+            new_job = str(result.summary["job_id"])
+            redirect_after_rerun(self, record.session_id, rerun_of, new_job)
+
+    def _submission_intent(
+        self,
+        step: st.Submit | st.Rerun,
+        template: str,
+        script: str,
+        options: JobOptions,
+        cost: Cost,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A submission's intent: what approvals bind to and what resume submits."""
+        return {
+            "step": _dump(step),
+            "risk": step.risk,
+            **_job_facts(template, script, options, cost),
+            "script": script,  # resume submits exactly this, with the same tag
+            "host": socket.gethostname(),  # the process that runs it (claims.py)
+            # where an orphaned sbatch could still be running: here, or the login node
+            "submit_host": self.scheduler.submission_host(),
+            "cwd": str(self.cwd),  # what relative paths meant, for replay
+            **(extra or {}),
+        }
+
+    def _params_of(self, step: st.Submit | st.Rerun) -> Mapping[str, object]:
+        """The template parameters a submission was asked with (a re-run: its original's),
+        kept in the ledger so right-sizing can tell runs of the same parameters apart."""
+        if isinstance(step, st.Submit):
+            return step.job.params
+        original = self.ledger.get(step.job_id)
+        return original.params if original is not None else {}
+
+    def _prepare_rerun(self, step: st.Rerun) -> tuple[str, str, JobOptions, dict[str, Any]]:
+        """The original submission's script with new directives (see
+        agent/runtime/recovery/rerun.py)."""
+        record = self.ledger.get(step.job_id)
+        if record is None or record.session_id is None:
+            raise NotFound(
+                f"job {step.job_id}: jobsmith has no record of submitting it, so it has no "
+                "script to re-run (submit it again from its template)"
+            )
+        original = self._recorded_script(record.session_id, record.options.job_name)
+        tasks = None
+        if record.options.array and step.failed_only:
+            since = datetime.now() - timedelta(days=7)
+            status = self.scheduler.status([record.job_id], since)[record.job_id]
+            tasks = failed_task_indices(status)
+            if not tasks:
+                raise InputError(f"job {record.job_id}: no failed array tasks to re-run")
+        options = rerun_options(
+            record.options, tasks=tasks, mem_mb=step.mem_mb, time_limit_s=step.time_limit_s
+        )
+        check_limits(options, self.site)
+        script = with_directives(original, options, self.scheduler)
+        extra = {"rerun_of": record.job_id, "reason": step.reason, "tasks": tasks}
+        return record.template, script, options, extra
+
+    def _recorded_script(self, session_id: str, job_name: str) -> str:
+        for event in self.store.read(session_id):
+            intent = intent_payload(event) if event.kind is EventKind.INTENT else None
+            if intent is not None and intent.job_name == job_name and intent.script is not None:
+                return intent.script
+        raise NotFound(f"session {session_id} has no script recorded for {job_name}")
+
+    def submit_approved(
+        self, session_id: str, step_id: str, asked: dict[str, Any]
+    ) -> st.StepResult:
+        """Submit exactly the script a person approved (its hash is checked first)."""
+        sha = str(asked["script_sha256"])  # what the person was shown and approved
+        return self.submit_recorded(session_id, step_id, asked, approved_sha256=sha)
+
+    def submit_recorded(
+        self,
+        session_id: str,
+        step_id: str,
+        asked: dict[str, Any],
+        *,
+        approved_sha256: str | None,
+    ) -> st.StepResult:
+        """Submit the script an intent (or approval) recorded, with its original tag.
+
+        approved_sha256 is the hash a person approved (None if no one had to): the script
+        must still hash to it, and to the hash recorded beside it, or the step is refused
+        for good (a result is recorded, so neither a second approve nor a resume can
+        submit it later). The budgets and limits are checked again: time has passed.
+        """
+        log = SessionLog(self.store, session_id)
+        script = str(asked["script"])
+        actual = hashing.script_sha256(script)
+        if actual != asked["script_sha256"] or approved_sha256 not in (None, actual):
+            message = f"step {step_id}: the script changed after approval; submit it again"
+            append_result(log, step_id, {"outcome": "refused", "error": message})
+            raise PolicyError(message)
+        options = JobOptions.model_validate(asked["options"])
+        cost = Cost.of(options)
+        hard = self.judge.spend(cost, approval_given=approved_sha256 is not None, jobs=[options])
+        if hard.verdict == "approve":
+            # its process died before asking (resume): ask now, so `pending` shows it
+            log.append(EventKind.APPROVAL_ASKED, {**asked, "reason": hard.message}, step_id)
+            raise ApprovalNeeded(step_id, hard.message)
+        if hard.verdict == "refuse":
+            message = refusal(hard)
+            append_result(log, step_id, {"outcome": "refused", "error": message})
+            raise PolicyError(message)
+        template = str(asked.get("template", "?"))
+        params = intent_params(asked)
+        result = self._submit(log, step_id, "submit", template, script, options, cost, params)
+        if asked.get("rerun_of"):
+            self._plan_follows(str(asked["rerun_of"]), result)
+        return result
+
+    def record_found(
+        self, session_id: str, step_id: str, intent: dict[str, Any], job_id: str
+    ) -> st.StepResult:
+        """Record a submission that Slurm had although its result was never written."""
+        options = JobOptions.model_validate(intent["options"])
+        cost = Cost.of(options)
+        self._record(
+            session_id,
+            job_id,
+            str(intent.get("template", "?")),
+            options,
+            str(intent["script_sha256"]),
+            recovered=True,
+            params=intent_params(intent),
+        )
+        summary = _submitted(job_id, options, cost, recovered=True, warnings=[])
+        data = {"outcome": st.Outcome.DONE, "action": "submit", **summary}
+        append_result(SessionLog(self.store, session_id), step_id, data)
+        return st.StepResult(
+            step_id=step_id, action="submit", outcome=st.Outcome.DONE, summary=summary
+        )
+
+    def _record(
+        self,
+        session_id: str,
+        job_id: str,
+        template: str,
+        options: JobOptions,
+        sha: str,
+        *,
+        recovered: bool,
+        warnings: Sequence[str] = (),
+        params: Mapping[str, object] | None = None,
+    ) -> None:
+        self.ledger.record(
+            SubmissionRecord(
+                job_id=job_id,
+                cluster=self.site.cluster,
+                template=template,
+                params=json.loads(json.dumps(dict(params or {}), default=str)),
+                options=options,
+                script_sha256=sha,
+                submitted_at=datetime.now(),
+                recovered=recovered,
+                warnings=list(warnings),
+                session_id=session_id,
+            )
+        )
+
+    def _submit(
+        self,
+        log: SessionLog,
+        step_id: str,
+        action: str,
+        template: str,
+        script: str,
+        options: JobOptions,
+        cost: Cost,
+        params: Mapping[str, object] | None = None,
+    ) -> st.StepResult:
+        if options.output:
+            Path(options.output).parent.mkdir(parents=True, exist_ok=True)
+        result = self.scheduler.submit(script, options)
+        sha = hashing.script_sha256(script)
+        self._record(
+            log.session_id,
+            result.job_id,
+            template,
+            options,
+            sha,
+            recovered=result.recovered,
+            warnings=result.warnings,
+            params=params,
+        )
+        summary = _submitted(
+            result.job_id, options, cost, recovered=result.recovered, warnings=result.warnings
+        )
+        data = {"outcome": st.Outcome.DONE, "action": action, **summary}
+        append_result(log, step_id, data)
+        return st.StepResult(
+            step_id=step_id, action=action, outcome=st.Outcome.DONE, summary=summary
+        )
+
+    # --- everything else -------------------------------------------------------------
+
+    def _check_foreign(self, log: SessionLog, step: st.Step) -> None:
+        """Acting on a job no jobsmith session submitted may need a person (site's choice)."""
+        if f"{step.action}_foreign" not in self.site.policy.approval.risky_actions:
+            return
+        job_ids: list[str] = list(getattr(step, "job_ids", []))
+        foreign = [j for j in job_ids if self.ledger.get(j) is None]
+        if foreign:
+            reason = f"{step.action} of jobs jobsmith did not submit: {', '.join(foreign)}"
+            self._ask_person(log, step, reason)
+
+    def _ask_person(self, log: SessionLog, step: st.Step, reason: str) -> NoReturn:
+        """Hold the step for a person (`jobsmith approve` runs it), with the reason."""
+        intent = {"step": _dump(step), "risk": step.risk}
+        log.intent(step.id, intent)
+        log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": reason}, step.id)
+        raise ApprovalNeeded(step.id, reason)
+
+    def run_approved_control(self, session_id: str, step: st.Step) -> st.StepResult:
+        """Run a control step a person approved."""
+        log = SessionLog(self.store, session_id)
+        summary = self._handle(step)
+        return self.finish(log, step, st.Outcome.DONE, summary, None)
+
+    def _handle(self, step: st.Step) -> dict[str, Any]:
+        """The step's own handler (agent/runtime/submission/steps.py), with this executor as its
+        hands."""
+        return step.handle(self)
+
+    def check(self, request: JobRequest) -> CheckedJob:
+        """A step's hands judge a request as a person's would be (render, test_only)."""
+        return self.judge.job(request)
+
+    def advise(self, request: JobRequest) -> SubmitAdvice:
+        """What a step's hands offer before a submission (agent/runtime/submission/advice.py)."""
+        return self.judge.advise(request)
+
+    def diagnose(self, job_id: str) -> list[Diagnosis]:
+        """Why a job (or each failed task) ended as it did (a step's hands)."""
+        return diagnose_job(self.scheduler, self.site, self._stderr_lines, job_id)
+
+    def _stderr_lines(self, job_id: str) -> list[str]:
+        try:
+            return list(self.read_output(job_id, "stderr", 40).get("lines", []))
+        except JobsmithError:
+            return []
+
+    def finish(
+        self,
+        log: SessionLog,
+        step: st.Step,
+        outcome: st.Outcome,
+        summary: dict[str, Any],
+        error: str | None,
+    ) -> st.StepResult:
+        """Record the step's result (once) and return it."""
+        data = {"outcome": outcome, "action": step.action, "error": error, **summary}
+        append_result(log, step.id, data)
+        return st.StepResult(
+            step_id=step.id, action=step.action, outcome=outcome, summary=summary, error=error
+        )
+
+
+def _outcome_of(err: JobsmithError) -> st.Outcome:
+    if isinstance(err, PolicyError):
+        return st.Outcome.REFUSED
+    if isinstance(err, SchedulerUnavailable):
+        return st.Outcome.UNKNOWN  # Slurm did not answer: a submission may still exist
+    return st.Outcome.FAILED
+
+
+def _submitted(
+    job_id: str, options: JobOptions, cost: Cost, *, recovered: bool, warnings: Sequence[str]
+) -> dict[str, Any]:
+    """The result summary of a submission (the same whether seen or recovered)."""
+    return SubmissionDocument(
+        submitted=True,
+        job_id=job_id,
+        job_name=options.job_name,
+        tag=options.tag(),
+        array_tasks=cost.tasks if options.array else None,
+        stdout=options.output,
+        stderr=options.error,
+        cost=cost.model_dump(),
+        recovered=recovered,
+        warnings=tuple(warnings),
+    ).model_dump(mode="json", exclude={"session_id", "step_id"})
+
+
+def _dump(step: st.Step) -> dict[str, Any]:
+    return step.model_dump(mode="json")
+
+
+def _job_facts(template: str, script: str, options: JobOptions, cost: Cost) -> dict[str, Any]:
+    """What an approval is bound to and what resume needs: name, tag, hash, resources."""
+    return {
+        "template": template,
+        "job_name": options.job_name,
+        "tag": options.tag(),
+        "script_sha256": hashing.script_sha256(script),
+        "options": options.model_dump(mode="json"),
+        "cost": cost.model_dump(),
+    }
+
+
+def job_ids_of(results: Sequence[st.StepResult]) -> list[str]:
+    """Slurm job ids submitted by these results."""
+    return [str(r.summary["job_id"]) for r in results if r.summary.get("submitted")]

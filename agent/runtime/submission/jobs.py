@@ -1,0 +1,289 @@
+"""Assembling a job: template + parameters + site config + overrides -> a checked script.
+
+The order of precedence for resources is: site defaults, then the template's defaults,
+then what the user asked for on the command line. Resources a template takes from its
+own parameters (torch_train's gpus) can only be changed through those parameters, so the
+script and the request cannot disagree. Nothing is written or submitted here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
+
+from jobsmith.adapters.jobid import parse_job_ids
+from jobsmith.adapters.options import Dependency, JobOptions
+from jobsmith.agent.runtime.submission import hashing
+from jobsmith.agent.runtime.submission.limits import check_limits
+from jobsmith.errors import InputError, PolicyError, TemplateError
+from jobsmith.job_templates import RenderedBody, Template, render_body
+from jobsmith.site_config import SiteConfig
+from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
+from jobsmith.units import parse_duration, parse_memory
+
+
+class JobFields(BaseModel):
+    """What a job is asked with: a template, its parameters, and resource overrides (a
+    JobRequest adds the jobs it waits for; a plan's step, the steps: plans.py). The
+    resources are positive where given: zero memory or CPUs is no request."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    template: str = Field(description="template name")
+    params: dict[str, object] = Field(default_factory=dict, description="template parameters")
+    partition: str | None = Field(None, description="partition override")
+    account: str | None = Field(None, description="account override")
+    qos: str | None = Field(None, description="QoS override")
+    time_limit_s: int | None = Field(None, gt=0, description="wall time override, seconds")
+    mem_mb: int | None = Field(None, gt=0, description="memory per node override, MiB")
+    cpus_per_task: int | None = Field(None, gt=0, description="CPUs per task override")
+    gpus: int | None = Field(None, ge=0, description="GPUs per node override")
+    nodes: int | None = Field(None, gt=0, description="nodes override")
+    array_throttle: int | None = Field(None, gt=0, description="max array tasks at once")
+    log_dir: Path | None = Field(None, description="where stdout/stderr go")
+
+
+class JobRequest(JobFields):
+    """What the user asked for: a template, its parameters, resource overrides, and the
+    jobs it waits for."""
+
+    dependencies: tuple[Dependency, ...] = Field((), description="jobs to wait for")
+
+    @classmethod
+    def from_cli(cls, **kw: Any) -> JobRequest:
+        """Build from the CLI's options (strings as typed), with clear errors."""
+        params: dict[str, object] = _params_file(kw.get("params_file"))
+        params.update(_param_pairs(kw.get("params") or ()))
+        deps = [
+            Dependency(kind=kind, job_ids=tuple(str(r) for r in parse_job_ids(ids)))
+            for kind, ids in (
+                ("afterok", kw.get("after_ok")),
+                ("afterany", kw.get("after_any")),
+                ("afternotok", kw.get("after_not_ok")),
+            )
+            if ids
+        ]
+        try:
+            return cls(
+                template=kw["template"],
+                params=params,
+                partition=kw.get("partition"),
+                account=kw.get("account"),
+                qos=kw.get("qos"),
+                time_limit_s=parse_unit(parse_duration, "--time", kw.get("time_limit")),
+                mem_mb=parse_unit(parse_memory, "--mem", kw.get("mem")),
+                cpus_per_task=kw.get("cpus"),
+                gpus=kw.get("gpus"),
+                nodes=kw.get("nodes"),
+                array_throttle=kw.get("throttle"),
+                dependencies=tuple(deps),
+                log_dir=kw.get("log_dir"),
+            )
+        except ValidationError as exc:
+            raise InputError(_first_error(exc)) from None
+
+
+@dataclass(frozen=True)
+class AssembledJob:
+    """A job ready to submit: the checked options, the full script and what made it."""
+
+    template: str
+    rendered: RenderedBody
+    options: JobOptions
+    script: str
+
+    @property
+    def script_sha256(self) -> str:
+        """Hash of the exact script (directives included): what an approval binds to."""
+        return hashing.script_sha256(self.script)
+
+    @property
+    def log_dir(self) -> Path | None:
+        """Directory Slurm writes the logs to (created just before submission)."""
+        return Path(self.options.output).parent if self.options.output else None
+
+
+#: How a scheduler writes options into a script (Scheduler.script_header): pure.
+Header = Callable[[JobOptions], list[str]]
+
+
+def assemble(
+    template: Template, request: JobRequest, site: SiteConfig, *, cwd: Path, header: Header
+) -> AssembledJob:
+    """Validate, render and check a job against the site's limits (pure but for stat calls)."""
+    roots = list(site.paths.allowed_roots)
+    rendered = render_body(template, request.params, allowed_roots=roots, base_dir=cwd)
+    _refuse_param_resources(template, request)
+    options = _options(template.name, rendered, request, site, cwd)
+    check_limits(options, site)
+    script = compose_script(header(options), site.env_setup, rendered.body)
+    return AssembledJob(template=template.name, rendered=rendered, options=options, script=script)
+
+
+def compose_script(header: Sequence[str], env_setup: Sequence[str], body: str) -> str:
+    """The batch script: shebang, the options' header, the site's environment lines, the body."""
+    parts = ["#!/bin/bash", *header, ""]
+    if env_setup:
+        parts += ["# site environment (site config: env_setup)", *env_setup, ""]
+    return "\n".join(parts) + body.rstrip("\n") + "\n"
+
+
+def _options(
+    name: str, rendered: RenderedBody, req: JobRequest, site: SiteConfig, cwd: Path
+) -> JobOptions:
+    overrides = {
+        k: v
+        for k, v in {
+            "time_limit_s": req.time_limit_s,
+            "mem_mb": req.mem_mb,
+            "cpus_per_task": req.cpus_per_task,
+            "gpus": req.gpus,
+            "nodes": req.nodes,
+        }.items()
+        if v is not None
+    }
+    partition = req.partition or default_partition(site)
+    defaults = _fit_partition(
+        {**site.defaults.model_dump(), **rendered.sbatch_fields()}, site, partition
+    )
+    log_dir = inside_roots(req.log_dir or site.paths.scratch / "jobsmith-logs", site, "log dir")
+    stem = f"{name}_%A_%a" if rendered.array else f"{name}_%j"
+    fields: dict[str, object] = {
+        **defaults,
+        **overrides,
+        "job_name": f"{name}.js-{secrets.token_hex(6)}",
+        "partition": partition,
+        "account": req.account or site.accounts.default,
+        "qos": req.qos or site.qos.default,
+        "array_throttle": req.array_throttle,
+        "dependencies": req.dependencies,
+        "output": f"{log_dir}/{stem}.out",
+        "error": f"{log_dir}/{stem}.err",
+        "chdir": str(cwd if _within(cwd, site) else site.paths.scratch),
+        "mail_user": site.notify.mail_user,
+        "mail_type": site.notify.mail_type if site.notify.mail_user else None,
+    }
+    for what, key in (("log dir", "output"), ("working directory", "chdir")):
+        _directive_safe(what, str(fields[key]))
+    try:
+        return JobOptions.model_validate(fields)
+    except ValidationError as exc:
+        raise TemplateError(f"template {name!r}: {_first_error(exc)}") from None
+
+
+#: what an #SBATCH path value may hold (adapters/options.py refuses the rest)
+_DIRECTIVE_PATH = re.compile(r"[A-Za-z0-9_.,:/@%+\-\[\]]")
+
+
+def _directive_safe(what: str, path: str) -> None:
+    """A path that must go into an #SBATCH line, refused in a sentence if it cannot.
+
+    sbatch's directive parser is not a shell and its quoting differs between versions, so
+    a path with a space or a quote is refused rather than quoted.
+    """
+    bad = sorted({c for c in path if not _DIRECTIVE_PATH.match(c)})
+    if bad:
+        shown = " ".join(repr(c) for c in bad)
+        raise InputError(
+            f"{what} {path!r} has characters an #SBATCH line cannot carry safely ({shown}); "
+            "use a directory whose path has only letters, digits and . _ - / + @ %"
+            + (" (or --log-dir DIR)" if what == "log dir" else " (cd to one)")
+        )
+
+
+def _fit_partition(
+    defaults: dict[str, int | str], site: SiteConfig, partition: str | None
+) -> dict[str, int | str]:
+    """Defaults (not the user's explicit requests) shrink to the partition's ceilings.
+
+    A template written for a big cluster asks for 4 CPUs or 2 hours by default; on a
+    partition that allows less, the default means "as much as allowed", whereas an
+    explicit request over a limit is refused by check_limits.
+    """
+    part = site.partitions.get(partition or "")
+    if part is None:
+        return defaults
+    limits = {
+        "time_limit_s": part.max_time,
+        "cpus_per_task": part.max_cpus_per_node,
+        "mem_mb": part.max_mem_per_node,
+        "nodes": part.max_nodes,
+    }
+    fitted = dict(defaults)
+    for key, limit in limits.items():
+        value = fitted.get(key)
+        if isinstance(value, int) and limit is not None and value > limit:
+            fitted[key] = limit
+    return fitted
+
+
+def _refuse_param_resources(template: Template, req: JobRequest) -> None:
+    for field, param in template.spec.resources.references().items():
+        if getattr(req, field, None) is not None:
+            raise TemplateError(
+                f"template {template.name!r} takes {field} from its parameter {param!r}: "
+                f"use -p {param}=VALUE instead of the resource option"
+            )
+
+
+def default_partition(site: SiteConfig) -> str | None:
+    """The partition the site marks default (None: it marks none)."""
+    return next((n for n, p in site.partitions.items() if p.default), None)
+
+
+def _within(path: Path, site: SiteConfig) -> bool:
+    real = Path(os.path.realpath(path))
+    return any(real.is_relative_to(os.path.realpath(r)) for r in site.paths.allowed_roots)
+
+
+def inside_roots(path: Path, site: SiteConfig, what: str) -> Path:
+    """path, resolved, if it lies inside the allowed roots; PolicyError naming what."""
+    if not _within(path, site):
+        roots = ", ".join(str(r) for r in site.paths.allowed_roots)
+        raise PolicyError(f"{what} {path} is outside the allowed roots ({roots})")
+    return Path(os.path.realpath(path))
+
+
+def _param_pairs(pairs: Sequence[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TemplateError(f"-p {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+#: a --params-file: YAML (or JSON, which YAML 1.2 reads) mapping parameter names to values
+PARAMS_FILE = DocumentKind("params file", "parameter: value", TemplateError)
+
+
+def _params_file(path: Path | None) -> dict[str, object]:
+    if path is None:
+        return {}
+    return dict(read_yaml(path, PARAMS_FILE).data)
+
+
+def parse_unit(parse: Any, option: str, value: str | None) -> int | None:
+    """value read by a strict jobsmith.units parser; InputError naming option if it fails."""
+    if value is None:
+        return None
+    try:
+        result: int = parse(value)
+    except (PydanticCustomError, ValueError) as exc:
+        raise InputError(f"{option} {value!r}: {exc}") from None
+    return result
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}" if where else str(err["msg"])

@@ -1,0 +1,341 @@
+"""The step contract: every action a brain (or the CLI) may ask the executor for.
+
+A step is a typed request with an id and safety metadata; its JSON schema is what a
+model sees as its tools. Each step's result is a structured summary (state, exit code,
+elapsed, memory, the relevant tail of a log …), never a raw dump of Slurm's output.
+
+A step kind is one class here: its model and its handler (`handle`, given the `Hands`
+the executor lends it), registered together in the `Step` union below. The executor
+adds what every step gets (intent before, result after, policy, approvals) and knows
+no step kind by name, except that submissions take its one submit path. Adding a kind
+touches this module and its test.
+"""
+
+from __future__ import annotations
+
+import getpass
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from jobsmith.adapters.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
+from jobsmith.agent.runtime.documents import StatusDocument
+from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.workflows.plans import Plan
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import Scheduler
+    from jobsmith.agent.diagnosis.table import Diagnosis
+    from jobsmith.agent.runtime.submission.advice import SubmitAdvice
+    from jobsmith.agent.runtime.submission.judge import CheckedJob
+    from jobsmith.job_templates import TemplateLibrary
+    from jobsmith.site_config import SiteConfig
+
+
+class Hands(Protocol):
+    """What the executor lends a step's handler; a handler reaches nothing else."""
+
+    @property
+    def library(self) -> TemplateLibrary:
+        """The templates."""
+        ...
+
+    @property
+    def site(self) -> SiteConfig:
+        """The site's config and policy."""
+        ...
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler, behind its protocol."""
+        ...
+
+    def check(self, request: JobRequest) -> CheckedJob:
+        """A job assembled and judged as a submission would be."""
+        ...
+
+    def advise(self, request: JobRequest) -> SubmitAdvice:
+        """What to offer before submitting it: right-size, earliest partition."""
+        ...
+
+    def read_output(self, job_id: str, stream: str, tail: int) -> dict[str, Any]:
+        """The end of a job's stdout or stderr, as a LogView document."""
+        ...
+
+    def diagnose(self, job_id: str) -> Sequence[Diagnosis]:
+        """Why a job (or each failed task) ended as it did."""
+        ...
+
+
+def new_step_id() -> str:
+    """A short unique id for a step (it also names a pending approval)."""
+    return "st-" + secrets.token_hex(5)
+
+
+class Risk(StrEnum):
+    """What a step can do to the user's allocation."""
+
+    READ = "read"  # looks only
+    SUBMIT = "submit"  # spends allocation
+    CONTROL = "control"  # changes jobs that exist (cancel, hold, release)
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=new_step_id, description="unique id of this step")
+
+    #: submissions take the executor's one submit path instead of `handle`
+    submits: ClassVar[bool] = False
+
+    @property
+    def risk(self) -> Risk:
+        """Safety class of the step."""
+        return Risk.READ
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """Do the step with what the executor lends; the result's summary."""
+        raise NotImplementedError(f"step kind {type(self).__name__} has no handler")
+
+
+class ListTemplates(_Step):
+    """List the job templates available."""
+
+    action: Literal["list_templates"] = "list_templates"
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """Every template's name and description."""
+        listed = hands.library.list()
+        return {"templates": [{"name": t.name, "description": t.description} for t in listed]}
+
+
+class ShowTemplate(_Step):
+    """Show one template's parameters and resource defaults."""
+
+    action: Literal["show_template"] = "show_template"
+    name: str = Field(description="template name")
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """The template's spec."""
+        t = hands.library.get(self.name)
+        return {"name": t.name, "spec": t.spec.model_dump(mode="json", exclude_none=True)}
+
+
+class _JobStep(_Step):
+    job: JobRequest = Field(description="template, parameters and resources")
+
+
+class Render(_JobStep):
+    """Render a job's script and check it against policy; submits nothing."""
+
+    action: Literal["render"] = "render"
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """The render document (as `jobsmith render --json`), compact: as submit judges it."""
+        return hands.check(self.job).document().compact()
+
+
+class TestOnly(_JobStep):
+    """Ask Slurm whether it would accept the job and when it would start."""
+
+    __test__ = False  # not a pytest class
+    action: Literal["test_only"] = "test_only"
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """Policy first (a refusal never reaches Slurm), then sbatch --test-only."""
+        checked = hands.check(self.job)
+        checked.raise_if_refused()
+        verdict = hands.scheduler.test_only(checked.job.script).model_dump(mode="json")
+        advice = hands.advise(self.job)
+        offers = {"advice": advice.model_dump(mode="json", exclude_none=True)}
+        return {**verdict, "policy": checked.policy(), **(offers if advice.offers() else {})}
+
+
+class Submit(_JobStep):
+    """Submit a job to Slurm (subject to policy and, above thresholds, approval)."""
+
+    action: Literal["submit"] = "submit"
+    submits: ClassVar[bool] = True
+
+    @property
+    def risk(self) -> Risk:
+        """Submitting spends allocation."""
+        return Risk.SUBMIT
+
+
+class Rerun(_Step):
+    """Submit a job jobsmith ran before again: same script, more memory or time, and for
+    an array only the tasks that failed (unless failed_only is false)."""
+
+    action: Literal["rerun"] = "rerun"
+    submits: ClassVar[bool] = True
+    job_id: WholeJobIdText = Field(
+        description="the Slurm job id to re-run (jobsmith must have submitted it)"
+    )
+    failed_only: bool = Field(True, description="for arrays: re-run only the failed tasks")
+    mem_mb: int | None = Field(None, gt=0, description="new memory per node, MiB")
+    time_limit_s: int | None = Field(None, gt=0, description="new time limit, seconds")
+    reason: str = Field("", description="why (kept in the session log)")
+
+    @property
+    def risk(self) -> Risk:
+        """Submitting spends allocation."""
+        return Risk.SUBMIT
+
+
+class RunPlan(_Step):
+    """Submit a plan's jobs at once, each waiting for the jobs of the steps it names
+    through Slurm's dependencies (agent/runtime/workflows/plans.py); policy and approval judge the
+    plan whole (agent/runtime/workflows/planrun.py)."""
+
+    action: Literal["run_plan"] = "run_plan"
+    submits: ClassVar[bool] = True
+    plan: Plan = Field(description="the plan: named steps, each a job and what it waits for")
+
+    @property
+    def risk(self) -> Risk:
+        """Submitting spends allocation."""
+        return Risk.SUBMIT
+
+
+class Status(_Step):
+    """States of jobs (one sacct call for all)."""
+
+    action: Literal["status"] = "status"
+    job_ids: list[JobIdText] = Field(description="Slurm job ids; arrays report every task")
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """One batched poll; arrays as counts plus their unfinished or failed tasks."""
+        since = datetime.now() - timedelta(days=7)
+        return StatusDocument.of(hands.scheduler.status(self.job_ids, since)).compact()
+
+
+class ReadOutput(_Step):
+    """The end of a job's stdout or stderr."""
+
+    action: Literal["read_output"] = "read_output"
+    job_id: JobIdText = Field(description="Slurm job id, or ARRAY_TASK for one task")
+    stream: Literal["stdout", "stderr"] = Field("stdout", description="which file")
+    tail: int = Field(50, ge=1, le=2000, description="lines from the end")
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """The end of the file."""
+        return hands.read_output(self.job_id, self.stream, self.tail)
+
+
+class Diagnose(_Step):
+    """Why a job (or each failed task) ended as it did, with evidence and a remedy."""
+
+    action: Literal["diagnose"] = "diagnose"
+    job_id: JobIdText = Field(description="Slurm job id, or ARRAY_TASK for one task")
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """Verdict, evidence, efficiency and remedy per failed task."""
+        return {"diagnoses": [d.model_dump(mode="json") for d in hands.diagnose(self.job_id)]}
+
+
+class _Control(_Step):
+    action: str  # each control step's Literal: cancel, hold or release
+    job_ids: list[JobIdOrRangeText] = Field(
+        min_length=1, description="Slurm job ids: 1234, an array task 1234_5 or 1234_[1-3]"
+    )
+
+    @property
+    def risk(self) -> Risk:
+        """Changes jobs that exist."""
+        return Risk.CONTROL
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """scancel / scontrol hold / release, through the scheduler's protocol."""
+        getattr(hands.scheduler, self.action)(self.job_ids)
+        return {"action": self.action, "job_ids": self.job_ids}
+
+
+class Cancel(_Control):
+    """Cancel jobs."""
+
+    action: Literal["cancel"] = "cancel"
+
+
+class Hold(_Control):
+    """Hold pending jobs."""
+
+    action: Literal["hold"] = "hold"
+
+
+class Release(_Control):
+    """Release held jobs."""
+
+    action: Literal["release"] = "release"
+
+
+class SiteInfo(_Step):
+    """The site's partitions, limits, accounts and defaults."""
+
+    action: Literal["site_info"] = "site_info"
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """The whole site config."""
+        return hands.site.model_dump(mode="json", exclude_none=True)
+
+
+class ShowClusterFacts(_Step):
+    """The live cluster's partitions, their limits and the user's accounts and QoS."""
+
+    action: Literal["cluster_facts"] = "cluster_facts"
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """What Slurm says about itself (three read-only commands)."""
+        return hands.scheduler.cluster_facts(getpass.getuser()).model_dump(mode="json")
+
+
+Step = Annotated[
+    ListTemplates
+    | ShowTemplate
+    | Render
+    | TestOnly
+    | Submit
+    | Rerun
+    | RunPlan
+    | Status
+    | ReadOutput
+    | Diagnose
+    | Cancel
+    | Hold
+    | Release
+    | SiteInfo
+    | ShowClusterFacts,
+    Field(discriminator="action"),
+]
+STEP_ADAPTER: TypeAdapter[Step] = TypeAdapter(Step)
+
+
+class Outcome(StrEnum):
+    """How a step ended."""
+
+    DONE = "done"
+    REFUSED = "refused"  # by policy; nothing happened
+    AWAITING_APPROVAL = "awaiting_approval"  # held for a person
+    FAILED = "failed"  # Slurm or the input said no
+    UNKNOWN = "unknown"  # Slurm did not answer; `sessions resume` reconciles by tag
+
+
+class StepResult(BaseModel):
+    """The structured summary of a step's effect, as a brain sees it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step_id: str = Field(description="the step this answers")
+    action: str = Field(description="the step's action")
+    outcome: Outcome = Field(description="done, refused, awaiting_approval or failed")
+    summary: dict[str, Any] = Field(default_factory=dict, description="what happened")
+    error: str | None = Field(None, description="the one-line reason, if not done")
+
+
+def step_schemas() -> dict[str, Any]:
+    """JSON schema of every step: what a model is offered as tools."""
+    return STEP_ADAPTER.json_schema()

@@ -1,0 +1,162 @@
+"""`jobsmith render-frames`: a frame range rendered across the cluster with Blender, as one plan.
+
+- `render`: blocks of frames, one array task each (blender_frames);
+- `check`: after it, every frame of the range exists and decodes (frames_check; it fails
+  naming the missing and broken frames, and writes them to OUTPUT_DIR/check.json);
+- `encode`, when a video is asked for: the frames into a video after the check
+  (frames_encode).
+
+A repair (`--missing-only`) looks at the frames already there, on the login node (ffmpeg
+decodes each), and renders only the missing or broken ones, in blocks of consecutive
+frames, then checks the whole range again: what rendered fine is never rendered twice.
+Everything here but `broken_frames` is pure.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobsmith.agent.runtime.workflows.plans import Plan, plan_name
+from jobsmith.errors import InputError
+
+#: the frames' file extension for each Blender image format
+EXTENSIONS = {"PNG": "png", "OPEN_EXR": "exr", "JPEG": "jpg", "TIFF": "tif"}
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """What to render, and how."""
+
+    blend_file: Path
+    output_dir: Path
+    frame_start: int
+    frame_end: int
+    frames_per_task: int = 10
+    engine: str = "scene"
+    image_format: str = "PNG"
+    video: Path | None = None
+    fps: int = 24
+
+    @property
+    def extension(self) -> str:
+        """The frames' file extension."""
+        return EXTENSIONS[self.image_format]
+
+
+#: the most frames one render-frames command takes: a hard workload cap, checked before
+#: any memory is spent on the frames (1-99999999 reached 8 GB before any check did); three
+#: hours at 60 frames a second is 648,000
+MAX_FRAMES = 1_000_000
+_FRAMES = re.compile(r"(?P<first>[0-9]{1,9})(?:-(?P<last>[0-9]{1,9}))?", re.ASCII)
+
+
+def parse_frames(text: str) -> tuple[int, int]:
+    """'1-250' (or '7') as (first, last); InputError naming the option otherwise (ASCII
+    digits only: int() also reads other scripts' digits, spaces and underscores)."""
+    match = _FRAMES.fullmatch(text.strip())
+    if match is None:
+        raise InputError(f"--frames {text!r}: expected FIRST-LAST, e.g. 1-250")
+    start = int(match["first"])
+    end = int(match["last"] or start)
+    if end < start:
+        raise InputError(f"--frames {text!r}: FIRST-LAST with 0 <= FIRST <= LAST")
+    if end - start + 1 > MAX_FRAMES:
+        raise InputError(
+            f"--frames {text!r}: {end - start + 1} frames; at most {MAX_FRAMES} in one "
+            "command (split the range)"
+        )
+    return start, end
+
+
+def blocks_of(frames: Iterable[int], per_task: int) -> list[str]:
+    """Runs of consecutive frames, each at most per_task long, as FIRST-LAST blocks."""
+    blocks: list[str] = []
+    run: list[int] = []
+    for frame in sorted(set(frames)):
+        if run and (frame != run[-1] + 1 or len(run) == per_task):
+            blocks.append(f"{run[0]}-{run[-1]}")
+            run = []
+        run.append(frame)
+    if run:
+        blocks.append(f"{run[0]}-{run[-1]}")
+    return blocks
+
+
+def render_plan(request: RenderRequest, frames: Iterable[int] | None = None) -> Plan:
+    """The plan rendering frames (default: the whole range), then checking the range,
+    then encoding it if a video is asked for."""
+    wanted = range(request.frame_start, request.frame_end + 1) if frames is None else frames
+    blocks = blocks_of(wanted, request.frames_per_task)
+    if not blocks:
+        raise InputError("render: no frame to render")
+    frames_dir = str(request.output_dir)
+    steps: dict[str, dict[str, object]] = {
+        "render": {
+            "template": "blender_frames",
+            "params": {
+                "blend_file": str(request.blend_file),
+                "output_dir": frames_dir,
+                "blocks": blocks,
+                "engine": request.engine,
+                "image_format": request.image_format,
+            },
+        },
+        "check": {
+            "template": "frames_check",
+            "params": {
+                "frames_dir": frames_dir,
+                "frame_start": request.frame_start,
+                "frame_end": request.frame_end,
+                "extension": request.extension,
+            },
+            "after_ok": ["render"],
+        },
+    }
+    if request.video is not None:
+        steps["encode"] = {
+            "template": "frames_encode",
+            "params": {
+                "frames_dir": frames_dir,
+                "frame_start": request.frame_start,
+                "extension": request.extension,
+                "fps": request.fps,
+                "output": str(request.video),
+            },
+            "after_ok": ["check"],
+        }
+    name = plan_name("render", request.blend_file)
+    return Plan.model_validate({"name": name, "steps": steps})
+
+
+Decoder = Callable[[Path], bool]
+
+
+def broken_frames(request: RenderRequest, decodes: Decoder | None = None) -> list[int]:
+    """The frames of the range that are missing, empty or do not decode (ffmpeg)."""
+    decodes = decodes or _decodes
+    out = []
+    for frame in range(request.frame_start, request.frame_end + 1):
+        path = request.output_dir / f"frame_{frame:05d}.{request.extension}"
+        if not path.is_file() or path.stat().st_size == 0 or not decodes(path):
+            out.append(frame)
+    return out
+
+
+def _decodes(path: Path) -> bool:
+    try:
+        res = subprocess.run(
+            ["ffmpeg", "-nostdin", "-v", "error", "-i", str(path), "-f", "null", "-"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise InputError("--missing-only needs ffmpeg on this node (apt install ffmpeg)") from None
+    except subprocess.TimeoutExpired:
+        return False
+    return res.returncode == 0 and not res.stderr.strip()
