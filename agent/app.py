@@ -31,17 +31,12 @@ if TYPE_CHECKING:
         PlanStatusDocument,
     )
     from jobsmith.agent.runtime.glancefacts import GlanceFacts
-    from jobsmith.agent.runtime.recovery.replay import ReplayedStep
-    from jobsmith.agent.runtime.recovery.resume import ResumeReport
-    from jobsmith.agent.runtime.session.events import Event
     from jobsmith.agent.runtime.session.jobstate import StateChange
     from jobsmith.agent.runtime.session.lastpoll import LastPoll, LastPollFile
     from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
     from jobsmith.agent.runtime.session.readmodel import SessionFolds
     from jobsmith.agent.runtime.session.store import FileSessionStore
-    from jobsmith.agent.runtime.sitefile import Login, SiteCheckReport, SiteInitResult
     from jobsmith.agent.runtime.submission.advice import SubmitAdvice
-    from jobsmith.agent.runtime.submission.approvals import PendingApproval
     from jobsmith.agent.runtime.submission.executor import Executor
     from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest
     from jobsmith.agent.runtime.submission.judge import CheckedJob, Judgement, Origin
@@ -743,121 +738,6 @@ class App:
         step = STEP_ADAPTER.validate_python({"action": action, "job_ids": job_ids})
         self.one_step(f"{action} {' '.join(job_ids)}", step)
         return ControlResult(action=action, job_ids=job_ids)
-
-    # --- approvals and sessions --------------------------------------------------------
-
-    def pending(self) -> list[PendingApproval]:
-        """Steps waiting for a person."""
-        from jobsmith.agent.runtime.submission.approvals import pending_approvals
-
-        return pending_approvals(self.store, self.folds)
-
-    def approve(self, step_id: str) -> StepResult:
-        """Approve a held step and run exactly what was shown (once, however many approve)."""
-        from jobsmith.agent.runtime.submission.approvals import answer, find_pending
-        from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
-
-        item = find_pending(self.store, step_id, self.folds)
-        # a fresh judgement before the approval is recorded: the site file loads (building
-        # the executor reads it), and a submission passes today's policy, limits and paths;
-        # whatever fails leaves the step pending, nothing recorded
-        executor = self.executor
-        if item.action == "submit":
-            executor.judge.again(item.data)
-        given = {"by": self.environ.get("USER", "?"), "script_sha256": item.script_sha256}
-        answer(self.store, item, True, given)
-        if item.action == "submit":
-            return self.executor.submit_approved(item.session_id, step_id, item.data)
-        step = STEP_ADAPTER.validate_python(item.data["step"])
-        if item.action == "run_plan":  # the plan checks the approved hash itself
-            return self.executor.run(item.session_id, step)
-        return self.executor.run_approved_control(item.session_id, step)
-
-    def deny(self, step_id: str, reason: str) -> PendingApproval:
-        """Refuse a held step; nothing runs (an error if it was answered meanwhile)."""
-        from jobsmith.agent.runtime.submission.approvals import answer, find_pending
-
-        item = find_pending(self.store, step_id, self.folds)
-        refused = {"by": self.environ.get("USER", "?"), "reason": reason}
-        answer(self.store, item, False, refused)
-        return item
-
-    def adopt(self, job_id: str) -> tuple[str, SubmissionRecord]:
-        """Bring a job submitted by hand under a new session."""
-        from jobsmith.agent.runtime.recovery.adopt import adopt
-
-        return adopt(self.store, self.ledger, self.scheduler, self.site.config.cluster, job_id)
-
-    def resume(self, session_id: str, orphan_wait_s: float) -> ResumeReport:
-        """Reconcile the session's in-flight steps with Slurm after a crash."""
-        import socket
-
-        from jobsmith.agent.runtime.recovery.resume import resume_session
-        from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN
-
-        info = self.store.info(session_id)  # a clear error for an unknown session
-        report = resume_session(
-            self.executor,
-            self.scheduler,
-            session_id,
-            host=socket.gethostname(),
-            orphan_wait_s=orphan_wait_s,
-        )
-        settled = not (report.found or report.resubmitted or report.undecided)
-        if info.meta.get("origin") == ORIGIN and settled:
-            # nothing was in flight: a pipeline resumes as its engine does, if it ended
-            # unfinished (a failed or cancelled head job); a finished one is left alone
-            launched = self.pipelines.resume_if_unfinished(session_id)
-            if launched is not None:
-                job_id = launched.result.summary.get("job_id")
-                report = report.model_copy(update={"relaunched": str(job_id)})
-        return report
-
-    def replay(self, session_id: str) -> list[ReplayedStep]:
-        """The session's steps re-run against a dry-run executor under the current policy."""
-        from jobsmith.agent.runtime.recovery.replay import replay_session
-
-        return replay_session(self.store.read(session_id), self.executor)
-
-    def unblock(self, session_id: str, note: str) -> Event:
-        """A person lifts a failure-streak stop (recorded as an event)."""
-        from jobsmith.agent.runtime.session.events import EventKind
-        from jobsmith.agent.runtime.session.session_log import SessionLog
-
-        self.store.info(session_id)  # a clear error for an unknown session
-        data = {"by": self.environ.get("USER", "?"), "note": note}
-        return SessionLog(self.store, session_id).append(EventKind.UNBLOCKED, data, None)
-
-    # --- site ------------------------------------------------------------------------
-
-    def site_check(self) -> SiteCheckReport:
-        """The site config compared with the live cluster."""
-        from jobsmith.agent.runtime.sitefile import site_check
-
-        return site_check(self.site, self.scheduler, self._login())
-
-    def site_init(self, output: Path | None, force: bool) -> SiteInitResult:
-        """A starting config from the live cluster, written to the user's file or output."""
-        from jobsmith.agent.runtime.sitefile import site_init
-
-        target = output or self.paths.config_dir / "site.yaml"
-        return site_init(
-            self.scheduler,
-            self._login(),
-            self.scheduler_access,
-            target,
-            force=force,
-            to_stdout=str(output) == "-",
-        )
-
-    def _login(self) -> Login:
-        """Whose Slurm account `site` commands ask about, on the host Slurm runs on."""
-        from jobsmith.agent.runtime.sitefile import local_login, remote_login
-
-        if self.scheduler_access.kind == "local":
-            return local_login()
-        timeout_s = self.scheduler_access.command_timeout_s
-        return remote_login(self.transport, self.scheduler_via, timeout_s)
 
 
 def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) -> App:

@@ -27,6 +27,7 @@ from jobsmith.agent.app import App, UserDirs
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.ledger import SubmissionRecord
 from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.submission import answers
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.approvals import (
     AlreadyAnswered,
@@ -268,7 +269,7 @@ def test_above_a_threshold_the_step_waits_with_its_exact_script_and_cost(
 def test_approve_submits_exactly_what_was_shown_once(strict: AgentHarness) -> None:
     session, step_id = held(strict)
     shown = find_pending(strict.store, step_id)
-    result = app_on(strict, "carol").approve(step_id)
+    result = answers.approve(app_on(strict, "carol"), step_id)
     assert result.outcome is st.Outcome.DONE and result.summary["job_id"] == "1000"
     assert strict.slurm.count("submit") == 1 and strict.slurm.scripts["1000"] == shown.script
     assert kinds(strict, session)[-2:] == ["approval_given", "result"]
@@ -280,7 +281,7 @@ def test_approve_submits_exactly_what_was_shown_once(strict: AgentHarness) -> No
     with pytest.raises(
         NotFound, match=f"no step '{step_id}' is waiting for approval; pending: none"
     ):
-        app_on(strict).approve(step_id)
+        answers.approve(app_on(strict), step_id)
     with pytest.raises(AlreadyAnswered, match=f"step {step_id} was already approved by carol on"):
         answer(strict.store, shown, True, {"by": "dave"})
     assert strict.slurm.count("submit") == 1
@@ -288,7 +289,7 @@ def test_approve_submits_exactly_what_was_shown_once(strict: AgentHarness) -> No
 
 def test_deny_runs_nothing_and_a_later_answer_is_refused(strict: AgentHarness) -> None:
     session, step_id = held(strict)
-    item = app_on(strict, "erin").deny(step_id, "too big")
+    item = answers.deny(app_on(strict, "erin"), step_id, "too big")
     assert item.step_id == step_id and strict.slurm.count("submit") == 0
     refused = only(strict.store.read(session), EventKind.APPROVAL_REFUSED)
     assert refused.data == {"by": "erin", "reason": "too big"}  # no holder: nothing runs
@@ -384,7 +385,7 @@ def test_cancelling_a_job_jobsmith_did_not_submit_waits_for_a_person(tmp_path: P
     assert h.slurm.count("cancel") == 0
     (item,) = pending_approvals(h.store)
     assert item.action == "cancel" and item.script is None and item.cost is None
-    result = app_on(h).approve(step.id)
+    result = answers.approve(app_on(h), step.id)
     assert result.outcome is st.Outcome.DONE
     assert h.slurm.calls[-1] == ("cancel", ((f"{mine}_2", "77"),))
     assert kinds(h, session) == [
@@ -649,7 +650,7 @@ def test_an_approved_submission_is_recorded_as_its_template_s_and_as_a_submit(
     strict: AgentHarness,
 ) -> None:
     session, step_id = held(strict)
-    result = app_on(strict).approve(step_id)
+    result = answers.approve(app_on(strict), step_id)
     assert result.action == "submit"
     done = only(strict.store.read(session), EventKind.RESULT)
     assert done.step_id == step_id and done.data["action"] == "submit"

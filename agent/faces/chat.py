@@ -36,7 +36,8 @@ from jobsmith.agent.brains.ask_tools import ToolOutcome, as_data, step_outcome
 from jobsmith.agent.brains.conversation import AskFailed, Interrupted, Run
 from jobsmith.agent.faces.terminal import Terminal
 from jobsmith.agent.runtime.session.readmodel import TokenTotals
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission import answers
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded, pending_approvals
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
 from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import JobsmithError
@@ -96,7 +97,8 @@ class ChatListener:
     def held(self, err: ApprovalNeeded) -> ToolOutcome | None:
         """The held step shown whole; the person's key decides."""
         self._end_line()
-        item = next((p for p in self.app.pending() if p.step_id == err.step_id), None)
+        pending = pending_approvals(self.app.store, self.app.folds)
+        item = next((p for p in pending if p.step_id == err.step_id), None)
         if item is None:  # answered elsewhere meanwhile (another terminal): say so
             return _told(f"step {err.step_id} was answered elsewhere meanwhile")
         self.term.write(approval_text(item, self.app.start_estimate(item.script)))
@@ -112,14 +114,14 @@ class ChatListener:
         if key == "y":
             return self._approve(item.step_id)
         said = self.term.line("what should change? ") if key == "e" else ""
-        self.app.deny(item.step_id, said or "denied in chat")
+        answers.deny(self.app, item.step_id, said or "denied in chat")
         return _told("the person did not approve it" + (f"; they said: {said}" if said else ""))
 
     def _approve(self, step_id: str) -> ToolOutcome:
         try:
-            result = self.app.approve(step_id)
+            result = answers.approve(self.app, step_id)
         except JobsmithError as err:
-            # judged afresh first (app.approve): refused there, the step is still pending
+            # judged afresh first (answers.approve): refused there, the step is still pending
             self.term.write(f"[not done: {err}; `jobsmith pending` lists it if it waits]\n")
             return _told(f"the person approved it, but it was not done: {err}")
         return step_outcome(result)

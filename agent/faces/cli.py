@@ -94,7 +94,13 @@ def _tell_news() -> None:
 
     app = click.get_current_context().find_root().obj
     if isinstance(app, App):
-        line = app.news.take(lambda asked: {p.step_id for p in app.pending()} & asked)
+
+        def still_pending(asked: set[str]) -> set[str]:
+            from jobsmith.agent.runtime.submission.approvals import pending_approvals
+
+            return {p.step_id for p in pending_approvals(app.store, app.folds)} & asked
+
+        line = app.news.take(still_pending)
         if line:
             click.echo(f"jobsmith: {line}", err=True)
 
@@ -560,9 +566,14 @@ def wait(
 @click.pass_context
 def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Follow a job you submitted by hand: watched, diagnosed and re-runnable like ours."""
+    from jobsmith.agent.runtime.recovery.adopt import adopt as adopt_job
     from jobsmith.agent.views.output import print_json
 
-    session_id, record = _app(ctx).adopt(_one_id(job_id, "job_or_task"))
+    app = _app(ctx)
+    job_id = _one_id(job_id, "job_or_task")
+    session_id, record = adopt_job(
+        app.store, app.ledger, app.scheduler, app.site.config.cluster, job_id
+    )
     if as_json:
         print_json({"session_id": session_id, "job_id": record.job_id})
     else:
@@ -720,9 +731,11 @@ def watch(
 @click.pass_context
 def pending(ctx: click.Context, as_json: bool) -> None:
     """Steps waiting for a person, with their script and cost."""
+    from jobsmith.agent.runtime.submission.approvals import pending_approvals
     from jobsmith.agent.views import render as views
 
-    views.show_pending(_app(ctx).pending(), as_json)
+    app = _app(ctx)
+    views.show_pending(pending_approvals(app.store, app.folds), as_json)
 
 
 @cli.command()
@@ -731,9 +744,10 @@ def pending(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def approve(ctx: click.Context, step_id: str, as_json: bool) -> None:
     """Approve a held step: it runs exactly as shown by `jobsmith pending`."""
+    from jobsmith.agent.runtime.submission import answers
     from jobsmith.agent.views import render as views
 
-    views.show_step_result(_app(ctx).approve(step_id), as_json)
+    views.show_step_result(answers.approve(_app(ctx), step_id), as_json)
 
 
 @cli.command()
@@ -743,9 +757,10 @@ def approve(ctx: click.Context, step_id: str, as_json: bool) -> None:
 @click.pass_context
 def deny(ctx: click.Context, step_id: str, reason: str, as_json: bool) -> None:
     """Refuse a held step; nothing runs."""
+    from jobsmith.agent.runtime.submission import answers
     from jobsmith.agent.views.output import print_json
 
-    item = _app(ctx).deny(step_id, reason)
+    item = answers.deny(_app(ctx), step_id, reason)
     if as_json:
         print_json({"step_id": item.step_id, "session_id": item.session_id, "denied": True})
     else:
@@ -1255,10 +1270,11 @@ def sessions_resume(
     ctx: click.Context, session_id: str, orphan_wait_s: float, as_json: bool
 ) -> None:
     """Reconcile a session cut short by a crash: find its jobs in Slurm, never resubmit one."""
+    from jobsmith.agent.runtime.recovery.resume import resume
     from jobsmith.agent.views.output import print_json
 
     session_id = _session(ctx, session_id)
-    report = _app(ctx).resume(session_id, orphan_wait_s)
+    report = resume(_app(ctx), session_id, orphan_wait_s)
     if as_json:
         print_json(report)
     else:
@@ -1284,10 +1300,12 @@ def sessions_replay(ctx: click.Context, session_id: str, as_json: bool) -> None:
 
     Uses the current site config: pass --site to see what another policy would allow.
     """
+    from jobsmith.agent.runtime.recovery.replay import replay_session
     from jobsmith.agent.views.output import print_json
 
+    app = _app(ctx)
     session_id = _session(ctx, session_id)
-    steps = _app(ctx).replay(session_id)
+    steps = replay_session(app.store.read(session_id), app.executor)
     if as_json:
         print_json({"session_id": session_id, "steps": steps})
         return
@@ -1302,10 +1320,12 @@ def sessions_replay(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.pass_context
 def sessions_unblock(ctx: click.Context, session_id: str, note: str, as_json: bool) -> None:
     """Lift the stop after a streak of failed jobs (recorded as an event)."""
+    from jobsmith.agent.runtime.recovery.unblock import unblock
     from jobsmith.agent.views.output import print_json
 
+    app = _app(ctx)
     session_id = _session(ctx, session_id)
-    event = _app(ctx).unblock(session_id, note)
+    event = unblock(app.store, app.environ, session_id, note)
     if as_json:
         print_json(event)
     else:
@@ -1325,9 +1345,12 @@ def site() -> None:
 @click.pass_context
 def site_check(ctx: click.Context, as_json: bool) -> None:
     """Compare the site config with the live cluster; exit 1 on any error."""
+    from jobsmith.agent.runtime.sitefile import login_of
+    from jobsmith.agent.runtime.sitefile import site_check as check_live
     from jobsmith.agent.views import render as views
 
-    report = _app(ctx).site_check()
+    app = _app(ctx)
+    report = check_live(app.site, app.scheduler, login_of(app))
     views.show_site_check(report, as_json)
     if not as_json and report.via != "local":
         click.echo(f"Slurm asked over {report.via}")
@@ -1349,9 +1372,20 @@ def site_check(ctx: click.Context, as_json: bool) -> None:
 def site_init(ctx: click.Context, output: Path | None, force: bool, as_json: bool) -> None:
     """Write a starting site config discovered from the live cluster (over SSH when the
     site file's `scheduler` block says so; the file is written here, with that block)."""
+    from jobsmith.agent.runtime.sitefile import login_of
+    from jobsmith.agent.runtime.sitefile import site_init as init_live
     from jobsmith.agent.views import render as views
 
-    result = _app(ctx).site_init(output, force)
+    app = _app(ctx)
+    target = output or app.paths.config_dir / "site.yaml"
+    result = init_live(
+        app.scheduler,
+        login_of(app),
+        app.scheduler_access,
+        target,
+        force=force,
+        to_stdout=str(output) == "-",
+    )
     views.show_site_init(result, as_json)
     if not as_json and result.path is not None and result.via != "local":
         click.echo(f"Slurm asked over {result.via}")

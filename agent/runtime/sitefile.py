@@ -11,7 +11,7 @@ from __future__ import annotations
 import getpass
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -80,6 +80,26 @@ def remote_login(transport: Transport, via: str, timeout_s: float) -> Login:
     scratch = Path("/scratch") / user
     found = transport.run(["test", "-d", str(scratch)], timeout=timeout_s).returncode == 0
     return Login(user, home, scratch if found else None, via)
+
+
+class LoginParts(Protocol):
+    """How Slurm is reached (the composition root, agent/app.py, has them all)."""
+
+    @property
+    def scheduler_access(self) -> SchedulerAccess: ...
+    @property
+    def transport(self) -> Transport: ...
+    @property
+    def scheduler_via(self) -> str: ...
+
+
+def login_of(parts: LoginParts) -> Login:
+    """Whose Slurm account `site` commands ask about, on the host Slurm runs on: this
+    user here, or the remote user when the site reaches Slurm over SSH."""
+    if parts.scheduler_access.kind == "local":
+        return local_login()
+    timeout_s = parts.scheduler_access.command_timeout_s
+    return remote_login(parts.transport, parts.scheduler_via, timeout_s)
 
 
 def site_check(site: LoadedSite, scheduler: Scheduler, login: Login) -> SiteCheckReport:

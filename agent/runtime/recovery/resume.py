@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +59,10 @@ from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 from jobsmith.agent.runtime.workflows.planrun import PlanStepUndecided
+
+if TYPE_CHECKING:
+    from jobsmith.agent.runtime.session.store import SessionStore
+    from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
 #: how often a resume that lost the claim looks for the winner's result
 POLL_S = 0.5
@@ -103,6 +107,45 @@ def in_flight(events: list[Event]) -> list[Event]:
             continue
         out.append(e)
     return out
+
+
+class ResumeParts(Protocol):
+    """What `sessions resume` uses (the composition root, agent/app.py, has them all)."""
+
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def scheduler(self) -> Scheduler: ...
+    @property
+    def pipelines(self) -> Pipelines: ...
+
+
+def resume(parts: ResumeParts, session_id: str, orphan_wait_s: float) -> ResumeReport:
+    """`jobsmith sessions resume`: the session's in-flight steps reconciled with Slurm after
+    a crash, and a pipeline that had nothing in flight resumed as its engine does."""
+    import socket
+
+    from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN
+
+    info = parts.store.info(session_id)  # a clear error for an unknown session
+    report = resume_session(
+        parts.executor,
+        parts.scheduler,
+        session_id,
+        host=socket.gethostname(),
+        orphan_wait_s=orphan_wait_s,
+    )
+    settled = not (report.found or report.resubmitted or report.undecided)
+    if info.meta.get("origin") == ORIGIN and settled:
+        # nothing was in flight: a pipeline resumes as its engine does, if it ended
+        # unfinished (a failed or cancelled head job); a finished one is left alone
+        launched = parts.pipelines.resume_if_unfinished(session_id)
+        if launched is not None:
+            job_id = launched.result.summary.get("job_id")
+            report = report.model_copy(update={"relaunched": str(job_id)})
+    return report
 
 
 def resume_session(

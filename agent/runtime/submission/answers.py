@@ -1,0 +1,64 @@
+"""A person's answer to a held step: approve it (it runs exactly as shown) or deny it.
+
+`jobsmith approve`/`deny` and chat's approval keys all answer through here, so a step is
+judged afresh and answered the same way whichever face asked (agent/runtime/submission/
+approvals.py finds the step and records the answer once, however many answer at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from jobsmith.agent.runtime.session.readmodel import SessionFolds
+    from jobsmith.agent.runtime.session.store import SessionStore
+    from jobsmith.agent.runtime.submission.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.executor import Executor
+    from jobsmith.agent.runtime.submission.steps import StepResult
+
+
+class AnswerParts(Protocol):
+    """What answering uses (the composition root, agent/app.py, has them all). Parts are
+    read when needed: the executor (which loads the site file) only once the step is found."""
+
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def folds(self) -> SessionFolds: ...
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+
+
+def approve(parts: AnswerParts, step_id: str) -> StepResult:
+    """Approve a held step and run exactly what was shown (once, however many approve)."""
+    from jobsmith.agent.runtime.submission.approvals import answer, find_pending
+    from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
+
+    item = find_pending(parts.store, step_id, parts.folds)
+    # a fresh judgement before the approval is recorded: the site file loads (building
+    # the executor reads it), and a submission passes today's policy, limits and paths;
+    # whatever fails leaves the step pending, nothing recorded
+    executor = parts.executor
+    if item.action == "submit":
+        executor.judge.again(item.data)
+    given = {"by": parts.environ.get("USER", "?"), "script_sha256": item.script_sha256}
+    answer(parts.store, item, True, given)
+    if item.action == "submit":
+        return executor.submit_approved(item.session_id, step_id, item.data)
+    step = STEP_ADAPTER.validate_python(item.data["step"])
+    if item.action == "run_plan":  # the plan checks the approved hash itself
+        return executor.run(item.session_id, step)
+    return executor.run_approved_control(item.session_id, step)
+
+
+def deny(parts: AnswerParts, step_id: str, reason: str) -> PendingApproval:
+    """Refuse a held step; nothing runs (an error if it was answered meanwhile)."""
+    from jobsmith.agent.runtime.submission.approvals import answer, find_pending
+
+    item = find_pending(parts.store, step_id, parts.folds)
+    refused = {"by": parts.environ.get("USER", "?"), "reason": reason}
+    answer(parts.store, item, False, refused)
+    return item
