@@ -26,8 +26,9 @@ from lab_cli import LAB_SITE
 
 from jobsmith.adapters.jobid import BadJobId, parse_job_ids
 from jobsmith.adapters.transport import CommandResult
-from jobsmith.agent.app import App, parse_window
+from jobsmith.agent.app import App
 from jobsmith.agent.faces.cli import cli
+from jobsmith.agent.runtime.window import parse_window
 from jobsmith.errors import InputError
 
 DOCUMENTED_EXIT = set(range(11))

@@ -18,8 +18,9 @@ names the budget, its limit and what was used).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.agent.brains.protocol import Action, Brain, Decision, FailureView, ModelBrain
@@ -27,9 +28,11 @@ from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, StderrTail, diagnos
 from jobsmith.agent.runtime.session.claims import Check
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
+from jobsmith.agent.runtime.submission.onestep import StepParts, one_step
 from jobsmith.agent.runtime.submission.policy import model_token_refusal, model_tokens_from_folds
 from jobsmith.agent.runtime.submission.steps import Rerun, StepResult
 from jobsmith.agent.runtime.workflows.planrun import after_failure
@@ -128,6 +131,40 @@ def record_person_rerun(
     # a person may re-run a job a brain only reported on, never one already re-run
     rerun_free = _undecided(job_id, frozenset({Action.RERUN}))
     log.append_if(EventKind.DECISION, decision.model_dump(mode="json"), None, rerun_free)
+
+
+class RerunParts(StepParts, Protocol):
+    """What a person's re-run uses (the composition root, agent/app.py, has them all)."""
+
+    @property
+    def ledger(self) -> JobLedger: ...
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+
+
+def rerun_by_hand(
+    parts: RerunParts,
+    job_id: str,
+    *,
+    failed_only: bool,
+    mem_mb: int | None,
+    time_limit_s: int | None,
+) -> tuple[str, StepResult]:
+    """`jobsmith rerun`: a job jobsmith submitted, again (only its failed tasks, for
+    arrays), recorded in the job's own session first so the watcher leaves it to the
+    person (and the person is told if the watcher already re-ran it)."""
+    step = Rerun(
+        job_id=job_id,
+        failed_only=failed_only,
+        mem_mb=mem_mb,
+        time_limit_s=time_limit_s,
+        reason="by hand",
+    )
+    record = parts.ledger.get(job_id)
+    if record is not None and record.session_id is not None:
+        who = parts.environ.get("USER", "?")
+        record_person_rerun(parts.executor, record.session_id, job_id, step, who)
+    return one_step(parts, f"rerun {job_id}", step)
 
 
 def _undecided(job_id: str, actions: frozenset[Action] = frozenset(Action)) -> Check:

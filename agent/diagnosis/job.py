@@ -13,15 +13,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
 
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import Scheduler
 from jobsmith.agent.diagnosis.table import Diagnosis, diagnose
-from jobsmith.errors import JobNotFound, JobsmithError
+from jobsmith.errors import ConfigError, JobNotFound, JobsmithError
 from jobsmith.site_config import SiteConfig
+
+if TYPE_CHECKING:
+    from jobsmith.site_config import LoadedSite
 
 #: reads the end of a job's stderr; raises (JobsmithError, OSError …) when it cannot
 StderrTail = Callable[[str], Sequence[str]]
+
+
+class SiteSource(Protocol):
+    """Where the site config comes from (loaded on first use; ConfigError without one)."""
+
+    @property
+    def site(self) -> LoadedSite: ...
+
+
+def site_if_any(parts: SiteSource) -> SiteConfig | None:
+    """The site config, or None without one: a diagnosis needs no site; only the
+    remedy's caps come from it."""
+    try:
+        return parts.site.config
+    except ConfigError:
+        return None
 
 
 def diagnose_job(

@@ -101,7 +101,8 @@ class ChatListener:
         item = next((p for p in pending if p.step_id == err.step_id), None)
         if item is None:  # answered elsewhere meanwhile (another terminal): say so
             return _told(f"step {err.step_id} was answered elsewhere meanwhile")
-        self.term.write(approval_text(item, self.app.start_estimate(item.script)))
+        estimate = answers.start_estimate(self.app.scheduler, item.script)
+        self.term.write(approval_text(item, estimate))
         try:
             key = self.term.key("approve? [n]o / [y]es / [e] say what to change: ", "nye")
         except KeyboardInterrupt:

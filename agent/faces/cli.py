@@ -187,7 +187,7 @@ def templates_list(ctx: click.Context, as_json: bool) -> None:
     """List the templates available to you (yours override shipped ones)."""
     from jobsmith.agent.views import render as views
 
-    views.show_templates(_app(ctx).templates_info(), as_json)
+    views.show_templates(_app(ctx).library.list(), as_json)
 
 
 @templates.command("show")
@@ -198,7 +198,7 @@ def templates_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a template's parameters, resource defaults and body."""
     from jobsmith.agent.views import render as views
 
-    views.show_template(_app(ctx).template_detail(name), as_json)
+    views.show_template(_app(ctx).library.get(name), as_json)
 
 
 # --- render / submit -----------------------------------------------------------------
@@ -404,6 +404,7 @@ def submit(
     Before submitting, jobsmith offers a right-sized request (from your completed runs
     of the same template) and the partition where Slurm would start the job earliest;
     --right-size and --earliest take them, the site's policy may take them itself."""
+    from jobsmith.agent.runtime.submission import onestep
     from jobsmith.agent.views import render as views
 
     app = _app(ctx)
@@ -419,13 +420,13 @@ def submit(
         _show_checked(app, request, as_json, test_only=test_only, advice=advice)
         return
     # the CLI showed the advice and applied what the person or the site's policy takes
-    views.show_submitted(*app.submit(request, advised=True), as_json, advice)
+    views.show_submitted(*onestep.submit(app, request, advised=True), as_json, advice)
 
 
 def _advice(app: App, request: Any, right_size: bool, earliest: bool) -> Any:
     """The advice for request, marked with what the user's flags or the policy take."""
     settings = app.site.config.policy.advice
-    advice = app.advise(request)
+    advice = app.executor.judge.advise(request)
     return advice.taken(
         right_size=right_size or settings.right_size == "apply",
         earliest=earliest or settings.earliest_start == "apply",
@@ -441,13 +442,16 @@ def _show_checked(
     the refusal), 8 held for a person's approval (the script is still shown), 4 if Slurm
     itself would refuse (--test-only).
     """
+    from jobsmith.agent.runtime.submission.judge import Origin
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
 
-    checked = app.check(request, advised=True)
+    # judged on the very policy path `submit` takes, as the person shown the advice
+    checked = app.executor.judge.job(request, Origin(advised=True))
     checked.raise_if_refused()
     if test_only:
-        views.show_test_only(checked, app.test_only(checked.job), as_json, advice)
+        verdict = app.scheduler.test_only(checked.job.script)
+        views.show_test_only(checked, verdict, as_json, advice)
     else:
         views.show_rendered(checked, as_json, advice)
     if checked.decision.verdict == "approve":
@@ -480,12 +484,14 @@ def rerun(
     as_json: bool,
 ) -> None:
     """Submit a job jobsmith ran before again: same script, new resources (prints the id)."""
+    from jobsmith.agent.brains.deciding import rerun_by_hand
     from jobsmith.agent.runtime.submission.jobs import JobRequest
     from jobsmith.agent.views import render as views
 
     req = JobRequest.from_cli(template="-", mem=mem, time_limit=time_limit)
     views.show_submitted(
-        *_app(ctx).rerun(
+        *rerun_by_hand(
+            _app(ctx),
             _one_id(job_id, "job"),
             failed_only=failed_only,
             mem_mb=req.mem_mb,
@@ -519,15 +525,19 @@ def status(
 ) -> None:
     """State of jobs, one sacct call for all. Without job ids: one line per session of
     the last --since, what runs or waits and what failed first, at most 40 lines."""
+    from jobsmith.agent.runtime.glancefacts import glance_facts
+    from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
     from jobsmith.agent.views import render as views
+    from jobsmith.agent.watcher.polling import poll_jobs
 
     app = _app(ctx)
-    statuses = app.status(_ids(job_ids), since)
+    statuses = poll_jobs(app, _ids(job_ids), since)
     if not (job_ids or every or as_json):
-        views.show_glance(statuses, app.glance_facts(statuses, since))
+        facts = glance_facts(app.store, app.folds, app.ledger, statuses, since)
+        views.show_glance(statuses, facts)
         return
     sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
-    headlines = {} if as_json else app.pipeline_lines(set(sessions.values()), statuses)
+    headlines = {} if as_json else pipeline_lines(app.store, set(sessions.values()), statuses)
     views.show_status(statuses, as_json, sessions, headlines)
 
 
@@ -551,8 +561,9 @@ def wait(
     ended unseen (no accounting: its final state is unknown)."""
     from jobsmith.adapters.states import JobState
     from jobsmith.agent.views import render as views
+    from jobsmith.agent.watcher.waiting import wait_for_jobs
 
-    final = _app(ctx).wait(_ids(job_ids), since, timeout_s)
+    final = wait_for_jobs(_app(ctx), _ids(job_ids), since, timeout_s)
     views.show_status(final, as_json)
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)
@@ -586,10 +597,15 @@ def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
 @click.pass_context
 def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
     """Why a job (or each failed array task) ended as it did, and what to do next."""
+    from jobsmith.agent.diagnosis.job import diagnose_job, site_if_any
     from jobsmith.agent.runtime.documents import DiagnosisDocument
+    from jobsmith.agent.runtime.logs import stderr_tail
     from jobsmith.agent.views.output import print_json
 
-    found = _app(ctx).diagnose(_one_id(job_id))
+    app = _app(ctx)
+    job_id = _one_id(job_id)
+    site = site_if_any(app)
+    found = diagnose_job(app.scheduler, site, functools.partial(stderr_tail, app), job_id)
     if as_json:
         print_json(DiagnosisDocument(diagnoses=tuple(found)).full())
         return
@@ -623,9 +639,10 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
 @click.pass_context
 def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: bool) -> None:
     """Show the end of a job's (or array task's) stdout or stderr."""
+    from jobsmith.agent.runtime.logs import read_log
     from jobsmith.agent.views import render as views
 
-    views.show_logs(_app(ctx).logs(_one_id(job_id), which, tail_lines), as_json)
+    views.show_logs(read_log(_app(ctx), _one_id(job_id), which, tail_lines), as_json)
 
 
 @cli.command()
@@ -648,10 +665,13 @@ def report(
     import webbrowser
 
     from jobsmith.agent.views.output import note
+    from jobsmith.agent.views.report import run_report
     from jobsmith.agent.views.report_html import write_report
     from jobsmith.agent.views.report_text import show_report
+    from jobsmith.agent.watcher.polling import session_poll
 
-    run = _app(ctx).run_report(_session(ctx, session_id))
+    app = _app(ctx)
+    run = run_report(app, _session(ctx, session_id), session_poll(app))
     path = write_report(run, output or Path(f"report-{run.session_id}.html"))
     show_report(run.summary(str(path)), as_json)
     if open_page and not webbrowser.open(path.as_uri()):
@@ -663,9 +683,10 @@ def _control(action: str) -> Callable[..., None]:
     @json_command
     @click.pass_context
     def command(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
+        from jobsmith.agent.runtime.submission import onestep
         from jobsmith.agent.views import render as views
 
-        views.show_control(_app(ctx).control(action, _ids(job_ids, "any")), as_json)
+        views.show_control(onestep.control(_app(ctx), action, _ids(job_ids, "any")), as_json)
 
     command.__doc__ = {
         "cancel": "Cancel jobs (an array id cancels every task).",
@@ -903,9 +924,12 @@ def plan() -> None:
 def plan_check(ctx: click.Context, file: Path, as_json: bool) -> None:
     """Validate a plan file and print every job's script (submits nothing; exit 3 if the
     policy would refuse it, 8 if it would wait for a person)."""
+    from jobsmith.agent.runtime.workflows.plans import load_plan
     from jobsmith.agent.views import render as views
 
-    views.show_plan_check(_app(ctx).plan_check(file), as_json)
+    app = _app(ctx)
+    plan = load_plan(file)
+    views.show_plan_check(app.executor.judge.plan(plan), as_json)
 
 
 @plan.command("run")
@@ -915,9 +939,10 @@ def plan_check(ctx: click.Context, file: Path, as_json: bool) -> None:
 def plan_run(ctx: click.Context, file: Path, as_json: bool) -> None:
     """Submit every job of a plan at once, each waiting for its steps' jobs (prints one
     'JOBID<TAB>STEP' line per job)."""
+    from jobsmith.agent.runtime.submission.onestep import run_plan_file
     from jobsmith.agent.views import render as views
 
-    views.show_plan_run(*_app(ctx).plan_run(file), as_json)
+    views.show_plan_run(*run_plan_file(_app(ctx), file), as_json)
 
 
 @plan.command("status")
@@ -926,9 +951,13 @@ def plan_run(ctx: click.Context, file: Path, as_json: bool) -> None:
 @click.pass_context
 def plan_status(ctx: click.Context, session_id: str | None, as_json: bool) -> None:
     """A plan's steps as a tree with each job's state (default: the newest plan)."""
+    from jobsmith.agent.runtime.workflows.planrun import plan_status as plan_document
     from jobsmith.agent.views import render as views
+    from jobsmith.agent.watcher.polling import session_poll
 
-    views.show_plan_status(_app(ctx).plan_status(session_id and _session(ctx, session_id)), as_json)
+    app = _app(ctx)
+    sid = session_id and _session(ctx, session_id)
+    views.show_plan_status(plan_document(app.store, sid, session_poll(app)), as_json)
 
 
 @cli.group()
@@ -1021,15 +1050,19 @@ def pipeline_run(
 def pipeline_status(ctx: click.Context, session_id: str | None, every: bool, as_json: bool) -> None:
     """A pipeline's head job and tasks, read from the engine's own records (default: the
     newest pipeline); --all: every pipeline in one line."""
+    from jobsmith.agent.runtime.workflows import pipelinerun
     from jobsmith.agent.views import render as views
+    from jobsmith.agent.watcher.polling import session_poll
 
     app = _app(ctx)
     if every:
-        views.show_pipeline_lines(app.pipeline_statuses(app.pipelines.sessions()), as_json)
+        pipelines = app.pipelines
+        docs = pipelinerun.pipeline_statuses(pipelines, pipelines.sessions(), session_poll(app))
+        views.show_pipeline_lines(docs, as_json)
     else:
-        views.show_pipeline_status(
-            app.pipeline_status(session_id and _session(ctx, session_id)), as_json
-        )
+        sid = session_id and _session(ctx, session_id)
+        doc = pipelinerun.pipeline_status(app.pipelines, sid, session_poll(app))
+        views.show_pipeline_status(doc, as_json)
 
 
 @pipeline.command("resume")
@@ -1076,6 +1109,7 @@ def _check_or_run(
 ) -> None:
     """A plan a command built: written as a plan file (--save-plan), then only judged and
     shown (--dry-run), or submitted."""
+    from jobsmith.agent.runtime.submission.onestep import run_plan
     from jobsmith.agent.runtime.workflows.plans import plan_text
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
@@ -1089,9 +1123,9 @@ def _check_or_run(
             raise InputError(f"--save-plan {save}: cannot write it ({exc.strerror})") from None
         note(f"jobsmith: plan written to {save}")
     if dry_run:
-        views.show_plan_check(app.judge_plan(plan), as_json)
+        views.show_plan_check(app.executor.judge.plan(plan), as_json)
     else:
-        views.show_plan_run(*app.run_plan(plan, title), as_json)
+        views.show_plan_run(*run_plan(app, plan, title), as_json)
 
 
 @cli.command()
@@ -1135,10 +1169,12 @@ def transcode(
     """Encode SOURCE into OUTPUT on the cluster: the picture in segments cut on key frames
     (one array), the sound whole, then joined and checked against SOURCE, as one plan
     (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it)."""
-    from jobsmith.agent.runtime.workflows.transcode import Encoding
+    from jobsmith.agent.runtime.workflows import transcode as transcoding
 
-    encoding = Encoding(video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps)
-    plan = app.transcode_plan(source, output, chunk_seconds, encoding, work_dir)
+    encoding = transcoding.Encoding(
+        video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps
+    )
+    plan = transcoding.plan_for(source, output, chunk_seconds, encoding, work_dir)
     return plan, f"transcode {source.name}"
 
 
@@ -1178,7 +1214,7 @@ def render_frames(
 ) -> tuple[Plan, str]:
     """Render a frame range of BLEND_FILE into OUTPUT_DIR with Blender on the cluster, in
     blocks (one array), then check every frame (and encode --video), as one plan."""
-    from jobsmith.agent.runtime.workflows.frames import RenderRequest, parse_frames
+    from jobsmith.agent.runtime.workflows.frames import RenderRequest, parse_frames, plan_for
 
     start, end = parse_frames(frames_text)
     request = RenderRequest(
@@ -1192,7 +1228,7 @@ def render_frames(
         video=video.resolve() if video else None,
         fps=fps,
     )
-    return app.render_plan(request, missing_only=missing_only), f"render {blend_file.name}"
+    return plan_for(request, missing_only=missing_only), f"render {blend_file.name}"
 
 
 @cli.group()
@@ -1247,7 +1283,7 @@ def sessions_export(ctx: click.Context, session_id: str) -> None:
 @click.pass_context
 def sessions_prune(ctx: click.Context, older_than: str, dry_run: bool, as_json: bool) -> None:
     """Remove sessions idle for longer than --older-than; report the space freed."""
-    from jobsmith.agent.app import parse_window
+    from jobsmith.agent.runtime.window import parse_window
     from jobsmith.agent.views import render as views
 
     report = _app(ctx).store.prune(parse_window(older_than, "--older-than"), dry_run=dry_run)

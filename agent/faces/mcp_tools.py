@@ -254,7 +254,7 @@ class McpTools:
         try:
             checked = self.app.executor.judge.job(step.job)
             checked.raise_if_refused()
-            verdict = self.app.test_only(checked.job)
+            verdict = self.app.scheduler.test_only(checked.job.script)
         except JobsmithError as err:
             outcome = Outcome.REFUSED if isinstance(err, PolicyError) else Outcome.FAILED
             failed = {"outcome": outcome, "action": step.action, "error": str(err)}
@@ -263,7 +263,7 @@ class McpTools:
         doc = checked.document().compact()
         doc["test_only"] = verdict.model_dump(mode="json")
         # what the site's policy took (in the script), or what there is to offer
-        advice = checked.advice or self.app.advise(step.job)
+        advice = checked.advice or self.app.executor.judge.advise(step.job)
         if advice.offers():
             doc["advice"] = advice.model_dump(mode="json", exclude_none=True)
         held = checked.decision.verdict == "approve"
@@ -314,10 +314,10 @@ class McpTools:
 
     def _resource(self, key: str, client: str | None, uri: str) -> dict[str, Any]:
         if uri == "jobsmith://templates":
-            listed = self.app.templates_info()
+            listed = self.app.library.list()
             return {"templates": [{"name": t.name, "description": t.description} for t in listed]}
         if uri.startswith("jobsmith://templates/"):
-            t = self.app.template_detail(uri.removeprefix("jobsmith://templates/"))
+            t = self.app.library.get(uri.removeprefix("jobsmith://templates/"))
             return {"name": t.name, "spec": t.spec.model_dump(mode="json", exclude_none=True)}
         if uri == "jobsmith://site":
             return site_document(self.app)

@@ -66,7 +66,7 @@ def job_states(app: App, job_ids: Sequence[str]) -> dict[str, PolledJob | None]:
     An end a session recorded wins (a job that ended leaves later polls); otherwise the
     newest poll's answer; otherwise what the session recorded last.
     """
-    poll = app.last_poll()
+    poll = app.last_poll_file.read()
     polled = {job.job_id: job for job in poll.jobs} if poll else {}
     out: dict[str, PolledJob | None] = {}
     for job_id in job_ids:
@@ -122,7 +122,7 @@ def wait_document(
     app: App,
 ) -> dict[str, Any]:
     """wait_for_jobs' answer: every job's state, which changed, and how fresh it is."""
-    poll = app.last_poll()
+    poll = app.last_poll_file.read()
     jobs = [
         job.model_dump(mode="json")
         if job is not None

@@ -79,6 +79,14 @@ def read_log(
     )
 
 
+def stderr_tail(parts: LogSources, job_id: str) -> list[str]:
+    """The end of a job's stderr for a diagnosis, bounded in bytes however big it is.
+
+    It raises when the file cannot be read: diagnose_record makes that a note.
+    """
+    return read_log(parts, job_id, "stderr", 40, max_bytes=1 << 20).lines
+
+
 def _read_command(path: str, tail_lines: int, max_bytes: int | None) -> list[str]:
     if not tail_lines:
         return ["cat", "--", path]

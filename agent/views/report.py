@@ -14,15 +14,19 @@ task counts until `now`, a pending one nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus, task_range_size
 from jobsmith.adapters.states import JobState
+from jobsmith.agent.diagnosis.job import SiteSource, site_if_any
 from jobsmith.agent.diagnosis.table import Diagnosis, efficiency
+from jobsmith.agent.runtime.logs import LogSources
 from jobsmith.agent.runtime.session.events import Event, EventKind, SessionInfo
 from jobsmith.agent.runtime.session.payloads import (
     PipelineProgressPayload,
@@ -30,6 +34,9 @@ from jobsmith.agent.runtime.session.payloads import (
     payload,
     result_payload,
 )
+
+if TYPE_CHECKING:
+    from jobsmith.agent.runtime.session.store import SessionStore
 
 #: at most this many failed tasks are diagnosed (each reads its stderr); the rest are counted
 MAX_DIAGNOSED = 50
@@ -403,3 +410,35 @@ def _notes(jobs: Sequence[ReportJob], tasks: Sequence[ReportTask]) -> list[str]:
 def _is_failure(state: str) -> bool:
     known = JobState.known(state)
     return known is not None and known.is_failure
+
+
+class ReportParts(SiteSource, LogSources, Protocol):
+    """What a run report uses (the composition root, agent/app.py, has them all): the
+    session store, Slurm, the site (for the remedies' caps) and where logs are read."""
+
+    @property
+    def store(self) -> SessionStore: ...
+
+
+def run_report(
+    parts: ReportParts, session_id: str, poll: Callable[[list[str]], Mapping[str, JobStatus]]
+) -> RunReport:
+    """A session's run report: its jobs from one poll (one accounting query for all of
+    them), each failed task diagnosed from that poll's record and its stderr, as
+    `jobsmith diagnose` does, without asking Slurm again per job."""
+    from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, diagnose_record
+    from jobsmith.agent.runtime.logs import stderr_tail
+    from jobsmith.agent.runtime.session.store import SessionNotFound
+
+    try:
+        info = parts.store.info(session_id)
+    except SessionNotFound as err:
+        raise SessionNotFound(session_id, "`jobsmith sessions list` lists them") from err
+    events = parts.store.read(session_id)
+    statuses = poll(session_job_ids(events))
+    failed = failed_records(statuses)
+    site = site_if_any(parts)
+    extra = () if not failed or parts.scheduler.has_accounting() else (NO_ACCOUNTING_NOTE,)
+    tail = partial(stderr_tail, parts)
+    diagnoses = [diagnose_record(r, site, tail, why, extra) for r, why in failed]
+    return build_report(info, events, statuses, diagnoses, datetime.now())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,57 +27,34 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.brains.waking import WakeOutcome
+from jobsmith.agent.runtime.logs import LogSources, stderr_tail
 from jobsmith.agent.runtime.session.jobstate import StateChange, record_job_states
 from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
+from jobsmith.agent.watcher.polling import PollParts, batched_poll, tell
 from jobsmith.errors import SchedulerError
 
 if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.agent.brains.protocol import Brain
     from jobsmith.agent.runtime.submission.executor import Executor
     from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
-    from jobsmith.agent.watcher.news import News
 
 
-class CycleParts(Protocol):
-    """What a whole cycle uses (the composition root, agent/app.py, has them all): the
-    session store and its folds, the ledger, one batched poll, the brain and its executor,
-    the pipelines, the wakes, the news and what a slow interval may miss."""
+class CycleParts(PollParts, LogSources, Protocol):
+    """What a whole cycle uses (the composition root, agent/app.py, has them all): what
+    one batched poll uses (agent/watcher/polling.py), where logs are read (for the
+    diagnoses), the brain and its executor, the pipelines and the wakes."""
 
-    @property
-    def store(self) -> SessionStore: ...
-    @property
-    def ledger(self) -> JobLedger: ...
-    @property
-    def folds(self) -> SessionFolds: ...
     @property
     def brain(self) -> Brain: ...
     @property
     def executor(self) -> Executor: ...
     @property
     def pipelines(self) -> Pipelines: ...
-    @property
-    def news(self) -> News: ...
-
-    def batched_poll(self, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
-        """One poll for every watched job (stand-ins settled; kept for chat and MCP)."""
-        ...
-
-    def stderr_tail(self, job_id: str) -> list[str]:
-        """The end of a job's stderr, for its diagnosis."""
-        ...
-
-    def tell(self, change: StateChange) -> None:
-        """A change of state as news, and to the site's webhook."""
-        ...
-
     def wake_brains(self) -> list[WakeOutcome]:
         """The conversations whose jobs ended, taken up again."""
-        ...
-
-    def watch_warnings(self, interval_s: float) -> list[str]:
-        """What polling every interval_s may miss."""
         ...
 
 
@@ -176,8 +154,8 @@ def watch_cycle(
 def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     """One whole watcher cycle with app's parts (App.watch_cycle), in this order:
 
-    1. watch_cycle above: one batched poll (App.batched_poll: stand-in rows settled, the
-       answer kept for chat and MCP), each change recorded and told (App.tell: news, the
+    1. watch_cycle above: one batched poll (polling.batched_poll: stand-in rows settled,
+       the answer kept for chat and MCP), each change recorded and told (polling.tell: news, the
        site's webhook), and the brain's decision about each new failure
        (agent/brains/deciding.py; the brain is built only when a failure comes);
     2. if Slurm answered: the pipelines' engine records read
@@ -185,14 +163,16 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
        and the conversations whose jobs ended taken up again (agent/brains/waking.py);
     3. a decision that waits for a person's approval becomes news;
     4. with the interval, and if Slurm answered: what polling that seldom may miss
-       (App.watch_warnings).
+       (watch_warnings).
     """
     from jobsmith.agent.brains.deciding import decide_failure
 
     def decide(change: StateChange, status: JobStatus) -> dict[str, object] | None:
-        return decide_failure(app.brain, app.executor, app.stderr_tail, change, status)
+        tail = partial(stderr_tail, app)
+        return decide_failure(app.brain, app.executor, tail, change, status)
 
-    cycle = watch_cycle(app.store, app.ledger, app.batched_poll, decide, app.tell, app.folds)
+    poll, tell_change = partial(batched_poll, app), partial(tell, app)
+    cycle = watch_cycle(app.store, app.ledger, poll, decide, tell_change, app.folds)
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": app.wake_brains(), "pipelines": followed})
@@ -200,7 +180,7 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
         if decision.get("outcome") == "awaiting_approval":
             app.news.add("approval_asked", step_id=decision.get("step_id"))
     if interval_s is not None and cycle.scheduler_ok:
-        cycle = cycle.model_copy(update={"warnings": app.watch_warnings(interval_s)})
+        cycle = cycle.model_copy(update={"warnings": watch_warnings(app.scheduler, interval_s)})
     return cycle
 
 
@@ -235,6 +215,20 @@ def _failure(record: SubmissionRecord, status: JobStatus) -> StateChange:
 def next_interval(cycle: WatchCycle, current: float, base: float, ceiling: float) -> float:
     """Back off (x2, up to ceiling) while Slurm does not answer; back to base when it does."""
     return min(current * 2, ceiling) if not cycle.scheduler_ok else base
+
+
+def watch_warnings(scheduler: Scheduler, interval_s: float) -> list[str]:
+    """What a watcher polling every interval_s may miss (see interval_warning).
+
+    A scheduler that cannot answer gives no warning here: the cycle reports that.
+    """
+    try:
+        accounting = scheduler.has_accounting()
+        age = None if accounting else scheduler.min_job_age_s()
+    except SchedulerError:
+        return []
+    warning = interval_warning(interval_s, accounting, age)
+    return [warning] if warning else []
 
 
 def interval_warning(interval_s: float, accounting: bool, min_job_age_s: int | None) -> str | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.agent.views.output import note, print_json
-from jobsmith.agent.watcher.cycle import WatchCycle, next_interval
+from jobsmith.agent.watcher.cycle import WatchCycle, next_interval, watch_warnings
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
 from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import ConfigError, InputError
@@ -127,7 +127,7 @@ def install_cron(app: App, interval_s: float, as_json: bool, *, remote: bool = F
             "with": tool,
             "where": "remote" if remote else "local",
             "why": why,
-            "warnings": app.watch_warnings(minutes * 60.0),
+            "warnings": watch_warnings(app.scheduler, minutes * 60.0),
         }
     )
     _show_installed(done, as_json)

@@ -10,16 +10,57 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from jobsmith.errors import JobsmithError, SchedulerUnavailable
+from jobsmith.errors import InputError, JobsmithError, SchedulerUnavailable
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
+    from jobsmith.agent.watcher.polling import PollParts
 
 
 class WaitTimeout(JobsmithError):
     """The jobs were still unfinished when the wait's time ran out."""
 
     exit_code = 7
+
+
+def wait_for_jobs(
+    parts: PollParts, job_ids: list[str], since: str, timeout_s: float
+) -> dict[str, JobStatus]:
+    """`jobsmith wait`: block until the jobs end, showing progress on stderr.
+
+    A job id jobsmith did not submit that Slurm still shows nowhere once the
+    controller's MinJobAge has passed is an error naming it (JobNotFound, exit 6): an
+    id Slurm never had showed NOT_VISIBLE for the whole wait (an hour by default).
+    """
+    from jobsmith.adapters.states import JobState
+    from jobsmith.agent.views.output import note
+    from jobsmith.agent.watcher.polling import poll_jobs
+    from jobsmith.errors import JobNotFound
+
+    if not job_ids:
+        raise InputError("wait: name at least one Slurm job id")
+    started = time.monotonic()
+    unseen_limit: list[float] = []  # MinJobAge, read once and only when needed
+
+    def poll() -> dict[str, JobStatus]:
+        statuses = poll_jobs(parts, job_ids, since)
+        unseen = [
+            j
+            for j, st in statuses.items()
+            if st.state is JobState.NOT_VISIBLE and parts.ledger.get(j) is None
+        ]
+        if unseen and not unseen_limit:
+            unseen_limit.append(float(parts.scheduler.min_job_age_s() or 300))
+        if unseen and time.monotonic() - started > unseen_limit[0]:
+            raise JobNotFound(
+                f"job {', '.join(unseen)}: Slurm has shown no such job for "
+                f"{unseen_limit[0]:.0f}s (its MinJobAge), in the queue or in accounting "
+                f"since {since}: check the id"
+            )
+        return statuses
+
+    final = wait_for(poll, timeout_s=timeout_s, progress=note)
+    return dict(final)
 
 
 def wait_for(

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.agent.runtime.session.readmodel import SessionFolds
     from jobsmith.agent.runtime.session.store import SessionStore
     from jobsmith.agent.runtime.submission.approvals import PendingApproval
@@ -52,6 +53,26 @@ def approve(parts: AnswerParts, step_id: str) -> StepResult:
     if item.action == "run_plan":  # the plan checks the approved hash itself
         return executor.run(item.session_id, step)
     return executor.run_approved_control(item.session_id, step)
+
+
+def start_estimate(scheduler: Scheduler, script: str | None) -> str | None:
+    """When Slurm would start script, in words (None if it cannot say): shown before a
+    person approves it."""
+    from jobsmith.errors import SchedulerError
+
+    if not script:
+        return None
+    try:
+        verdict = scheduler.test_only(script)
+    except SchedulerError:
+        return None
+    if not verdict.ok:
+        return f"Slurm would not accept it as is: {verdict.message}"
+    if verdict.estimated_start is None:
+        return None
+    where = f" in partition {verdict.partition}" if verdict.partition else ""
+    caveat = "" if verdict.estimate_reliable else " (unreliable here: GRES on Slurm 22.05)"
+    return f"{verdict.estimated_start:%Y-%m-%d %H:%M:%S}{where}{caveat}"
 
 
 def deny(parts: AnswerParts, step_id: str, reason: str) -> PendingApproval:

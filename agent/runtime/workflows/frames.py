@@ -135,6 +135,20 @@ def render_plan(request: RenderRequest, frames: Iterable[int] | None = None) -> 
 Decoder = Callable[[Path], bool]
 
 
+def plan_for(request: RenderRequest, *, missing_only: bool) -> Plan:
+    """`jobsmith render-frames`' plan: the whole frame range, or (missing_only) only its
+    missing or broken frames, found here; nothing to re-render is an error."""
+    if not missing_only:
+        return render_plan(request)
+    todo = broken_frames(request)
+    if not todo:
+        raise InputError(
+            f"render: every frame of {request.frame_start}-{request.frame_end} in "
+            f"{request.output_dir} is there and decodes: nothing to re-render"
+        )
+    return render_plan(request, todo)
+
+
 def broken_frames(request: RenderRequest, decodes: Decoder | None = None) -> list[int]:
     """The frames of the range that are missing, empty or do not decode (ffmpeg)."""
     decodes = decodes or _decodes

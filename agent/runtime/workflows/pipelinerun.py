@@ -23,6 +23,7 @@ from jobsmith.adapters.workflow import (
     RecordFile,
     WorkflowEngine,
 )
+from jobsmith.agent.runtime.documents import PipelineStatusDocument
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.payloads import (
     PipelineBudgetPayload,
@@ -298,3 +299,44 @@ class Pipelines:
         if res.returncode != 0:
             raise SchedulerError(f"cannot read {path}: {res.stderr.strip() or 'unreadable'}")
         return res.stdout
+
+
+def pipeline_statuses(
+    pipelines: Pipelines,
+    session_ids: list[str],
+    poll: Callable[[list[str]], Mapping[str, JobStatus]],
+) -> list[PipelineStatusDocument]:
+    """Pipelines' status: one poll for all their head jobs (recorded in their sessions
+    first, so each follow knows whether its head job ended), then their records read."""
+    heads = {sid: pipelines.head_job_id(sid) for sid in session_ids}
+    statuses = poll([j for j in heads.values() if j])
+    return [
+        PipelineStatusDocument.of(pipelines.follow(sid), statuses.get(heads[sid] or ""))
+        for sid in session_ids
+    ]
+
+
+def pipeline_status(
+    pipelines: Pipelines,
+    session_id: str | None,
+    poll: Callable[[list[str]], Mapping[str, JobStatus]],
+) -> PipelineStatusDocument:
+    """A pipeline's status (default: the newest), after reading what its engine
+    wrote since the last look."""
+    (doc,) = pipeline_statuses(pipelines, [session_id or pipelines.newest()], poll)
+    return doc
+
+
+def pipeline_lines(
+    store: SessionStore, session_ids: set[str], statuses: Mapping[str, JobStatus]
+) -> dict[str, str]:
+    """Each pipeline session's one line, as its session last recorded it (no reads of
+    the engine's records: the at-a-glance status stays one poll)."""
+    lines = {}
+    for sid in sorted(session_ids):
+        if store.info(sid).meta.get("origin") != ORIGIN:
+            continue
+        run = pl.pipeline_of(store.read(sid))
+        head = statuses.get(run.current.job_id or "")
+        lines[sid] = "pipeline " + PipelineStatusDocument.of(run, head).line()
+    return lines

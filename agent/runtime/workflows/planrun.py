@@ -477,3 +477,19 @@ def status_document(
     return PlanStatusDocument(
         session_id=session_id, plan=plan.name, outcome=record.outcome, steps=tuple(rows)
     )
+
+
+def plan_status(
+    store: SessionStore,
+    session_id: str | None,
+    poll: Callable[[list[str]], Mapping[str, JobStatus]],
+) -> PlanStatusDocument:
+    """`plan status`: a plan's steps with their jobs' states (one poll): session_id's plan,
+    or the newest plan's."""
+    if session_id is None:
+        plans = [i.id for i in store.list_sessions() if i.meta.get("origin") == "plan"]
+        if not plans:
+            raise NotFound("no plan has run yet (`jobsmith plan run FILE` starts one)")
+        session_id = plans[-1]
+    record = plan_of(store.read(session_id))
+    return status_document(session_id, record, poll(list(record.job_ids.values())))

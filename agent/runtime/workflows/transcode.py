@@ -169,6 +169,20 @@ def transcode_plan(
     return Plan.model_validate({"name": plan_name("transcode", source), "steps": steps})
 
 
+def plan_for(
+    source: Path, output: Path, chunk_seconds: float, encoding: Encoding, workdir: Path | None
+) -> Plan:
+    """`jobsmith transcode`'s plan: source into output on the cluster, after checking both
+    paths here and probing the source (ffprobe) for its key frames."""
+    source, output = source.resolve(), output.resolve()
+    if not source.is_file():  # ffprobe would block on a FIFO, read a device forever
+        raise InputError(f"transcode: {source} is not a regular file")
+    if source == output:
+        raise InputError(f"transcode: {output} is the source itself; name another output")
+    workdir = (workdir or default_workdir(output)).resolve()
+    return transcode_plan(source, output, probe(source), chunk_seconds, encoding, workdir)
+
+
 def _num(value: float) -> str:
     """A time as the template's pattern takes it: digits, a point, digits (no exponent)."""
     text = f"{value:.6f}".rstrip("0").rstrip(".")

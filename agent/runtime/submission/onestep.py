@@ -1,0 +1,92 @@
+"""A person's action as a one-step session: open it, run the step through the executor
+(policy, approvals, the session log), return both.
+
+`submit`, `cancel`/`hold`/`release`, `rerun`, `plan run` and the commands that build a
+plan (transcode, render-frames) all act this way; a step held for a person's approval
+is news for the next interactive command before the ApprovalNeeded goes on up.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from jobsmith.agent.runtime.documents import ControlResult
+    from jobsmith.agent.runtime.session.store import SessionStore
+    from jobsmith.agent.runtime.submission.executor import Executor
+    from jobsmith.agent.runtime.submission.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.judge import Origin
+    from jobsmith.agent.runtime.submission.steps import Step, StepResult
+    from jobsmith.agent.runtime.workflows.plans import Plan
+
+
+class Told(Protocol):
+    """Where news goes (agent/watcher/news.py's News)."""
+
+    def add(self, kind: str, **fields: object) -> None: ...
+
+
+class StepParts(Protocol):
+    """What a one-step session uses (the composition root, agent/app.py, has them all);
+    the executor is built after the session is opened, as it always was."""
+
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def news(self) -> Told: ...
+
+
+def one_step(
+    parts: StepParts, title: str, step: Step, origin: str = "cli", *, asker: Origin | None = None
+) -> tuple[str, StepResult]:
+    """Open a session titled title, run step in it; origin is the session's kind (cli,
+    plan), asker what the judge weighs."""
+    from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+
+    session_id = parts.store.create({"title": title, "origin": origin})
+    try:
+        return session_id, parts.executor.run(session_id, step, origin=asker)
+    except ApprovalNeeded as err:
+        parts.news.add("approval_asked", step_id=err.step_id)
+        raise
+
+
+def submit(
+    parts: StepParts, request: JobRequest, *, advised: bool = False
+) -> tuple[str, StepResult]:
+    """`jobsmith submit`. advised: the person was shown the advice and chose (the judge
+    does not apply the site's `apply` again)."""
+    from jobsmith.agent.runtime.submission.judge import Origin
+    from jobsmith.agent.runtime.submission.steps import Submit
+
+    asker = Origin(advised=advised)
+    return one_step(parts, f"submit {request.template}", Submit(job=request), asker=asker)
+
+
+def control(parts: StepParts, action: str, job_ids: list[str]) -> ControlResult:
+    """cancel / hold / release (a foreign job may need approval)."""
+    from jobsmith.agent.runtime.documents import ControlResult
+    from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
+
+    step = STEP_ADAPTER.validate_python({"action": action, "job_ids": job_ids})
+    one_step(parts, f"{action} {' '.join(job_ids)}", step)
+    return ControlResult(action=action, job_ids=job_ids)
+
+
+def run_plan(parts: StepParts, plan: Plan, title: str) -> tuple[str, StepResult]:
+    """Submit a plan's jobs at once, with Slurm's dependencies, as one session."""
+    from jobsmith.agent.runtime.submission.steps import RunPlan
+
+    return one_step(parts, title, RunPlan(plan=plan), origin="plan")
+
+
+def run_plan_file(parts: StepParts, path: Path) -> tuple[str, StepResult]:
+    """`jobsmith plan run FILE`: the plan file read, then run as run_plan does."""
+    from jobsmith.agent.runtime.workflows.plans import load_plan
+
+    plan = load_plan(path)
+    return run_plan(parts, plan, f"plan {plan.name}")
