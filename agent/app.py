@@ -1,7 +1,10 @@
 """The application object graph, built once by the CLI entry point and passed down.
 
 Each part is created on first use: `jobsmith status` never loads templates, and
-`jobsmith site init` works before any site config exists.
+`jobsmith site init` works before any site config exists. This is the composition root
+only: the use cases live in the planes that own them (agent/runtime, agent/watcher,
+agent/brains, agent/views), each taking the parts it uses through a small Protocol the
+App fits, and the faces call them with the App's parts.
 """
 
 from __future__ import annotations
@@ -172,7 +175,7 @@ class App:
         site_dirs = list(self.site.config.paths.template_dirs)
         return TemplateLibrary([self.paths.config_dir / "templates", *site_dirs, shipped_library()])
 
-    # --- templates and submission ----------------------------------------------------
+    # --- sessions and submission ------------------------------------------------------
 
     @cached_property
     def store(self) -> FileSessionStore:
@@ -209,8 +212,6 @@ class App:
 
         return SessionFolds(self.store, self.paths.state_dir / "folds")
 
-    # --- plans ---------------------------------------------------------------------
-
     # --- pipelines -------------------------------------------------------------------
 
     @cached_property
@@ -237,7 +238,7 @@ class App:
 
         return Pipelines(self.executor, self.store, self.transport, poll, engines, tell)
 
-    # --- watching ------------------------------------------------------------------------
+    # --- watching and the model ----------------------------------------------------------
 
     @cached_property
     def brain(self) -> Brain:
@@ -332,8 +333,6 @@ class App:
         from jobsmith.agent.watcher.lock import WatchLock
 
         return WatchLock(self.paths.state_dir / "watch.lock", stale_after_s=3 * interval_s + 60)
-
-    # --- following jobs ------------------------------------------------------------
 
     def engine_task_log(self, job_id: str) -> str | None:
         """A pipeline task's log file, as its engine's records named it (logs.LogSources)."""
