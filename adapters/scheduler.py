@@ -2,6 +2,9 @@
 
 The agent and the CLI depend on this Protocol only; the Slurm CLI implementation lives in
 adapters/slurm/scheduler.py (a pyslurm one could follow where a site's Slurm matches).
+It holds what any batch scheduler offers; what only some do (script directives, Slurm's
+controller and accounting daemon, an orphaned submit command, a held job's script) is a
+capability the adapter names in capabilities() (adapters/capabilities.py).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobsmith.adapters.capabilities import Capabilities
 from jobsmith.adapters.options import Dependency, JobOptions, array_task_count
 from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.states import JobState
@@ -124,7 +128,9 @@ class SubmitLimits(_Model):
 
 
 class Scheduler(Protocol):
-    """A batch scheduler reached through a transport."""
+    """A batch scheduler reached through a transport: what any of them offers in some
+    form (PBS and LSF too: a held job's output paths, a log file's naming pattern, the
+    environment their submit command reads). The rest is in capabilities()."""
 
     def version(self) -> str:
         """The scheduler's version string, e.g. '22.05.8'."""
@@ -176,19 +182,12 @@ class Scheduler(Protocol):
         jobs count against it now; no limit: none, and the queue is not asked."""
         ...
 
-    def dbd_backlog(self) -> int:
-        """How far accounting is behind the controller (messages not yet sent to it); while
-        above zero, a job the controller already forgot may not be in accounting yet."""
-        ...
-
     def has_accounting(self) -> bool:
         """False where the site keeps no accounting: jobs are then known only while the
-        controller holds them (min_job_age_s after their end), without MaxRSS or steps,
-        and a job it no longer shows reads FINAL_UNKNOWN."""
-        ...
-
-    def min_job_age_s(self) -> int | None:
-        """How long the controller keeps a finished job (MinJobAge), None if unknown."""
+        controller holds them (MinJobAge after their end: ControllerFacts), without MaxRSS
+        or steps, and a job it no longer shows reads FINAL_UNKNOWN. Not a capability:
+        crash recovery trusts "not found" only with accounting, and neither guess is a
+        safe default."""
         ...
 
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
@@ -200,31 +199,15 @@ class Scheduler(Protocol):
         stream ('stdout' or 'stderr') to, from the patterns it was submitted with."""
         ...
 
-    def script_header(self, options: JobOptions) -> list[str]:
-        """The script lines, after the shebang, that carry options (pure: no I/O)."""
-        ...
-
-    def is_header_line(self, line: str) -> bool:
-        """True for a script line script_header makes (an adopted script's own ones too)."""
-        ...
-
-    def batch_script(self, job_id: str) -> str:
-        """The batch script of a job the controller still holds."""
-        ...
-
     def submission_environment(self, environ: Mapping[str, str]) -> EnvironmentInputs:
-        """What environ would add to a submission outside the script (pure)."""
+        """What environ would add to a submission outside the script (pure). Every submit
+        command reads some (Slurm's SBATCH_*, LSF's LSB_DEFAULT*): an adapter must say, as
+        a silent "nothing" would let them past the site's policy."""
         ...
 
-    def submission_in_flight(self, job_name: str) -> bool:
-        """True while a submission of job_name may still reach the scheduler (its submit
-        command still running, where submission_host says, after its caller died)."""
-        ...
-
-    def submission_host(self) -> str:
-        """Where this scheduler's submit commands run: this machine's host name, or the
-        login node's (`ssh:user@host:port`) when they run there. A submission's intent
-        records it: crash recovery elsewhere waits out an orphan's life before deciding."""
+    def capabilities(self) -> Capabilities:
+        """What this scheduler offers beyond the protocol, each None where it has not
+        (pure: no I/O; asked for by the callers that need one)."""
         ...
 
 

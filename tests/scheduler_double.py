@@ -1,7 +1,8 @@
 """A scheduler DOUBLE for the agent-logic tests, and the real parts wired around it.
 
-`SchedulerDouble` implements the Scheduler protocol (adapters/scheduler.py) over a small
-in-memory job table: a submission gets the next job id and PENDING, and the test sets
+`SchedulerDouble` implements the Scheduler protocol (adapters/scheduler.py), and every
+capability the Slurm adapter has (adapters/capabilities.py), over a small in-memory job
+table: a submission gets the next job id and PENDING, and the test sets
 every later state itself (`set_state`, `set_tasks`). It records each call, so a test can
 say what the agent asked of Slurm and how often. It is no model of Slurm: nothing runs,
 nothing changes state unless the test says so. The real-cluster tests (test_sessions,
@@ -21,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from jobsmith.adapters.capabilities import Capabilities
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import (
@@ -215,6 +217,12 @@ class SchedulerDouble:
             user="alice",
         )
 
+    # --- the capabilities (adapters/capabilities.py): the double has Slurm's all ------
+
+    def capabilities(self) -> Capabilities:
+        """All of them, as the Slurm adapter has (not recorded: it asks Slurm nothing)."""
+        return Capabilities(directives=self, controller=self, submissions=self, scripts=self)
+
     # --- the pure parts are Slurm's own: the double renders as the real adapter does ---
 
     def script_header(self, options: JobOptions) -> list[str]:
@@ -370,11 +378,17 @@ class AgentHarness:
     logs: dict[str, list[str] | Exception] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, root: Path, policy: dict[str, Any] | None = None) -> AgentHarness:
-        """Everything under root (a pytest tmp_path), with policy as the site's."""
+    def build(
+        cls,
+        root: Path,
+        policy: dict[str, Any] | None = None,
+        slurm: SchedulerDouble | None = None,
+    ) -> AgentHarness:
+        """Everything under root (a pytest tmp_path), with policy as the site's (and slurm
+        as Slurm: a subclass of the double, or a new one)."""
         (root / "scratch").mkdir(parents=True, exist_ok=True)
         clock = TestClock()
-        slurm = SchedulerDouble()
+        slurm = slurm or SchedulerDouble()
         store = FileSessionStore(root / "sessions", clock=clock)
         ledger = JobLedger(root / "jobs")
         outputs: list[tuple[str, str, int]] = []

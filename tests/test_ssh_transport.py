@@ -589,13 +589,15 @@ def test_recovery_waits_out_an_orphans_life_on_the_login_node_then_asks_there() 
     from datetime import UTC, datetime, timedelta
     from types import SimpleNamespace
 
+    from jobsmith.adapters.capabilities import Capabilities
     from jobsmith.agent.runtime.recovery.resume import _wait_until_sure
 
     asked: list[str] = []
-    slurm = SimpleNamespace(
+    probe = SimpleNamespace(
         submission_in_flight=lambda name: asked.append(name) or False,
         dbd_backlog=lambda: 0,
     )
+    slurm = SimpleNamespace(capabilities=lambda: Capabilities(submissions=probe, controller=probe))
     at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     data = {"job_name": "job.js-00aa11bb22cc", "host": "laptop", "submit_host": "ssh:a@h:22"}
     early = _wait_until_sure(

@@ -1,4 +1,5 @@
-"""The Slurm implementation of the Scheduler protocol, over any Transport.
+"""The Slurm implementation of the Scheduler protocol and of every capability in
+adapters/capabilities.py, over any Transport.
 
 Submissions are never duplicated: every script carries a unique tag in its job name
 (which accounting always stores, unlike --comment), and before any retry the tag is
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
+from jobsmith.adapters.capabilities import Capabilities
 from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.scheduler import (
@@ -413,10 +415,15 @@ class SlurmScheduler:
         return res.returncode != 1
 
     def submission_host(self) -> str:
-        """This machine, or over SSH the login node (see the protocol)."""
+        """This machine, or over SSH the login node (see SubmissionProbe)."""
         if not self._remote:
             return socket.gethostname()
         return f"ssh:{getattr(self._transport, 'where', 'login node')}"
+
+    def capabilities(self) -> Capabilities:
+        """Slurm has them all: #SBATCH directives, MinJobAge and slurmdbd's lag, an sbatch
+        that can outlive its caller, and the batch script of a job the controller holds."""
+        return Capabilities(directives=self, controller=self, submissions=self, scripts=self)
 
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Partitions, nodes and the user's associations (three read-only commands)."""

@@ -224,7 +224,9 @@ def watch_warnings(scheduler: Scheduler, interval_s: float) -> list[str]:
     """
     try:
         accounting = scheduler.has_accounting()
-        age = None if accounting else scheduler.min_job_age_s()
+        controller = scheduler.capabilities().controller
+        # a scheduler that does not say how long it keeps ended jobs: age unknown
+        age = None if accounting or controller is None else controller.min_job_age_s()
     except SchedulerError:
         return []
     warning = interval_warning(interval_s, accounting, age)

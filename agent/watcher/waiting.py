@@ -50,7 +50,9 @@ def wait_for_jobs(
             if st.state is JobState.NOT_VISIBLE and parts.ledger.get(j) is None
         ]
         if unseen and not unseen_limit:
-            unseen_limit.append(float(parts.scheduler.min_job_age_s() or 300))
+            controller = parts.scheduler.capabilities().controller
+            age = controller.min_job_age_s() if controller is not None else None
+            unseen_limit.append(float(age or 300))
         if unseen and time.monotonic() - started > unseen_limit[0]:
             raise JobNotFound(
                 f"job {', '.join(unseen)}: Slurm has shown no such job for "

@@ -106,8 +106,11 @@ def _pattern(path: str | None, job_id: str, array: bool) -> str | None:
 
 def _batch_script(scheduler: Scheduler, job_id: str) -> tuple[str | None, str | None]:
     """(the job's batch script, None), or (None, why it cannot be re-run from it)."""
+    scripts = scheduler.capabilities().scripts
+    if scripts is None:
+        return None, "the controller gave no batch script: this scheduler hands none back"
     try:
-        script = scheduler.batch_script(job_id)
+        script = scripts.batch_script(job_id)
     except JobsmithError as err:
         return None, f"the controller gave no batch script: {err}"
     # U+FFFD stands for bytes that were not UTF-8 (a script that really holds one is

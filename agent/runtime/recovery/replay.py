@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobsmith.adapters.capabilities import Capabilities
 from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.adapters.scheduler import (
     EnvironmentInputs,
@@ -39,14 +40,12 @@ from jobsmith.site_config.facts import ClusterFacts
 
 @dataclass
 class DryRunScheduler:
-    """Reads go to the real scheduler; anything that would change Slurm is only recorded."""
+    """Anything that would change Slurm (submit, cancel, hold, release, set_dependencies)
+    is only recorded; reads go to the real scheduler, its capabilities whole (all of them
+    only read, so none needs a line of its own here)."""
 
     real: Scheduler
     actions: list[str] = field(default_factory=list)
-
-    def version(self) -> str:
-        """The real scheduler's version."""
-        return self.real.version()
 
     def submit(self, script: str, options: JobOptions) -> SubmitResult:
         """Record the submission; answer with a placeholder id."""
@@ -55,90 +54,56 @@ class DryRunScheduler:
             job_id=f"dry-{len(self.actions)}", job_name=options.job_name, tag=options.tag()
         )
 
-    def test_only(self, script: str) -> TestOnlyResult:
-        """Slurm's real pre-flight verdict (submits nothing)."""
-        return self.real.test_only(script)
-
-    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
-        """Real states."""
-        return self.real.status(job_ids, since)
-
-    def find_by_name(self, job_name: str, since: datetime) -> list[str]:
-        """Real lookup."""
-        return self.real.find_by_name(job_name, since)
-
-    def active_tasks(self) -> int:
-        """The user's real queue, for the concurrency rule."""
-        return self.real.active_tasks()
-
     def cancel(self, job_ids: Sequence[str]) -> None:
-        """Record only."""
         self.actions.append(f"cancel {' '.join(job_ids)}")
 
     def hold(self, job_ids: Sequence[str]) -> None:
-        """Record only."""
         self.actions.append(f"hold {' '.join(job_ids)}")
 
     def release(self, job_ids: Sequence[str]) -> None:
-        """Record only."""
         self.actions.append(f"release {' '.join(job_ids)}")
 
     def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
-        """Record only."""
         spec = ",".join(f"{d.kind.value}:{':'.join(d.job_ids)}" for d in dependencies)
         self.actions.append(f"set dependencies of {job_id}: {spec}")
 
+    # --- reads, from the real scheduler (test_only submits nothing) ------------------
+
+    def capabilities(self) -> Capabilities:
+        return self.real.capabilities()
+
+    def version(self) -> str:
+        return self.real.version()
+
+    def test_only(self, script: str) -> TestOnlyResult:
+        return self.real.test_only(script)
+
+    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
+        return self.real.status(job_ids, since)
+
+    def find_by_name(self, job_name: str, since: datetime) -> list[str]:
+        return self.real.find_by_name(job_name, since)
+
+    def active_tasks(self) -> int:
+        return self.real.active_tasks()
+
     def cluster_facts(self, user: str) -> ClusterFacts:
-        """Read-only: asked of the real scheduler."""
         return self.real.cluster_facts(user)
 
     def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
-        """Read-only: asked of the real scheduler."""
         return self.real.submit_limits(user, options)
 
-    def dbd_backlog(self) -> int:
-        """Read-only: asked of the real scheduler."""
-        return self.real.dbd_backlog()
-
     def has_accounting(self) -> bool:
-        """Read-only: asked of the real scheduler."""
         return self.real.has_accounting()
 
-    def min_job_age_s(self) -> int | None:
-        """Read-only: asked of the real scheduler."""
-        return self.real.min_job_age_s()
-
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
-        """Real paths."""
         return self.real.output_paths(job_id)
 
     def log_path(self, options: JobOptions, job_id: str, stream: str, since: datetime) -> str:
-        """Real paths."""
         return self.real.log_path(options, job_id, stream, since)
 
-    def script_header(self, options: JobOptions) -> list[str]:
-        """The real rendering (pure)."""
-        return self.real.script_header(options)
-
-    def is_header_line(self, line: str) -> bool:
-        """The real rendering's lines."""
-        return self.real.is_header_line(line)
-
-    def batch_script(self, job_id: str) -> str:
-        """Read-only: asked of the real scheduler."""
-        return self.real.batch_script(job_id)
-
     def submission_environment(self, environ: Mapping[str, str]) -> EnvironmentInputs:
-        """The real reading of the environment (pure)."""
         return self.real.submission_environment(environ)
-
-    def submission_host(self) -> str:
-        """Read-only: asked of the real scheduler."""
-        return self.real.submission_host()
-
-    def submission_in_flight(self, job_name: str) -> bool:
-        """Read-only: asked of the real scheduler."""
-        return self.real.submission_in_flight(job_name)
 
 
 class ReplayedStep(BaseModel):

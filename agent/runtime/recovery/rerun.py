@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
+from jobsmith.adapters.capabilities import directives_of
 from jobsmith.adapters.options import TAG_PATTERN, JobOptions
 from jobsmith.adapters.scheduler import JobStatus, Scheduler
 from jobsmith.errors import InputError, TemplateError
@@ -60,6 +61,7 @@ def with_directives(script: str, options: JobOptions, scheduler: Scheduler) -> s
         (i for i, line in enumerate(lines[1:], 1) if line.strip() and not line.startswith("#")),
         len(lines),
     )
-    header = [line for line in lines[1:header_end] if not scheduler.is_header_line(line)]
-    directives = scheduler.script_header(options)
+    writer = directives_of(scheduler.capabilities())
+    header = [line for line in lines[1:header_end] if not writer.is_header_line(line)]
+    directives = writer.script_header(options)
     return "\n".join([lines[0], *directives, *header, *lines[header_end:]]) + "\n"

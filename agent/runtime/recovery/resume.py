@@ -8,10 +8,11 @@ same script and tag, only when resume can be sure Slurm never got it:
 - the dead process's sbatch may still be running (it runs in its own session and may
   submit after our lookup): resume waits until no process on this host carries the
   submission's tag in its environment; for an intent written on another login node it
-  cannot look, so it waits until sbatch's longest life has passed since the intent;
+  cannot look, so it waits until sbatch's longest life has passed since the intent (a
+  scheduler with no SubmissionProbe cannot look at all: the step is undecided);
 - the controller answers for every job it holds; accounting can lag behind it, so a job
   that already left the controller is only trusted absent once slurmdbd's agent queue
-  (sdiag) is empty;
+  (sdiag: ControllerFacts.dbd_backlog; a scheduler without them has no such lag) is empty;
 - where the site keeps no accounting (Scheduler.has_accounting), "not found" is never
   final: the controller forgets a finished job after MinJobAge, so a job it no longer
   shows may have run. Such a step is always undecided.
@@ -320,8 +321,16 @@ def _wait_until_sure(
         if clock() < until:
             where = "resume there, or" if not ran_on.startswith("ssh:") else "resume"
             return f"its sbatch ran on {ran_on}; {where} after {until:%H:%M} UTC"
+    capabilities = scheduler.capabilities()
+    probe, controller = capabilities.submissions, capabilities.controller
+    if probe is None:  # nowhere to look: as a probe that cannot look, but without the wait
+        return f"this scheduler cannot say whether a submission of {name} is still on its way"
+
+    def backlog() -> int:  # no ControllerFacts: accounting is not known to lag
+        return controller.dbd_backlog() if controller is not None else 0
+
     deadline = time.monotonic() + wait_s
-    while scheduler.submission_in_flight(name) or scheduler.dbd_backlog() > 0:
+    while probe.submission_in_flight(name) or backlog() > 0:
         if time.monotonic() > deadline:
             return f"an sbatch for {name} is still running, or slurmdbd is still catching up"
         sleep(0.5)

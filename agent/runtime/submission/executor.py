@@ -227,6 +227,7 @@ class Executor:
         extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A submission's intent: what approvals bind to and what resume submits."""
+        probe = self.scheduler.capabilities().submissions
         return {
             "step": _dump(step),
             "risk": step.risk,
@@ -234,7 +235,8 @@ class Executor:
             "script": script,  # resume submits exactly this, with the same tag
             "host": socket.gethostname(),  # the process that runs it (claims.py)
             # where an orphaned sbatch could still be running: here, or the login node
-            "submit_host": self.scheduler.submission_host(),
+            # (a scheduler without a SubmissionProbe submits from this process: here)
+            "submit_host": probe.submission_host() if probe else socket.gethostname(),
             "cwd": str(self.cwd),  # what relative paths meant, for replay
             **(extra or {}),
         }

@@ -111,7 +111,7 @@ class AssembledJob:
         return Path(self.options.output).parent if self.options.output else None
 
 
-#: How a scheduler writes options into a script (Scheduler.script_header): pure.
+#: How a scheduler writes options into a script (ScriptDirectives.script_header): pure.
 Header = Callable[[JobOptions], list[str]]
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from jobsmith.adapters.capabilities import directives_of
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler, SubmitLimits
 from jobsmith.agent.runtime.documents import PlanCheckDocument, PlanStepCheck, RenderDocument
@@ -340,7 +341,7 @@ class Judge:
 
     def _assemble(self, request: Any) -> AssembledJob:
         template = self.library.get(request.template)
-        header = self.scheduler.script_header
+        header = directives_of(self.scheduler.capabilities()).script_header
         return assemble(template, request, self.site, cwd=self.cwd, header=header)
 
     # --- a plan ----------------------------------------------------------------------
