@@ -1,5 +1,7 @@
-"""The agent, by plane: runtime (session log, steps, executor, policy), brains (who decides),
-watcher (unattended polling), diagnosis, views (the documents shown) and faces (the CLI;
-chat and MCP next). app.py is the composition root: the one place that builds the object
-graph, and the only module of the agent that imports a scheduler adapter.
+"""The agent, by plane, each importing only the planes below it (pyproject.toml's layers
+contract): faces (the CLI, chat, the MCP server), app.py (the composition root: it builds
+the object graph and hands the parts down; the only module of the agent that imports a
+scheduler adapter), watcher (unattended polling), brains (who decides), views (how the
+runtime's documents are shown), runtime (the session log, submission and its judge,
+plans and workflows, recovery) and diagnosis.
 """

@@ -1,2 +1,3 @@
-"""The view layer: each document jobsmith shows (documents, results), and how it is
-shown (render: text or `--json`; output: printing). Faces and brains read these models."""
+"""The view layer: how the documents the runtime returns (agent/runtime/documents.py) are
+shown (render: text or `--json`; output: printing; the glance; the run report in text and
+HTML). Faces and brains use it."""
