@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -51,6 +52,28 @@ def _start(argv: list[str], cwd: Path, *, sigint_ignored: bool, **kw: Any) -> su
         preexec_fn=_ignore_sigint if sigint_ignored else _default_sigint,
         **kw,
     )
+
+
+def _initialized(server: subprocess.Popen[str], timeout_s: float = 60) -> None:
+    """Send the MCP client's first request over stdio and wait for its answer (a fixed
+    sleep was too short for the SDK's import on a loaded CI machine)."""
+    assert server.stdin is not None and server.stdout is not None
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "jobsmith-tests", "version": "1"},
+        },
+    }
+    server.stdin.write(json.dumps(hello) + "\n")
+    server.stdin.flush()
+    ready, _, _ = select.select([server.stdout], [], [], timeout_s)
+    assert ready, f"no answer to initialize in {timeout_s} s"
+    answer = json.loads(server.stdout.readline())
+    assert answer.get("id") == 1 and "result" in answer, answer
 
 
 def _ignores_sigint(pid: int) -> bool:
@@ -157,7 +180,7 @@ def test_the_mcp_server_ends_on_sigterm_with_status_0(user_site: Any, workdir: P
     argv = [sys.executable, "-m", "jobsmith", "--site", str(LAB_SITE), "mcp"]
     server = _start(argv, workdir, sigint_ignored=True, stdin=subprocess.PIPE)
     try:
-        time.sleep(3)  # up and reading stdin
+        _initialized(server)  # up and reading stdin: it answered the client's first request
         assert server.poll() is None, server.communicate()
         server.send_signal(signal.SIGTERM)
         _, err = server.communicate(timeout=30)
