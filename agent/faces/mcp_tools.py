@@ -38,6 +38,7 @@ from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.check_tokens import CheckTokens, TokenRefused
+from jobsmith.agent.runtime.submission.orders import Checked
 from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER, Outcome, Submit, TestOnly
 from jobsmith.errors import InputError, JobsmithError, NotFound, PolicyError
 
@@ -293,7 +294,7 @@ class McpTools:
             raise
         step = Submit(job=issued.request)
         try:
-            result = self.app.executor.submit_checked(sid, step, issued.checked)
+            result = self.app.executor.submit(sid, Checked(step, issued.checked))
         except ApprovalNeeded as err:
             self.app.news.add("approval_asked", step_id=err.step_id)
             return ToolReply(_held(err.step_id, issued, str(err)))

@@ -58,6 +58,7 @@ from jobsmith.agent.runtime.session.payloads import intent_payload, result_paylo
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
+from jobsmith.agent.runtime.submission.orders import Recorded
 from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 from jobsmith.agent.runtime.workflows.planrun import PlanStepUndecided
 
@@ -275,7 +276,7 @@ def _reconcile(
     elif clock() > step.start_by:
         report.undecided[step_id] = "Slurm answered too slowly to submit within this resume's claim"
     else:
-        executor.submit_recorded(session_id, step_id, data, approved_sha256=step.approved_sha256)
+        executor.submit(session_id, Recorded(step_id, data, step.approved_sha256))
         report.resubmitted.append(step_id)
 
 

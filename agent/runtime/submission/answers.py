@@ -36,6 +36,7 @@ class AnswerParts(Protocol):
 def approve(parts: AnswerParts, step_id: str) -> StepResult:
     """Approve a held step and run exactly what was shown (once, however many approve)."""
     from jobsmith.agent.runtime.submission.approvals import answer, find_pending
+    from jobsmith.agent.runtime.submission.orders import Recorded
     from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 
     item = find_pending(parts.store, step_id, parts.folds)
@@ -48,7 +49,7 @@ def approve(parts: AnswerParts, step_id: str) -> StepResult:
     given = {"by": parts.environ.get("USER", "?"), "script_sha256": item.script_sha256}
     answer(parts.store, item, True, given)
     if item.action == "submit":
-        return executor.submit_approved(item.session_id, step_id, item.data)
+        return executor.submit(item.session_id, Recorded.approved(step_id, item.data))
     step = STEP_ADAPTER.validate_python(item.data["step"])
     if item.action == "run_plan":  # the plan checks the approved hash itself
         return executor.run(item.session_id, step)

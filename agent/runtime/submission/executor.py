@@ -34,7 +34,7 @@ from jobsmith.agent.runtime.session.payloads import intent_payload
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
-from jobsmith.agent.runtime.submission import hashing
+from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.advice import SubmitAdvice
 from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
@@ -47,7 +47,7 @@ from jobsmith.agent.runtime.submission.judge import (
     refusal,
 )
 from jobsmith.agent.runtime.submission.limits import check_limits
-from jobsmith.agent.runtime.submission.policy import Cost
+from jobsmith.agent.runtime.submission.policy import Cost, Ruling
 from jobsmith.agent.runtime.workflows.planrun import (
     PlanStepUndecided,
     needs_canary,
@@ -64,6 +64,22 @@ from jobsmith.errors import (
 )
 from jobsmith.job_templates import TemplateLibrary
 from jobsmith.site_config import SiteConfig
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A submission's bytes, what it costs, and the intent that records it."""
+
+    step_id: str
+    action: str
+    template: str
+    script: str
+    options: JobOptions
+    cost: Cost
+    params: Mapping[str, object]
+    intent: dict[str, Any]
+    #: the job this one re-runs: a plan waiting for that job waits for this one
+    rerun_of: str | None
 
 
 @dataclass
@@ -109,12 +125,12 @@ class Executor:
         """
         origin = origin or Origin()
         log = SessionLog(self.store, session_id)
+        if isinstance(step, st.Submit):
+            return self.submit(log, orders.NewJob(step, origin))
+        if isinstance(step, st.Rerun):
+            return self.submit(log, orders.Rerun(step))
         try:
-            if isinstance(step, st.Submit):  # the one submit path
-                return self._submit_step(log, step, origin=origin)
-            if isinstance(step, st.Rerun):
-                return self._submit_step(log, step)
-            if isinstance(step, st.RunPlan):  # judged whole, then a submit step per job
+            if isinstance(step, st.RunPlan):  # judged whole, then a submission per job
                 with self.judge.one_look_at_the_queue():
                     return run_plan(self, log, step, origin)
             held = self.judge.person_first(step.action, origin, getattr(step, "job_ids", ()))
@@ -132,103 +148,119 @@ class Executor:
             raise
         return self.finish(log, step, st.Outcome.DONE, summary, None)
 
-    def submit_prepared(
-        self, log: SessionLog, step: st.Submit, template: str, script: str, options: JobOptions
-    ) -> st.StepResult:
-        """Submit a script already checked and allowed as part of a whole (a plan's job):
-        exactly these bytes, as a submit step of its own; the approval thresholds are not
-        asked again, the budgets are (time has passed)."""
-        cost = Cost.of(options)
-        try:
-            log.intent(step.id, self._submission_intent(step, template, script, options, cost))
-            decision = self.judge.spend(cost, approval_given=True)
-            if decision.verdict == "refuse":
-                raise PolicyError(refusal(decision))
-            return self._submit(
-                log, step.id, step.action, template, script, options, cost, step.job.params
-            )
-        except StepSettled:
-            raise
-        except JobsmithError as err:
-            self.finish(log, step, _outcome_of(err), {}, str(err))
-            raise
-
     # --- submission ------------------------------------------------------------------
 
-    def submit_checked(
-        self, session_id: str, step: st.Submit, checked: CheckedJob
-    ) -> st.StepResult:
-        """Submit a job an earlier check assembled (the MCP server's two-step submission):
-        exactly its bytes (its script, tag and options, not a new rendering), on the one
-        submit path; policy judges it again now (time has passed since the check)."""
-        log = SessionLog(self.store, session_id)
+    def submit(self, session: SessionLog | str, order: orders.Order) -> st.StepResult:
+        """The one way into a submission (orders.py says where the bytes come from).
+
+        The judge rules, the intent is committed (a recorded order's already is), a
+        refusal or a person's approval stops it there, else sbatch runs and the ledger
+        and the step's result record the job. A failure is the step's result, except a
+        recorded order's that is not a refusal: its intent stays unsettled, for resume.
+        """
+        log = session if isinstance(session, SessionLog) else SessionLog(self.store, session)
         try:
-            return self._submit_step(log, step, checked)
-        except (ApprovalNeeded, StepSettled):
+            return self._send(log, order)
+        except (ApprovalNeeded, StepSettled, PlanStepUndecided):
             raise
         except JobsmithError as err:
-            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
-            self.finish(log, step, _outcome_of(err), {}, str(err))
+            if not isinstance(order, orders.Recorded):
+                log.intent(order.step.id, {"step": _dump(order.step), "risk": order.step.risk})
+                self.finish(log, order.step, _outcome_of(err), {}, str(err))
+            elif isinstance(err, PolicyError):  # refused for good: neither approve nor resume
+                append_result(log, order.step_id, {"outcome": "refused", "error": str(err)})
             raise
 
-    def _submit_step(
-        self,
-        log: SessionLog,
-        step: st.Submit | st.Rerun,
-        checked: CheckedJob | None = None,
-        origin: Origin | None = None,
-    ) -> st.StepResult:
-        origin = origin or Origin()
-        if isinstance(step, st.Rerun):
-            template, script, options, extra = self._prepare_rerun(step)
-            cost = Cost.of(options)
-            decision = self.judge.spend(cost, jobs=[options])
+    def _send(self, log: SessionLog, order: orders.Order) -> st.StepResult:
+        if isinstance(order, orders.Recorded):
+            job, ruling = self._recorded(order)
         else:
-            if checked is None:
-                checked = self.judge.job(step.job, origin)
-            else:  # checked earlier (MCP's check token): the policy again, time has passed
-                again = self.judge.spend(checked.cost, jobs=[checked.job.options])
-                checked = replace(checked, decision=again)
-            decision = checked.verdict()
-            if decision.verdict != "refuse" and needs_canary(self, step, checked):
-                # a plan of two (planrun.py), judged again whole, held as this step was
-                return run_canary(self, log, step, checked, origin)
-            job, cost = checked.job, checked.cost
-            template, script, options, extra = job.template, job.script, job.options, {}
-        intent = self._submission_intent(step, template, script, options, cost, extra)
-        log.intent(step.id, intent)
-        if decision.verdict == "refuse":
-            raise PolicyError(refusal(decision))
-        if decision.verdict == "approve":
-            asked = {**intent, "reason": decision.message}
-            log.append(EventKind.APPROVAL_ASKED, asked, step.id)
-            raise ApprovalNeeded(step.id, decision.message)
-        params = self._params_of(step)
-        result = self._submit(log, step.id, step.action, template, script, options, cost, params)
-        if isinstance(step, st.Rerun):
-            self._plan_follows(step.job_id, result)
+            if isinstance(order, orders.NewJob | orders.Checked):
+                checked = self._checked(order)
+                ruling = checked.verdict()
+                if ruling.verdict != "refuse" and needs_canary(self, order.step, checked):
+                    # a plan of two (planrun.py), judged again whole, held as this step was
+                    origin = order.origin if isinstance(order, orders.NewJob) else Origin()
+                    return run_canary(self, log, order.step, checked, origin)
+                a = checked.job
+                params = order.step.job.params
+                job = self._ready(order.step, a.template, a.script, a.options, checked.cost, params)
+            else:
+                job, ruling = self._judged(order)
+            log.intent(job.step_id, job.intent)
+        if ruling.verdict == "refuse":
+            raise PolicyError(refusal(ruling))
+        if ruling.verdict == "approve":
+            asked = {**job.intent, "reason": ruling.message}
+            log.append(EventKind.APPROVAL_ASKED, asked, job.step_id)
+            raise ApprovalNeeded(job.step_id, ruling.message)
+        result = self._submit(log, job)
+        if job.rerun_of is not None:
+            self._plan_follows(job.rerun_of, result)
         return result
 
-    def _plan_follows(self, rerun_of: str, result: st.StepResult) -> None:
-        """A re-run of a plan's job: the plan's jobs waiting for it wait for the re-run
-        (agent/runtime/workflows/planrun.py); nothing for a job of no plan."""
-        record = self.ledger.get(rerun_of)
-        if record is not None and record.session_id is not None:
-            new_job = str(result.summary["job_id"])
-            redirect_after_rerun(self, record.session_id, rerun_of, new_job)
+    def _checked(self, order: orders.NewJob | orders.Checked) -> CheckedJob:
+        """A new request judged for its origin, or an earlier check's job whose budgets
+        are judged again (MCP's check token: time has passed)."""
+        if isinstance(order, orders.NewJob):
+            return self.judge.job(order.step.job, order.origin)
+        again = self.judge.spend(order.checked.cost, jobs=[order.checked.job.options])
+        return replace(order.checked, decision=again)
 
-    def _submission_intent(
+    def _judged(self, order: orders.Rerun | orders.Planned) -> tuple[_Ready, Ruling]:
+        """A re-run's or a plan's job, and the budgets' ruling on it (a plan's job was
+        allowed with its whole plan: no person is asked again)."""
+        if isinstance(order, orders.Rerun):
+            template, script, options, extra = self._prepare_rerun(order.step)
+            cost = Cost.of(options)
+            params = self._params_of(order.step)
+            job = self._ready(order.step, template, script, options, cost, params, extra)
+            return job, self.judge.spend(cost, jobs=[options])
+        cost = Cost.of(order.options)
+        params = order.step.job.params
+        job = self._ready(order.step, order.template, order.script, order.options, cost, params)
+        return job, self.judge.spend(cost, approval_given=True)
+
+    def _recorded(self, order: orders.Recorded) -> tuple[_Ready, Ruling]:
+        """A recorded submission's bytes, still what was recorded and approved, and the
+        budgets' ruling now (an approval given lifts the thresholds, nothing else)."""
+        step_id, intent = order.step_id, order.intent
+        script = str(intent["script"])
+        actual = hashing.script_sha256(script)
+        if actual != intent["script_sha256"] or order.approved_sha256 not in (None, actual):
+            raise PolicyError(f"step {step_id}: the script changed after approval; submit it again")
+        options = JobOptions.model_validate(intent["options"])
+        cost = Cost.of(options)
+        given = order.approved_sha256 is not None
+        ruling = self.judge.spend(cost, approval_given=given, jobs=[options])
+        rerun_of = intent.get("rerun_of")
+        job = _Ready(
+            step_id=step_id,
+            action="submit",
+            template=str(intent.get("template", "?")),
+            script=script,
+            options=options,
+            cost=cost,
+            params=intent_params(intent),
+            intent=dict(intent),
+            rerun_of=str(rerun_of) if rerun_of else None,
+        )
+        return job, ruling
+
+    def _ready(
         self,
         step: st.Submit | st.Rerun,
         template: str,
         script: str,
         options: JobOptions,
         cost: Cost,
+        params: Mapping[str, object],
         extra: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """A submission's intent: what approvals bind to and what resume submits."""
+    ) -> _Ready:
+        """A new submission's bytes and its intent: what approvals bind to and what
+        resume submits."""
         probe = self.scheduler.capabilities().submissions
-        return {
+        intent = {
             "step": _dump(step),
             "risk": step.risk,
             **_job_facts(template, script, options, cost),
@@ -240,12 +272,22 @@ class Executor:
             "cwd": str(self.cwd),  # what relative paths meant, for replay
             **(extra or {}),
         }
+        rerun_of = step.job_id if isinstance(step, st.Rerun) else None
+        return _Ready(
+            step.id, step.action, template, script, options, cost, params, intent, rerun_of
+        )
 
-    def _params_of(self, step: st.Submit | st.Rerun) -> Mapping[str, object]:
-        """The template parameters a submission was asked with (a re-run: its original's),
-        kept in the ledger so right-sizing can tell runs of the same parameters apart."""
-        if isinstance(step, st.Submit):
-            return step.job.params
+    def _plan_follows(self, rerun_of: str, result: st.StepResult) -> None:
+        """A re-run of a plan's job: the plan's jobs waiting for it wait for the re-run
+        (agent/runtime/workflows/planrun.py); nothing for a job of no plan."""
+        record = self.ledger.get(rerun_of)
+        if record is not None and record.session_id is not None:
+            new_job = str(result.summary["job_id"])
+            redirect_after_rerun(self, record.session_id, rerun_of, new_job)
+
+    def _params_of(self, step: st.Rerun) -> Mapping[str, object]:
+        """A re-run's template parameters: its original's, kept in the ledger so
+        right-sizing can tell runs of the same parameters apart."""
         original = self.ledger.get(step.job_id)
         return original.params if original is not None else {}
 
@@ -280,53 +322,6 @@ class Executor:
             if intent is not None and intent.job_name == job_name and intent.script is not None:
                 return intent.script
         raise NotFound(f"session {session_id} has no script recorded for {job_name}")
-
-    def submit_approved(
-        self, session_id: str, step_id: str, asked: dict[str, Any]
-    ) -> st.StepResult:
-        """Submit exactly the script a person approved (its hash is checked first)."""
-        sha = str(asked["script_sha256"])  # what the person was shown and approved
-        return self.submit_recorded(session_id, step_id, asked, approved_sha256=sha)
-
-    def submit_recorded(
-        self,
-        session_id: str,
-        step_id: str,
-        asked: dict[str, Any],
-        *,
-        approved_sha256: str | None,
-    ) -> st.StepResult:
-        """Submit the script an intent (or approval) recorded, with its original tag.
-
-        approved_sha256 is the hash a person approved (None if no one had to): the script
-        must still hash to it, and to the hash recorded beside it, or the step is refused
-        for good (a result is recorded, so neither a second approve nor a resume can
-        submit it later). The budgets and limits are checked again: time has passed.
-        """
-        log = SessionLog(self.store, session_id)
-        script = str(asked["script"])
-        actual = hashing.script_sha256(script)
-        if actual != asked["script_sha256"] or approved_sha256 not in (None, actual):
-            message = f"step {step_id}: the script changed after approval; submit it again"
-            append_result(log, step_id, {"outcome": "refused", "error": message})
-            raise PolicyError(message)
-        options = JobOptions.model_validate(asked["options"])
-        cost = Cost.of(options)
-        hard = self.judge.spend(cost, approval_given=approved_sha256 is not None, jobs=[options])
-        if hard.verdict == "approve":
-            # its process died before asking (resume): ask now, so `pending` shows it
-            log.append(EventKind.APPROVAL_ASKED, {**asked, "reason": hard.message}, step_id)
-            raise ApprovalNeeded(step_id, hard.message)
-        if hard.verdict == "refuse":
-            message = refusal(hard)
-            append_result(log, step_id, {"outcome": "refused", "error": message})
-            raise PolicyError(message)
-        template = str(asked.get("template", "?"))
-        params = intent_params(asked)
-        result = self._submit(log, step_id, "submit", template, script, options, cost, params)
-        if asked.get("rerun_of"):
-            self._plan_follows(str(asked["rerun_of"]), result)
-        return result
 
     def record_found(
         self, session_id: str, step_id: str, intent: dict[str, Any], job_id: str
@@ -377,38 +372,31 @@ class Executor:
             )
         )
 
-    def _submit(
-        self,
-        log: SessionLog,
-        step_id: str,
-        action: str,
-        template: str,
-        script: str,
-        options: JobOptions,
-        cost: Cost,
-        params: Mapping[str, object] | None = None,
-    ) -> st.StepResult:
-        if options.output:
-            Path(options.output).parent.mkdir(parents=True, exist_ok=True)
-        result = self.scheduler.submit(script, options)
-        sha = hashing.script_sha256(script)
+    def _submit(self, log: SessionLog, job: _Ready) -> st.StepResult:
+        if job.options.output:
+            Path(job.options.output).parent.mkdir(parents=True, exist_ok=True)
+        result = self.scheduler.submit(job.script, job.options)
         self._record(
             log.session_id,
             result.job_id,
-            template,
-            options,
-            sha,
+            job.template,
+            job.options,
+            hashing.script_sha256(job.script),
             recovered=result.recovered,
             warnings=result.warnings,
-            params=params,
+            params=job.params,
         )
         summary = _submitted(
-            result.job_id, options, cost, recovered=result.recovered, warnings=result.warnings
+            result.job_id,
+            job.options,
+            job.cost,
+            recovered=result.recovered,
+            warnings=result.warnings,
         )
-        data = {"outcome": st.Outcome.DONE, "action": action, **summary}
-        append_result(log, step_id, data)
+        data = {"outcome": st.Outcome.DONE, "action": job.action, **summary}
+        append_result(log, job.step_id, data)
         return st.StepResult(
-            step_id=step_id, action=action, outcome=st.Outcome.DONE, summary=summary
+            step_id=job.step_id, action=job.action, outcome=st.Outcome.DONE, summary=summary
         )
 
     # --- everything else -------------------------------------------------------------

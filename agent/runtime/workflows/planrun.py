@@ -50,6 +50,7 @@ from jobsmith.agent.runtime.submission.judge import (
     refusal,
     total_cost,
 )
+from jobsmith.agent.runtime.submission.orders import Order, Planned
 from jobsmith.agent.runtime.submission.policy import Cost
 from jobsmith.agent.runtime.workflows.plans import Plan, approval_text, summary_of
 from jobsmith.errors import JobsmithError, NotFound, PolicyError, SchedulerError
@@ -80,10 +81,9 @@ class PlanHands(Protocol):
     @property
     def clock(self) -> Callable[[], datetime]: ...
 
-    def submit_prepared(
-        self, log: SessionLog, step: st.Submit, template: str, script: str, options: JobOptions
-    ) -> st.StepResult:
-        """Submit exactly this script, checked and allowed as part of the plan."""
+    def submit(self, session: SessionLog | str, order: Order) -> st.StepResult:
+        """Submit a job (a plan's: orders.Planned, exactly this script, allowed as part of
+        the plan)."""
         ...
 
     def finish(
@@ -315,7 +315,7 @@ def _submit_one(
     options = job.options.model_copy(update={"dependencies": waits})
     script = with_directives(job.script, options, executor.scheduler)
     submit = st.Submit(id=sub_id, job=request)
-    result = executor.submit_prepared(log, submit, job.template, script, options)
+    result = executor.submit(log, Planned(submit, job.template, script, options))
     return str(result.summary["job_id"])
 
 
