@@ -191,19 +191,6 @@ class ApprovalThresholds(_Section):
         "this user submitted",
     )
 
-    def exceeded_by(self, *, core_hours: float, gpu_hours: float, nodes: int) -> list[str]:
-        """Which thresholds a request of this size is strictly above, as readable reasons."""
-        measures = [
-            ("core-hours", core_hours, self.core_hours),
-            ("GPU-hours", gpu_hours, self.gpu_hours),
-            ("nodes", nodes, self.nodes),
-        ]
-        return [
-            f"{amount:g} {label} is above the approval threshold of {limit:g}"
-            for label, amount, limit in measures
-            if limit is not None and amount > limit
-        ]
-
 
 class Budgets(_Section):
     """Spending limits over time: a runaway loop is the real risk of an agent."""

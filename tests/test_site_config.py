@@ -23,6 +23,7 @@ from jobsmith.adapters.slurm.facts import (
 )
 from jobsmith.adapters.slurm.options import render_directives
 from jobsmith.adapters.slurm.parse import parse_key_values
+from jobsmith.agent.runtime.submission.policy import Cost, thresholds_exceeded
 from jobsmith.errors import ConfigError, SchedulerError
 from jobsmith.site_config import (
     ClusterFacts,
@@ -201,14 +202,22 @@ def test_example_defaults_are_sbatch_options() -> None:
     assert "#SBATCH --cpus-per-task=1" in render_directives(opts)
 
 
+def _exceeded(
+    approval: ApprovalThresholds, core_hours: float, gpu_hours: float, nodes: int
+) -> list[str]:
+    """The thresholds a submission of this size is above (the policy reads them)."""
+    cost = Cost(tasks=1, nodes=nodes, core_hours=core_hours, gpu_hours=gpu_hours, node_hours=0)
+    return thresholds_exceeded(approval, cost)
+
+
 def test_approval_is_needed_only_strictly_above_a_threshold() -> None:
     approval = ApprovalThresholds(core_hours=100, gpu_hours=8, nodes=4)
-    assert approval.exceeded_by(core_hours=100, gpu_hours=8, nodes=4) == []
-    reasons = approval.exceeded_by(core_hours=100.5, gpu_hours=0, nodes=5)
+    assert _exceeded(approval, core_hours=100, gpu_hours=8, nodes=4) == []
+    reasons = _exceeded(approval, core_hours=100.5, gpu_hours=0, nodes=5)
     assert len(reasons) == 2
     assert "core-hours" in reasons[0] and "nodes" in reasons[1]
     never = ApprovalThresholds(core_hours=None, gpu_hours=None, nodes=None)
-    assert never.exceeded_by(core_hours=1e9, gpu_hours=1e9, nodes=10**6) == []
+    assert _exceeded(never, core_hours=1e9, gpu_hours=1e9, nodes=10**6) == []
 
 
 def test_unquoted_slurm_times_are_not_read_as_base_60_numbers(tmp_path: Path) -> None:

@@ -46,8 +46,7 @@ from jobsmith.agent.runtime.submission.judge import (
     intent_params,
     refusal,
 )
-from jobsmith.agent.runtime.submission.limits import check_limits
-from jobsmith.agent.runtime.submission.policy import Cost, Ruling
+from jobsmith.agent.runtime.submission.policy import Cost, Ruling, check_limits
 from jobsmith.agent.runtime.workflows.planrun import (
     PlanStepUndecided,
     needs_canary,

@@ -4,6 +4,13 @@ The order of precedence for resources is: site defaults, then the template's def
 then what the user asked for on the command line. Resources a template takes from its
 own parameters (torch_train's gpus) can only be changed through those parameters, so the
 script and the request cannot disagree. Nothing is written or submitted here.
+
+The user's SBATCH_* variables are defaults of a request (fold_sbatch_env): the scheduler
+says which are set and what they mean (`Scheduler.submission_environment`). A module
+file that exports `SBATCH_ACCOUNT=proj2` means "charge proj2 unless I say otherwise";
+jobsmith honours that by making it the request's account where the user gave none, so
+policy checks it and the script's directives (and so its hash) carry it. What jobsmith
+cannot model is refused by name before anything is rendered.
 """
 
 from __future__ import annotations
@@ -21,12 +28,14 @@ from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.jobid import parse_job_ids
 from jobsmith.adapters.options import Dependency, JobOptions
+from jobsmith.adapters.scheduler import EnvironmentDefault, EnvironmentInputs
 from jobsmith.agent.runtime.submission import hashing
-from jobsmith.agent.runtime.submission.limits import check_limits
+from jobsmith.agent.runtime.submission.policy import check_limits
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import RenderedBody, Template, render_body
 from jobsmith.site_config import SiteConfig
 from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
+from jobsmith.text import holds_undecodable
 from jobsmith.units import parse_duration, parse_memory
 
 
@@ -287,3 +296,53 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"])
     return f"{where}: {err['msg']}" if where else str(err["msg"])
+
+
+# --- the user's SBATCH_* defaults ------------------------------------------------------
+
+
+class EnvironmentRefused(InputError):
+    """An sbatch input variable jobsmith cannot check is set in the environment."""
+
+
+def fold_sbatch_env(request: JobRequest, inputs: EnvironmentInputs) -> tuple[JobRequest, str]:
+    """The request with the environment's defaults folded in, and where they came from.
+
+    The second value is empty when nothing came from the environment, else a phrase such
+    as "from your environment: SBATCH_PARTITION=high" for error messages.
+    """
+    refused = inputs.refused
+    for default in inputs.defaults:
+        if holds_undecodable(default.value):
+            raise InputError(
+                f"{default.variable} in your environment holds bytes that are not UTF-8 text"
+            )
+    if refused:
+        names = ", ".join(refused)
+        raise EnvironmentRefused(
+            f"{names} set in your environment: sbatch would apply "
+            f"{'it' if len(refused) == 1 else 'them'} over the checked script, and jobsmith "
+            f"cannot check {'it' if len(refused) == 1 else 'them'} against the site's policy; "
+            f"unset {'it' if len(refused) == 1 else 'them'} for jobsmith "
+            f"(env -u {refused[0]} jobsmith …) or pass the matching option instead"
+        )
+    changes: dict[str, object] = {}
+    used = []
+    for default in inputs.defaults:
+        field, converted = _convert(default)
+        if getattr(request, field) is None:  # an explicit option wins, as it does in sbatch
+            changes[field] = converted
+            used.append(f"{default.variable}={default.value}")
+    if not changes:
+        return request, ""
+    return request.model_copy(update=changes), "from your environment: " + ", ".join(used)
+
+
+def _convert(default: EnvironmentDefault) -> tuple[str, object]:
+    """(JobRequest field, typed value) for one folded variable; InputError naming it."""
+    where = f"{default.variable} in your environment:"
+    if default.field == "time_limit":
+        return "time_limit_s", parse_unit(parse_duration, where, default.value)
+    if default.field == "mem":
+        return "mem_mb", parse_unit(parse_memory, where, default.value)
+    return default.field, default.value

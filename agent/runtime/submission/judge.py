@@ -4,13 +4,13 @@ judged plan.
 Every submission is judged here, whoever asks: the CLI, ask and chat, a brain, the MCP
 server, a plan's steps, a canary, an approval judged again. In order, a request gets:
 
-1. the user's `SBATCH_*` defaults folded in (agent/runtime/submission/sbatch_env.py), so what is
+1. the user's `SBATCH_*` defaults folded in (jobs.py, fold_sbatch_env), so what is
    judged is what sbatch would run;
 2. the site's advice where the policy takes it itself (`policy.advice.right_size:
    apply`, `earliest_start: apply`), unless the person was shown the advice and chose
    (the CLI's `--right-size`, `--earliest`, `--no-advice`);
 3. the template rendered, its parameters and paths checked against the allowed roots,
-   and the resources against the site's limits (agent/runtime/submission/jobs.py; the script's
+   and the resources against the site's limits (jobs.py and policy.py; the script's
    sha256 is the one AssembledJob computes);
 4. the policy's verdict on spending its cost now: budgets, concurrency, approval
    thresholds (agent/runtime/submission/policy.py), and the scheduler's limits on queued jobs;
@@ -45,18 +45,22 @@ from jobsmith.agent.runtime.session.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.runtime.submission.advice import Adviser, SubmitAdvice
 from jobsmith.agent.runtime.submission.hashing import script_sha256
-from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest, assemble
-from jobsmith.agent.runtime.submission.limits import check_limits
+from jobsmith.agent.runtime.submission.jobs import (
+    AssembledJob,
+    JobRequest,
+    assemble,
+    fold_sbatch_env,
+)
 from jobsmith.agent.runtime.submission.policy import (
     BudgetUse,
     Cost,
     Ruling,
     budget_use,
+    check_limits,
     evaluate,
     history_from_folds,
     submit_limit_refusal,
 )
-from jobsmith.agent.runtime.submission.sbatch_env import fold_sbatch_env
 from jobsmith.agent.runtime.workflows.plans import Plan, approval_text
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import TemplateLibrary

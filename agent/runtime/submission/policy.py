@@ -1,13 +1,18 @@
-"""Policy on submissions beyond the per-partition limits: concurrency, budgets, approvals.
+"""The site's policy on submissions: limits, budgets, approvals.
 
-Hard rules refuse (the rule and the limit are named): more array tasks queued or running
-than the site allows, a daily node-hour or GPU-hour budget, submissions per hour, and a
-streak of failed jobs (which stops submissions until a person runs `jobsmith sessions
-unblock`). The model token budgets (per session, per day) refuse a model brain its call
-the same way (agent/brains/deciding.py). Soft thresholds ask a person: a submission
-above the core-hour, GPU-hour or node threshold waits for `jobsmith approve`. The size
-of a request is what it asks Slurm for: time limit x resources x array tasks (what it
-may spend, not what it will).
+Limits (check_limits) are what one job may ask for: the partition, account and QoS
+allowed, and each partition's ceilings on time, nodes, CPUs, memory and GPUs. A request
+over a limit is refused before anything reaches Slurm, with the rule and the limit
+named.
+
+Beyond them, hard rules refuse (the rule and the limit are named): more array tasks
+queued or running than the site allows, a daily node-hour or GPU-hour budget,
+submissions per hour, and a streak of failed jobs (which stops submissions until a
+person runs `jobsmith sessions unblock`). The model token budgets (per session, per day)
+refuse a model brain its call the same way (agent/brains/deciding.py). Soft thresholds
+ask a person: a submission above the core-hour, GPU-hour or node threshold waits for
+`jobsmith approve`. The size of a request is what it asks Slurm for: time limit x
+resources x array tasks (what it may spend, not what it will).
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import SubmitLimit
 from jobsmith.agent.runtime.session.events import Event
 from jobsmith.agent.runtime.session.readmodel import SessionFold, fold_events
-from jobsmith.site_config.model import Budgets, Policy
+from jobsmith.errors import PolicyError
+from jobsmith.site_config import SiteConfig
+from jobsmith.site_config.model import ApprovalThresholds, Budgets, Policy
+from jobsmith.units import format_time_limit
 
 
 class Cost(BaseModel):
@@ -170,12 +178,25 @@ def evaluate(cost: Cost, policy: Policy, history: History, active_tasks: int) ->
         decision = rule(cost, policy, history, active_tasks)
         if decision is not None:
             return decision
-    reasons = policy.approval.exceeded_by(
-        core_hours=cost.core_hours, gpu_hours=cost.gpu_hours, nodes=cost.nodes
-    )
+    reasons = thresholds_exceeded(policy.approval, cost)
     if reasons:
         return Ruling("approve", "approval threshold", "; ".join(reasons))
     return Ruling("allow")
+
+
+def thresholds_exceeded(approval: ApprovalThresholds, cost: Cost) -> list[str]:
+    """Which approval thresholds a submission of this cost is strictly above, as
+    readable reasons (a threshold of None never asks)."""
+    measures = [
+        ("core-hours", cost.core_hours, approval.core_hours),
+        ("GPU-hours", cost.gpu_hours, approval.gpu_hours),
+        ("nodes", cost.nodes, approval.nodes),
+    ]
+    return [
+        f"{amount:g} {label} is above the approval threshold of {limit:g}"
+        for label, amount, limit in measures
+        if limit is not None and amount > limit
+    ]
 
 
 def _streak(cost: Cost, policy: Policy, hist: History, active: int) -> Ruling | None:
@@ -273,3 +294,65 @@ def _submit_limit_message(limit: SubmitLimit, adds: int, jobs: int) -> str:
         f"{adds}, so Slurm would refuse {it}; --throttle does not help (it limits running "
         f"tasks, not queued ones): {advice}"
     )
+
+
+# --- limits: what one job may ask for ----------------------------------------------
+
+
+def check_limits(opts: JobOptions, site: SiteConfig) -> None:
+    """Raise PolicyError for the first limit opts breaks."""
+    _check_choice("account", opts.account, site.accounts.allowed)
+    _check_choice("qos", opts.qos, site.qos.allowed)
+    if opts.partition is None:
+        raise PolicyError("no partition given and the site config names no default partition")
+    part = site.partitions.get(opts.partition)
+    if part is None:
+        valid = ", ".join(site.partitions) or "none configured"
+        raise PolicyError(f"partition {opts.partition!r} is not allowed here; allowed: {valid}")
+    where = f"partition {opts.partition!r}"
+    _ceiling(
+        f"time limit {_t(opts.time_limit_s)}",
+        opts.time_limit_s,
+        part.max_time,
+        f"{where} allows at most {_t(part.max_time)}",
+    )
+    _ceiling(
+        f"{opts.nodes} nodes",
+        opts.nodes,
+        part.max_nodes,
+        f"{where} allows at most {part.max_nodes} nodes",
+    )
+    _ceiling(
+        f"{opts.cpus_per_task} CPUs per task",
+        opts.cpus_per_task,
+        part.max_cpus_per_node,
+        f"{where} has at most {part.max_cpus_per_node} CPUs per node",
+    )
+    _ceiling(
+        f"memory {opts.mem_mb} MiB",
+        opts.mem_mb,
+        part.max_mem_per_node,
+        f"{where} allows at most {part.max_mem_per_node} MiB per node",
+    )
+    _ceiling(
+        f"{opts.gpus} GPUs",
+        opts.gpus or None,
+        part.max_gpus_per_node,
+        f"{where} has {part.max_gpus_per_node} GPUs per node",
+    )
+    if opts.gpu_type and part.gpu_type and opts.gpu_type != part.gpu_type:
+        raise PolicyError(f"GPU type {opts.gpu_type!r}: {where} has {part.gpu_type!r} GPUs")
+
+
+def _check_choice(what: str, value: str | None, allowed: list[str]) -> None:
+    if value is not None and allowed and value not in allowed:
+        raise PolicyError(f"{what} {value!r} is not allowed here; allowed: {', '.join(allowed)}")
+
+
+def _ceiling(request: str, value: int | None, limit: int | None, rule: str) -> None:
+    if value is not None and limit is not None and value > limit:
+        raise PolicyError(f"{request} refused: {rule}")
+
+
+def _t(seconds: int | None) -> str:
+    return "unset" if seconds is None else format_time_limit(seconds)
