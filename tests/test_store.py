@@ -14,13 +14,14 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from jobsmith.agent.runtime.session.events import EventData, EventKind
+from jobsmith.agent.runtime.session.events import Event, EventData, EventKind, JsonValue
+from jobsmith.agent.runtime.session.session_log import RACES, SessionContended, SessionLog
 from jobsmith.agent.runtime.session.store import (
     CorruptEvent,
     FileSessionStore,
@@ -361,3 +362,38 @@ def test_a_session_is_found_by_the_short_id_status_shows_and_never_guessed(
     assert store.resolve(twin.rpartition("-")[2]) == twin
     (tmp_path / "sessions" / "not-a-session").mkdir()
     assert store.resolve("not-a-se") == "not-a-se"  # only session directories count
+
+
+class _AlwaysBeaten(FileSessionStore):
+    """A store where another writer (a second real store on the same files) appends the
+    event this one was about to claim, every time: the race lost as often as it can be."""
+
+    def append(
+        self,
+        session_id: str,
+        expected_seq: int,
+        kind: EventKind,
+        data: Mapping[str, JsonValue] | None = None,
+        step_id: str | None = None,
+    ) -> Event:
+        FileSessionStore(self.root).append(session_id, expected_seq, EventKind.NOTE, {})
+        return super().append(session_id, expected_seq, kind, data, step_id=step_id)
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+def test_an_append_beaten_every_time_gives_up_naming_the_session(
+    tmp_path: Path, conditional: bool
+) -> None:
+    store = _AlwaysBeaten(tmp_path / "sessions")
+    sid = store.create()
+    log = SessionLog(store, sid)
+    with pytest.raises(SessionContended) as err:
+        if conditional:
+            log.append_if(EventKind.USER_INPUT, {"text": "mine"}, None, lambda events: None)
+        else:
+            log.append(EventKind.USER_INPUT, {"text": "mine"}, None)
+    assert err.value.session_id == sid and isinstance(err.value, JobsmithError)
+    assert str(err.value).startswith(f"session {sid}: other writers appended first {RACES} times")
+    kinds = [e.kind for e in store.read(sid)]
+    assert EventKind.USER_INPUT not in kinds  # nothing of its own appended
+    assert kinds.count(EventKind.NOTE) == RACES  # the winners' events are all there

@@ -14,7 +14,21 @@ from typing import Any
 
 from jobsmith import faults
 from jobsmith.agent.runtime.session.events import Event, EventKind
-from jobsmith.agent.runtime.session.store import SeqConflict, SessionStore
+from jobsmith.agent.runtime.session.store import SeqConflict, SessionStore, StoreError
+
+#: lost races in a row after which an append gives up (each costs one store read)
+RACES = 50
+
+
+class SessionContended(StoreError):
+    """Other writers won every race for a session's next event: nothing was appended."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id}: other writers appended first {RACES} times in a row; "
+            "nothing was appended (run the command again)"
+        )
+        self.session_id = session_id
 
 
 class SessionLog:
@@ -41,7 +55,7 @@ class SessionLog:
         a session interleave, each appended whole, none lost or duplicated.
         """
         payload = json.loads(json.dumps(data, default=str))
-        for _ in range(50):
+        for _ in range(RACES):
             if self._next is None:
                 self._next = self.store.last_seq(self.session_id) + 1
             seq = self._next
@@ -53,7 +67,7 @@ class SessionLog:
             self._next = seq + 1
             faults.after_event_committed()
             return event
-        raise SeqConflict(self.session_id, -1, "gave up after 50 lost races")
+        raise SessionContended(self.session_id)
 
     def append_if(
         self,
@@ -69,7 +83,7 @@ class SessionLog:
         """
         payload = json.loads(json.dumps(data, default=str))
         events = self.events()
-        for _ in range(50):
+        for _ in range(RACES):
             check(events)
             seq = events[-1].seq + 1
             try:
@@ -80,7 +94,7 @@ class SessionLog:
             self._next = seq + 1
             faults.after_event_committed()
             return event
-        raise SeqConflict(self.session_id, -1, "gave up after 50 lost races")
+        raise SessionContended(self.session_id)
 
     def events(self) -> list[Event]:
         """Every event of the session, in order."""

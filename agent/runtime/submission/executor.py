@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler
@@ -132,12 +132,12 @@ class Executor:
             if isinstance(step, st.RunPlan):  # judged whole, then a submission per job
                 with self.judge.one_look_at_the_queue():
                     return run_plan(self, log, step, origin)
-            held = self.judge.person_first(step.action, origin, getattr(step, "job_ids", ()))
-            if step.risk is st.Risk.CONTROL and held is not None:
-                self._ask_person(log, step, held)
-            if step.risk is st.Risk.CONTROL:
-                self._check_foreign(log, step)
-            log.intent(step.id, {"step": _dump(step), "risk": step.risk})
+            intent = {"step": _dump(step), "risk": step.risk}
+            log.intent(step.id, intent)
+            held = self._person_first(step, origin) if step.risk is st.Risk.CONTROL else None
+            if held is not None:  # `jobsmith approve` runs it
+                log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": held}, step.id)
+                raise ApprovalNeeded(step.id, held)
             summary = self._handle(step)
         except (ApprovalNeeded, StepSettled, PlanStepUndecided):
             raise  # a settled step must not get a failure result on top of its result
@@ -400,22 +400,21 @@ class Executor:
 
     # --- everything else -------------------------------------------------------------
 
-    def _check_foreign(self, log: SessionLog, step: st.Step) -> None:
-        """Acting on a job no jobsmith session submitted may need a person (site's choice)."""
-        if f"{step.action}_foreign" not in self.site.policy.approval.risky_actions:
-            return
-        job_ids: list[str] = list(getattr(step, "job_ids", []))
+    def _person_first(self, step: st.Step, origin: Origin) -> str | None:
+        """Why a control step waits for a person (None: it runs): the judge's rules for
+        its origin, then the site's choice on acting on a job no jobsmith session
+        submitted."""
+        job_ids: Sequence[str] = getattr(step, "job_ids", ())
+        held = self.judge.person_first(step.action, origin, job_ids)
+        if (
+            held is not None
+            or f"{step.action}_foreign" not in self.site.policy.approval.risky_actions
+        ):
+            return held
         foreign = [j for j in job_ids if self.ledger.get(j) is None]
         if foreign:
-            reason = f"{step.action} of jobs jobsmith did not submit: {', '.join(foreign)}"
-            self._ask_person(log, step, reason)
-
-    def _ask_person(self, log: SessionLog, step: st.Step, reason: str) -> NoReturn:
-        """Hold the step for a person (`jobsmith approve` runs it), with the reason."""
-        intent = {"step": _dump(step), "risk": step.risk}
-        log.intent(step.id, intent)
-        log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": reason}, step.id)
-        raise ApprovalNeeded(step.id, reason)
+            return f"{step.action} of jobs jobsmith did not submit: {', '.join(foreign)}"
+        return None
 
     def run_approved_control(self, session_id: str, step: st.Step) -> st.StepResult:
         """Run a control step a person approved."""
