@@ -49,7 +49,6 @@ from jobsmith.agent.runtime.submission.judge import (
 from jobsmith.agent.runtime.submission.policy import Cost, Ruling, check_limits
 from jobsmith.agent.runtime.workflows.planrun import (
     PlanStepUndecided,
-    needs_canary,
     redirect_after_rerun,
     run_canary,
     run_plan,
@@ -138,7 +137,7 @@ class Executor:
             if held is not None:  # `jobsmith approve` runs it
                 log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": held}, step.id)
                 raise ApprovalNeeded(step.id, held)
-            summary = self._handle(step)
+            summary = step.handle(self)  # its own handler, this executor as its hands
         except (ApprovalNeeded, StepSettled, PlanStepUndecided):
             raise  # a settled step must not get a failure result on top of its result
         except JobsmithError as err:
@@ -177,7 +176,7 @@ class Executor:
             if isinstance(order, orders.NewJob | orders.Checked):
                 checked = self._checked(order)
                 ruling = checked.verdict()
-                if ruling.verdict != "refuse" and needs_canary(self, order.step, checked):
+                if ruling.verdict != "refuse" and self.judge.canary_first(checked):
                     # a plan of two (planrun.py), judged again whole, held as this step was
                     origin = order.origin if isinstance(order, orders.NewJob) else Origin()
                     return run_canary(self, log, order.step, checked, origin)
@@ -194,8 +193,8 @@ class Executor:
             log.append(EventKind.APPROVAL_ASKED, asked, job.step_id)
             raise ApprovalNeeded(job.step_id, ruling.message)
         result = self._submit(log, job)
-        if job.rerun_of is not None:
-            self._plan_follows(job.rerun_of, result)
+        if job.rerun_of is not None:  # a plan waiting for that job waits for this one
+            redirect_after_rerun(self, job.rerun_of, str(result.summary["job_id"]))
         return result
 
     def _checked(self, order: orders.NewJob | orders.Checked) -> CheckedJob:
@@ -210,9 +209,8 @@ class Executor:
         """A re-run's or a plan's job, and the budgets' ruling on it (a plan's job was
         allowed with its whole plan: no person is asked again)."""
         if isinstance(order, orders.Rerun):
-            template, script, options, extra = self._prepare_rerun(order.step)
+            template, script, options, params, extra = self._prepare_rerun(order.step)
             cost = Cost.of(options)
-            params = self._params_of(order.step)
             job = self._ready(order.step, template, script, options, cost, params, extra)
             return job, self.judge.spend(cost, jobs=[options])
         cost = Cost.of(order.options)
@@ -276,23 +274,12 @@ class Executor:
             step.id, step.action, template, script, options, cost, params, intent, rerun_of
         )
 
-    def _plan_follows(self, rerun_of: str, result: st.StepResult) -> None:
-        """A re-run of a plan's job: the plan's jobs waiting for it wait for the re-run
-        (agent/runtime/workflows/planrun.py); nothing for a job of no plan."""
-        record = self.ledger.get(rerun_of)
-        if record is not None and record.session_id is not None:
-            new_job = str(result.summary["job_id"])
-            redirect_after_rerun(self, record.session_id, rerun_of, new_job)
-
-    def _params_of(self, step: st.Rerun) -> Mapping[str, object]:
-        """A re-run's template parameters: its original's, kept in the ledger so
-        right-sizing can tell runs of the same parameters apart."""
-        original = self.ledger.get(step.job_id)
-        return original.params if original is not None else {}
-
-    def _prepare_rerun(self, step: st.Rerun) -> tuple[str, str, JobOptions, dict[str, Any]]:
+    def _prepare_rerun(
+        self, step: st.Rerun
+    ) -> tuple[str, str, JobOptions, Mapping[str, object], dict[str, Any]]:
         """The original submission's script with new directives (see
-        agent/runtime/recovery/rerun.py)."""
+        agent/runtime/recovery/rerun.py), and its template parameters: kept in the ledger
+        with the re-run, so right-sizing can tell runs of the same parameters apart."""
         record = self.ledger.get(step.job_id)
         if record is None or record.session_id is None:
             raise NotFound(
@@ -313,7 +300,7 @@ class Executor:
         check_limits(options, self.site)
         script = with_directives(original, options, self.scheduler)
         extra = {"rerun_of": record.job_id, "reason": step.reason, "tasks": tasks}
-        return record.template, script, options, extra
+        return record.template, script, options, record.params, extra
 
     def _recorded_script(self, session_id: str, job_name: str) -> str:
         for event in self.store.read(session_id):
@@ -419,13 +406,7 @@ class Executor:
     def run_approved_control(self, session_id: str, step: st.Step) -> st.StepResult:
         """Run a control step a person approved."""
         log = SessionLog(self.store, session_id)
-        summary = self._handle(step)
-        return self.finish(log, step, st.Outcome.DONE, summary, None)
-
-    def _handle(self, step: st.Step) -> dict[str, Any]:
-        """The step's own handler (agent/runtime/submission/steps.py), with this executor as its
-        hands."""
-        return step.handle(self)
+        return self.finish(log, step, st.Outcome.DONE, step.handle(self), None)
 
     def check(self, request: JobRequest) -> CheckedJob:
         """A step's hands judge a request as a person's would be (render, test_only)."""

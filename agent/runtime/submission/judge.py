@@ -455,6 +455,18 @@ class Judge:
         sessions = self.folds_active_since(self.clock() - timedelta(days=7))
         return budget_use(self.site.policy.budgets, history_from_folds(sessions, self.clock()))
 
+    def canary_first(self, checked: CheckedJob) -> bool:
+        """Whether the site's policy runs this job's first array tasks alone before the
+        rest (`policy.canary`): an array above its canary size (a re-run never comes here:
+        it re-runs tasks that already ran)."""
+        canary = self.site.policy.canary
+        options = checked.job.options
+        return (
+            canary is not None
+            and options.array is not None
+            and options.array_size() > canary.above_tasks
+        )
+
     def _submit_limit_refusal(self, jobs: Sequence[JobOptions]) -> Ruling | None:
         """A refusal if the jobs' tasks would pass one of the scheduler's limits on queued
         jobs (MaxSubmit); the tasks of jobs under the same limit are added up.

@@ -154,19 +154,6 @@ def run_plan(
 CANARY_PREFIX = "canary-"
 
 
-def needs_canary(executor: PlanHands, step: st.Step, checked: CheckedJob) -> bool:
-    """Whether a submission's array is above the site's canary size (never a re-run's:
-    it re-runs tasks that already ran)."""
-    canary = executor.site.policy.canary
-    options = checked.job.options
-    return (
-        isinstance(step, st.Submit)
-        and canary is not None
-        and options.array is not None
-        and options.array_size() > canary.above_tasks
-    )
-
-
 def run_canary(
     executor: PlanHands,
     log: SessionLog,
@@ -334,12 +321,10 @@ def _submitted(events: list[Event], plan_step_id: str, plan: Plan) -> dict[str, 
     return found
 
 
-def redirect_after_rerun(
-    executor: PlanHands, session_id: str, old_job: str, new_job: str
-) -> list[str]:
-    """A plan's job was re-run as new_job: the step's job is now new_job, and the jobs
-    downstream of it wait for the new jobs. Returns the jobs pointed at new ones; nothing
-    if old_job is no plan's current job.
+def redirect_after_rerun(executor: PlanHands, old_job: str, new_job: str) -> list[str]:
+    """A job was re-run as new_job: if it is a plan's job, the step's job is now new_job,
+    and the jobs downstream of it wait for the new jobs. Returns the jobs pointed at new
+    ones; nothing if old_job is no plan's current job (or jobsmith did not submit it).
 
     A job waiting for old_job is usually still pending (Slurm left it with
     DependencyNeverSatisfied) and is pointed at the new job (`scontrol update …
@@ -348,6 +333,10 @@ def redirect_after_rerun(
     dependents, before they ran: those are submitted again, their scripts as the plan
     checked them, each waiting for the new jobs (a plan_job event records each).
     """
+    submitted = executor.ledger.get(old_job)
+    if submitted is None or submitted.session_id is None:
+        return []
+    session_id = submitted.session_id
     events = executor.store.read(session_id)
     try:
         record = plan_of(events)
