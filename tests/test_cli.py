@@ -406,8 +406,13 @@ def test_a_real_job_never_sees_the_agents_secrets(  # type: ignore[no-untyped-de
         "GITHUB_TOKEN": "ghp_sekrit2",
         "AWS_SECRET_ACCESS_KEY": "sekrit3",
         "LAB_SITE_LICENSE": "sekrit4",
+        # what issue 24's hostile run found arriving in jobs
+        "MYSQL_PWD": "sekrit5",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/sekrit6",
+        "GH_PAT": "ghp_sekrit7",
     }
-    for key, value in {**secrets, "JOBSMITH_TEST_KEEP": "kept-value"}.items():
+    proxy = "http://proxyuser:sekrit8@proxy.example:3128"
+    for key, value in {**secrets, "https_proxy": proxy, "JOBSMITH_TEST_KEEP": "kept-value"}.items():
         monkeypatch.setenv(key, value)
     job_id = run("submit", "command", "-p", "command=env", "--log-dir", str(workdir)).stdout
     job_id = job_id.strip()
@@ -416,3 +421,4 @@ def test_a_real_job_never_sees_the_agents_secrets(  # type: ignore[no-untyped-de
     assert "JOBSMITH_TEST_KEEP=kept-value" in printed and "PATH=" in printed
     for key, value in secrets.items():
         assert key not in printed and value not in printed
+    assert "sekrit8" not in printed and "proxyuser" not in printed
