@@ -72,21 +72,24 @@ class App:
         or `ssh` (a login node, over one reused connection).
 
         Commands that need no site config (status, cancel, logs) still work without one,
-        locally; then only the default secret filter applies. paramiko is imported only
+        locally; then the allowlist without site entries applies. paramiko is imported only
         for `ssh`, so local users never load it.
         """
-        from jobsmith.adapters.slurm.jobenv import SecretFilter
+        from jobsmith.adapters.environment_rule import JobEnvironmentRule
         from jobsmith.adapters.slurm.transport import LocalTransport
 
         if self.transport_override is not None:
             return self.transport_override
         try:
-            secrets = SecretFilter.with_site_names(self.site.config.policy.secret_env)
+            config = self.site.config
+            rule = JobEnvironmentRule.for_site(
+                config.jobs.environment.allow, config.policy.secret_env
+            )
         except ConfigError:
-            secrets = SecretFilter()
+            rule = JobEnvironmentRule()
         access = self.scheduler_access
         if access.kind == "local":
-            return LocalTransport(secrets)
+            return LocalTransport(rule)
         assert access.host is not None  # the site config requires it for ssh and openssh
         if access.kind == "openssh":
             from jobsmith.adapters.ssh.openssh import OpenSshTransport
@@ -98,7 +101,7 @@ class App:
                 port=access.port,
                 user=access.user,
                 known_hosts=access.known_hosts,
-                is_secret=secrets.is_secret,
+                environment=rule,
             )
         from jobsmith.adapters.ssh.transport import ParamikoTransport
 
@@ -108,7 +111,7 @@ class App:
             user=access.user,
             key_file=access.key_file,
             known_hosts=access.known_hosts,
-            is_secret=secrets.is_secret,
+            environment=rule,
         )
 
     @cached_property

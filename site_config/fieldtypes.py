@@ -81,6 +81,59 @@ def _name(value: object) -> object:
 Name = Annotated[str, AfterValidator(_name)]
 
 
+#: the input variables of Slurm's commands: a site may not pass them to jobs (sbatch and
+#: srun would read them as options nobody checked); adapters/environment_rule.py never
+#: lets a pattern admit them either
+SLURM_INPUT_PREFIXES: tuple[str, ...] = (
+    "SLURM_",
+    "SBATCH_",
+    "SALLOC_",
+    "SRUN_",
+    "SQUEUE_",
+    "SACCT_",
+    "SCANCEL_",
+    "SCONTROL_",
+    "SINFO_",
+)
+#: a variable name, or a pattern of name characters with * and ? (safe in a shell `case`)
+_ENV_ENTRY = re.compile(r"[A-Za-z_*?][A-Za-z0-9_*?]*\Z")
+
+
+def env_entry_problem(entry: str, *, passed: bool = True) -> str | None:
+    """Why entry cannot name variables (passed to a job, unless passed is False), or None."""
+    if not _ENV_ENTRY.match(entry):
+        return "use letters, digits and '_', with '*' or '?' as wildcards"
+    if passed and entry.startswith(SLURM_INPUT_PREFIXES):
+        return "Slurm's commands read such variables as options nobody checked; set the option"
+    return None
+
+
+def _env_entry(value: str) -> str:
+    problem = env_entry_problem(value)
+    if problem is not None:
+        message = "{value} cannot pass to jobs: {problem}"
+        raise PydanticCustomError(
+            "site_config", message, {"value": repr(value), "problem": problem}
+        )
+    return value
+
+
+def _env_pattern(value: str) -> str:
+    problem = env_entry_problem(value, passed=False)
+    if problem is not None:
+        message = "{value} is not a variable name or pattern: {problem}"
+        raise PydanticCustomError(
+            "site_config", message, {"value": repr(value), "problem": problem}
+        )
+    return value
+
+
+#: a variable name or name pattern passed to jobs (jobs.environment.allow)
+EnvEntry = Annotated[str, AfterValidator(_env_entry)]
+#: a variable name or name pattern (policy.secret_env, matched ignoring case)
+EnvPattern = Annotated[str, AfterValidator(_env_pattern)]
+
+
 def _one_line(value: str) -> str:
     # Each item is emitted as one script line; an embedded newline would smuggle in
     # lines that no longer read as items of this list.

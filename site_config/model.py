@@ -32,7 +32,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from jobsmith.site_config.fieldtypes import Dir, Duration, Memory, Name, SetupLine
+from jobsmith.site_config.fieldtypes import (
+    Dir,
+    Duration,
+    EnvEntry,
+    EnvPattern,
+    Memory,
+    Name,
+    SetupLine,
+)
 from jobsmith.units import format_duration, format_memory
 
 
@@ -283,9 +291,30 @@ class Policy(_Section):
     advice: Advice = Field(
         default_factory=Advice, description="offers at submission: right-size, earliest start"
     )
-    secret_env: list[str] = Field(
+    secret_env: list[EnvPattern] = Field(
         default_factory=list,
-        description="extra environment variable names (shell patterns) never passed to jobs",
+        description="names (shell patterns) never passed to jobs, even when "
+        "jobs.environment.allow names them; kept from the old denylist: jobs now get only "
+        "what the allowlist passes (adapters/environment_rule.py)",
+    )
+
+
+class JobEnvironment(_Section):
+    """What of the submitting environment reaches a job, beyond jobsmith's allowlist
+    (adapters/environment_rule.py: PATH, HOME, locale, modules, conda, proxies)."""
+
+    allow: list[EnvEntry] = Field(
+        default_factory=list,
+        description="more variable names or shell patterns (MYAPP_*) passed to jobs; a "
+        "pattern never passes a credential-looking name (name it exactly)",
+    )
+
+
+class Jobs(_Section):
+    """What jobs are given when they start."""
+
+    environment: JobEnvironment = Field(
+        default_factory=JobEnvironment, description="the environment a job starts with"
     )
 
 
@@ -363,6 +392,7 @@ class SiteConfig(_Section):
     )
     paths: Paths = Field(description="scratch, allowed roots and template search path")
     policy: Policy = Field(default_factory=Policy, description="guardrails and approvals")
+    jobs: Jobs = Field(default_factory=Jobs, description="what jobs are given when they start")
     notify: Notify = Field(default_factory=Notify, description="webhook and Slurm mail")
     brain: str = Field(
         "rules",

@@ -8,6 +8,7 @@ allowed roots, as a user's own ~/.config/jobsmith/site.yaml would.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -368,10 +369,10 @@ def test_bwa_align_runs_on_slurm(run, workdir: Path) -> None:  # type: ignore[no
         assert int(count) > 0
 
 
-def test_secret_filter_rule() -> None:
-    from jobsmith.adapters.slurm.jobenv import SecretFilter
+def test_the_job_environment_rule() -> None:
+    from jobsmith.adapters.environment_rule import JobEnvironmentRule
 
-    f = SecretFilter.with_site_names(["LAB_*"])
+    rule = JobEnvironmentRule.for_site(["LAB_KEEP_*", "OMP_NUM_THREADS"], ["LAB_*"])
     for name in (
         "ANTHROPIC_API_KEY",
         "github_token",
@@ -379,28 +380,37 @@ def test_secret_filter_rule() -> None:
         "DB_PASSWORD",
         "SSH_AUTH_SOCK",
         "LAB_THING",
+        "LAB_KEEP_ME",  # allowed by a pattern, withheld by policy.secret_env: withheld wins
         "HF_TOKEN",
         "DATABASE_URL",
+        "TOKENIZERS_PARALLELISM",  # harmless, but no one named it
+        "SBATCH_PARTITION",
+        "SLURM_CPUS_PER_TASK",  # a head job's own would become the new job's srun option
     ):
-        assert f.is_secret(name), name
+        assert not rule.allows(name), name
     for name in (
         "PATH",
         "HOME",
         "LD_LIBRARY_PATH",
         "MODULEPATH",
-        "TOKENIZERS_PARALLELISM",
+        "LMOD_CMD",
+        "LC_ALL",
         "CONDA_PREFIX",
         "http_proxy",
-        "OMP_NUM_THREADS",
+        "SLURM_CONF",
+        "OMP_NUM_THREADS",  # named by the site
     ):
-        assert not f.is_secret(name), name
+        assert rule.allows(name), name
 
 
 @lab
 def test_a_real_job_never_sees_the_agents_secrets(  # type: ignore[no-untyped-def]
     run, user_site, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    user_site("policy:\n  secret_env: [LAB_SITE_*]\n")
+    user_site(
+        "policy:\n  secret_env: [LAB_SITE_*]\n"
+        "jobs:\n  environment:\n    allow: [JOBSMITH_TEST_KEEP, LAB_SITE_*]\n"
+    )
     secrets = {
         "ANTHROPIC_API_KEY": "sk-ant-sekrit1",
         "GITHUB_TOKEN": "ghp_sekrit2",
@@ -412,13 +422,20 @@ def test_a_real_job_never_sees_the_agents_secrets(  # type: ignore[no-untyped-de
         "GH_PAT": "ghp_sekrit7",
     }
     proxy = "http://proxyuser:sekrit8@proxy.example:3128"
-    for key, value in {**secrets, "https_proxy": proxy, "JOBSMITH_TEST_KEEP": "kept-value"}.items():
+    needed = {"LANG": "C.UTF-8", "MODULEPATH": f"{workdir}/modulefiles"}
+    passed = {**needed, "https_proxy": proxy, "JOBSMITH_TEST_KEEP": "kept-value"}
+    for key, value in {**secrets, **passed, "JOBSMITH_TEST_UNNAMED": "dropped"}.items():
         monkeypatch.setenv(key, value)
     job_id = run("submit", "command", "-p", "command=env", "--log-dir", str(workdir)).stdout
     job_id = job_id.strip()
     assert run("wait", job_id, "--timeout", "120").exit_code == 0
     printed = (workdir / f"command_{job_id}.out").read_text()
     assert "JOBSMITH_TEST_KEEP=kept-value" in printed and "PATH=" in printed
+    job_env = dict(line.split("=", 1) for line in printed.splitlines() if "=" in line)
+    assert {k: job_env.get(k) for k in needed} == needed and job_env.get("HOME")
+    assert job_env["PATH"] == os.environ["PATH"]
     for key, value in secrets.items():
         assert key not in printed and value not in printed
     assert "sekrit8" not in printed and "proxyuser" not in printed
+    assert job_env["https_proxy"] == "http://proxy.example:3128"
+    assert "JOBSMITH_TEST_UNNAMED" not in printed  # no one named it: a denylist would pass it

@@ -28,6 +28,7 @@ from lab_cli import LAB_SITE, write_user_site
 from pydantic import ValidationError
 from sshd import HOSTILE_ENV, Sshd, keygen, kill_all, pids_running, start_sshd
 
+from jobsmith.adapters.environment_rule import JobEnvironmentRule
 from jobsmith.adapters.ssh.command import remote_command
 from jobsmith.adapters.ssh.hostkeys import HostKeyRefused
 from jobsmith.adapters.ssh.transport import LoginRefused, ParamikoTransport
@@ -342,24 +343,18 @@ def test_the_remote_environment_is_the_allowlist_plus_the_given_variables(
     given = {"SLURM_TIME_FORMAT": "standard", "JOBSMITH_SUBMISSION": "job name; $(x)"}
     res = transport.run(["env", "-0"], timeout=20, env=given)
     env = dict(line.split("=", 1) for line in res.stdout.split("\0") if line)
-    assert set(env) == {"PATH", "HOME", "USER", "LOGNAME", "LANG", *given}
+    login = _plain_session_env(sshd, known_hosts)
+    allowed = {name for name in login if JobEnvironmentRule().allows(name)}
+    assert {"PATH", "HOME", "USER", "LOGNAME", "LANG"} <= allowed
+    assert set(env) == allowed | set(given)
+    assert not set(HOSTILE_ENV) - {"LANG"} & set(env)
     assert env["LANG"] == HOSTILE_ENV["LANG"]  # passed because the login environment has it
     assert env["HOME"] == str(Path.home()) and env["USER"] == "alice"
     assert {k: env[k] for k in given} == given
 
 
-def test_secret_variables_given_are_not_sent(sshd: Sshd, known_hosts: Path) -> None:
-    t = ParamikoTransport(
-        HOST,
-        port=sshd.port,
-        key_file=sshd.client_key,
-        known_hosts=known_hosts,
-        is_secret=lambda name: "KEY" in name,
-    )
-    try:
-        res = t.run(["env"], timeout=20, env={"MY_API_KEY": "sk-1", "KEEP": "1"})
-    finally:
-        t.close()
+def test_secret_variables_given_are_not_sent(transport: ParamikoTransport) -> None:
+    res = transport.run(["env"], timeout=20, env={"MY_API_KEY": "sk-1", "KEEP": "1"})
     assert "KEEP=1" in res.stdout and "sk-1" not in res.stdout
 
 

@@ -16,14 +16,24 @@ from jobsmith.adapters.slurm.slurmenv import PINNED
 DELIMITER = "\x1f"
 
 
+#: The job's environment is sbatch's own, which the transport builds from the allowlist
+#: (adapters/environment_rule.py). ALL, not a list of names: given a list, Slurm 22.05
+#: sets SLURM_GET_USER_ENV=1 and slurmd adds the user's login environment (`su - USER`)
+#: on the node, so the job would see more than the list (seen on the lab cluster: SHELL,
+#: MAIL, SHLVL arrived unlisted). Said on the command line, it also wins over a template's
+#: own `#SBATCH --export` line. srun steps inherit the script's environment, whatever it
+#: set, since sbatch sets SLURM_EXPORT_ENV=ALL in the job.
+EXPORT = "--export=ALL"
+
+
 def sbatch_submit() -> list[str]:
     """Submit the script read from stdin; print only 'jobid[;cluster]'."""
-    return ["sbatch", "--parsable"]
+    return ["sbatch", "--parsable", EXPORT]
 
 
 def sbatch_test_only() -> list[str]:
     """Validate the script from stdin and estimate its start, without submitting it."""
-    return ["sbatch", "--test-only"]
+    return ["sbatch", "--test-only", EXPORT]
 
 
 def sbatch_version() -> list[str]:

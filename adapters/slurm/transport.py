@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 
 from jobsmith import faults
-from jobsmith.adapters.slurm.jobenv import SecretFilter
+from jobsmith.adapters.environment_rule import JobEnvironmentRule
 from jobsmith.adapters.slurm.slurmenv import command_environ
 from jobsmith.adapters.transport import CommandResult, decode
 from jobsmith.errors import SchedulerUnavailable
@@ -21,14 +21,15 @@ from jobsmith.errors import SchedulerUnavailable
 class LocalTransport:
     """Runs commands as subprocesses of this process, on this host.
 
-    Children get this process's environment minus its secrets (jobenv.SecretFilter):
-    sbatch hands the environment it runs in to the job. The Slurm commands' own input
+    Children get only what the allowlist passes of this process's environment
+    (adapters/environment_rule.py): sbatch hands the environment it runs in to the job
+    (--export=ALL, see argv.EXPORT). The Slurm commands' own input
     variables are removed and the output formats pinned (slurmenv.command_environ), so
     a user's SBATCH_PARTITION cannot override the checked script.
     """
 
-    def __init__(self, secrets: SecretFilter | None = None) -> None:
-        self._secrets = secrets or SecretFilter()
+    def __init__(self, environment: JobEnvironmentRule | None = None) -> None:
+        self._environment = environment or JobEnvironmentRule()
 
     def run(
         self,
@@ -49,7 +50,7 @@ class LocalTransport:
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env={**command_environ(self._secrets.apply(os.environ)), **(env or {})},
+                env={**command_environ(self._environment.apply(os.environ)), **(env or {})},
                 start_new_session=True,
             )
         except FileNotFoundError as exc:

@@ -4,18 +4,18 @@ in a form any login shell passes on unchanged.
 sshd runs a command string through the user's login shell, which reads its rc files
 first (bash reads ~/.bashrc even for `ssh host cmd`). A line there exporting
 SBATCH_PARTITION would override the partition policy checked, so the command runs under
-`env -i` with only these variables of the remote login environment:
+`env -i` with only what the one environment rule (adapters/environment_rule.py) passes
+of the remote login environment: the same allowlist a local submission's job gets
+(PATH, HOME, locale, module and conda settings, proxies with their credentials stripped,
+SLURM_CONF, the site's own `jobs.environment.allow` names), applied on the login node by
+a shell snippet the rule writes, since the values are there.
 
-- PATH, HOME, USER, LOGNAME: to find the Slurm commands (module files extend PATH) and
-  the user's files;
-- LANG, SLURM_CONF, SLURM_CONF_SERVER, when set: the locale, and what Slurm needs to
-  find its cluster (slurmenv.py passes these unchanged locally too).
-
-plus the variables the caller gives (the pinned Slurm output formats, the submission
+Then the variables the caller gives (the pinned Slurm output formats, the submission
 tag), written on the command line because sshd drops environment variables it was not
-told to accept. Nothing of this process's own environment is sent. sbatch hands the
-environment it runs in to the job (--export=ALL), so a job submitted over SSH sees this
-allowlist, not the user's interactive environment: `env_setup` lines set up the rest.
+told to accept; a given name that looks like a credential is never sent. Nothing of
+this process's own environment is sent. sbatch hands the environment it runs in to the
+job (--export=ALL), so a job submitted over SSH sees this allowlist, not the user's
+interactive environment: `env_setup` lines set up the rest.
 
 A command given a deadline runs under coreutils' `timeout`: past the deadline plus
 GRACE_S it gets SIGTERM, KILL_AFTER_S later SIGKILL. Closing the channel at the deadline
@@ -40,12 +40,8 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
+from jobsmith.adapters.environment_rule import JobEnvironmentRule, looks_like_credential
 from jobsmith.errors import SchedulerUnavailable
-
-#: remote login variables always passed (empty if the remote shell has them unset)
-ALWAYS_PASSED: tuple[str, ...] = ("PATH", "HOME", "USER", "LOGNAME")
-#: remote login variables passed only when set there
-PASSED_IF_SET: tuple[str, ...] = ("LANG", "SLURM_CONF", "SLURM_CONF_SERVER")
 
 #: seconds past the caller's deadline before the remote command is sent SIGTERM
 GRACE_S = 1
@@ -69,10 +65,15 @@ class CommandTimedOut(SchedulerUnavailable):
 
 
 def remote_command(
-    argv: Sequence[str], env: Mapping[str, str], *, timeout_s: float | None = None
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    timeout_s: float | None = None,
+    environment: JobEnvironmentRule | None = None,
 ) -> str:
-    """The shell line that runs argv remotely with the allowlist plus env, stopped past
-    timeout_s (see above)."""
+    """The shell line that runs argv remotely with what the environment rule passes
+    (default: the rule without site entries) plus env, stopped past timeout_s (see
+    above)."""
     if not argv:
         raise ValueError("an empty command cannot be run")
     if "=" in argv[0]:
@@ -81,16 +82,19 @@ def remote_command(
     bad = [name for name in env if not _NAME.match(name)]
     if bad:
         raise ValueError(f"not environment variable names: {', '.join(map(repr, bad))}")
-    remote = [f'{name}="${name}"' for name in ALWAYS_PASSED]
-    remote += [f'${{{name}+"{name}=${name}"}}' for name in PASSED_IF_SET]
-    given = [shlex.quote(f"{name}={value}") for name, value in env.items()]
+    rule = environment or JobEnvironmentRule()
+    given = [
+        shlex.quote(f"{name}={value}")
+        for name, value in env.items()
+        if not looks_like_credential(name)
+    ]
     limit = []
     if timeout_s is not None:
         seconds = math.ceil(timeout_s) + GRACE_S
         limit = ["timeout", "-k", str(KILL_AFTER_S), str(seconds)]
     # exec: the login shell has nothing left to do, so it need not wait around
-    line = " ".join(["exec", *limit, "env", "-i", *remote, *given, *map(shlex.quote, argv)])
-    return any_shell(line)
+    line = " ".join(["exec", *limit, "env", "-i", '"$@"', *given, *map(shlex.quote, argv)])
+    return any_shell(f"{rule.shell_snippet()}; {line}")
 
 
 def any_shell(posix_line: str) -> str:

@@ -32,9 +32,10 @@ import os
 import shlex
 import signal
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from jobsmith.adapters.environment_rule import JobEnvironmentRule
 from jobsmith.adapters.ssh.command import CommandTimedOut, remote_command
 from jobsmith.adapters.transport import CommandResult, decode
 from jobsmith.errors import SchedulerUnavailable
@@ -57,7 +58,7 @@ class OpenSshTransport:
         user: str | None = None,
         known_hosts: Path | None = None,
         ssh: str = "ssh",
-        is_secret: Callable[[str], bool] | None = None,
+        environment: JobEnvironmentRule | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -65,7 +66,7 @@ class OpenSshTransport:
         self.control_path = control_path
         self._known_hosts = known_hosts
         self._ssh = ssh
-        self._is_secret = is_secret or (lambda _name: False)
+        self._environment = environment or JobEnvironmentRule()
 
     @property
     def where(self) -> str:
@@ -87,8 +88,7 @@ class OpenSshTransport:
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         """Run argv remotely through the master, stdin sent and closed; deadline timeout."""
-        sent = {k: v for k, v in (env or {}).items() if not self._is_secret(k)}
-        line = remote_command(argv, sent, timeout_s=timeout)
+        line = remote_command(argv, env or {}, timeout_s=timeout, environment=self._environment)
         if not self.control_path.exists():
             raise self._no_master("there is no connection socket")
         proc = subprocess.Popen(

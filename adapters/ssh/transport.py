@@ -29,12 +29,13 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import paramiko
 
+from jobsmith.adapters.environment_rule import JobEnvironmentRule
 from jobsmith.adapters.ssh import hostkeys, sshconfig
 from jobsmith.adapters.ssh.command import CommandTimedOut, remote_command
 from jobsmith.adapters.transport import CommandResult, decode
@@ -65,7 +66,7 @@ class ParamikoTransport:
         key_file: Path | None = None,
         known_hosts: Path | None = None,
         keepalive_s: int = 30,
-        is_secret: Callable[[str], bool] | None = None,
+        environment: JobEnvironmentRule | None = None,
         ssh_config: Path | None = None,
     ) -> None:
         config = ssh_config or Path.home() / ".ssh" / "config"
@@ -78,7 +79,7 @@ class ParamikoTransport:
         self._hops: list[Any] = []  # the jump hosts' clients, closed with the connection
         self._known_hosts = known_hosts or Path.home() / ".ssh" / "known_hosts"
         self._keepalive_s = keepalive_s
-        self._is_secret = is_secret or (lambda _name: False)
+        self._environment = environment or JobEnvironmentRule()
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -97,8 +98,7 @@ class ParamikoTransport:
     ) -> CommandResult:
         """Run argv remotely to completion, stdin sent and closed; deadline `timeout`."""
         deadline = time.monotonic() + timeout
-        sent = {k: v for k, v in (env or {}).items() if not self._is_secret(k)}
-        command = remote_command(argv, sent, timeout_s=timeout)
+        command = remote_command(argv, env or {}, timeout_s=timeout, environment=self._environment)
         channel = self._open_channel(deadline)
         try:
             channel.exec_command(command)
