@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,8 @@ from hypothesis import strategies as st
 
 from jobsmith.adapters.environment_rule import JobEnvironmentRule, NotAnEnvironmentEntry, is_proxy
 from jobsmith.adapters.slurm.transport import LocalTransport
+
+REPO = Path(__file__).resolve().parent.parent
 
 #: what the hostile run found in jobs' environments, with values to look for
 FOUND_IN_JOBS = {
@@ -168,3 +171,23 @@ def test_the_login_node_snippet_passes_exactly_what_the_rule_passes(
     )
     seen = dict(entry.split("=", 1) for entry in res.stdout.split("\0") if entry)
     assert seen == rule.apply(environ)
+
+
+# --- the site file's words for it ----------------------------------------------------------
+
+
+def test_a_site_file_allows_names_and_a_bad_entry_names_its_file_and_line(tmp_path: Path) -> None:
+    from jobsmith.errors import ConfigError
+    from jobsmith.site_config.loader import load_site_files
+
+    lab = REPO / "site_config" / "examples" / "lab.yaml"
+    user = tmp_path / "site.yaml"
+    user.write_text("jobs:\n  environment:\n    allow: [MYAPP_*, OMP_NUM_THREADS]\n")
+    config = load_site_files([lab, user], environ={"USER": "alice", "HOME": "/home/alice"}).config
+    assert config.jobs.environment.allow == ["MYAPP_*", "OMP_NUM_THREADS"]
+    user.write_text("jobs:\n  environment:\n    allow: [OK, SBATCH_PARTITION]\n")
+    with pytest.raises(ConfigError) as refused:
+        load_site_files([lab, user], environ={"USER": "alice", "HOME": "/home/alice"})
+    message = str(refused.value)
+    assert f"{user}:3" in message and "'SBATCH_PARTITION' cannot pass to jobs" in message
+    assert "\n" not in message
