@@ -22,7 +22,8 @@ DELIMITER = "\x1f"
 #: on the node, so the job would see more than the list (seen on the lab cluster: SHELL,
 #: MAIL, SHLVL arrived unlisted). Said on the command line, it also wins over a template's
 #: own `#SBATCH --export` line. srun steps inherit the script's environment, whatever it
-#: set, since sbatch sets SLURM_EXPORT_ENV=ALL in the job.
+#: set: with ALL sbatch leaves SLURM_EXPORT_ENV unset in the job, and srun's default is
+#: ALL (a list would have been handed on to every step through SLURM_EXPORT_ENV).
 EXPORT = "--export=ALL"
 
 
