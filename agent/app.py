@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,11 +21,10 @@ from jobsmith.errors import ConfigError
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, Scheduler
     from jobsmith.adapters.transport import Transport
-    from jobsmith.agent.brains.conversation import AskResult, Conversation
+    from jobsmith.agent.brains.conversation import Conversation
     from jobsmith.agent.brains.protocol import Brain
-    from jobsmith.agent.brains.waking import WakeOutcome
     from jobsmith.agent.runtime.session.lastpoll import LastPollFile
-    from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+    from jobsmith.agent.runtime.session.ledger import JobLedger
     from jobsmith.agent.runtime.session.readmodel import SessionFolds
     from jobsmith.agent.runtime.session.store import FileSessionStore
     from jobsmith.agent.runtime.submission.executor import Executor
@@ -278,37 +276,9 @@ class App:
             environ=self.environ,
             key_file=self.paths.config_dir / KEY_FILE_NAME,
             executor=self.executor,
-            recent_jobs=self.recent_job_ids,
+            recent_jobs=self.ledger.recent_job_ids,
+            tell=self.news.add,
         )
-
-    def ask(self, text: str, session_id: str | None) -> AskResult:
-        """A person's request answered by the model with jobsmith's tools, in one session
-        (agent/brains/conversation.py); ApprovalNeeded if a submission waits for a person."""
-        from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
-
-        try:
-            return self.conversation.ask(text, session_id)
-        except ApprovalNeeded as err:
-            self.news.add("approval_asked", step_id=err.step_id)
-            raise
-
-    def wake_brains(self) -> list[WakeOutcome]:
-        """Take up the conversations whose jobs ended since their brain last spoke
-        (agent/brains/waking.py): the sessions of the last 7 days' submissions."""
-        from jobsmith.agent.brains.waking import Waker
-
-        sessions = {r.session_id for r in self.recent_submissions() if r.session_id}
-        waker = Waker(self.conversation, self.store, self.folds, self.news.add)
-        return waker.wake(sessions)
-
-    def recent_submissions(self) -> list[SubmissionRecord]:
-        """What jobsmith submitted for this user in the last 7 days."""
-        floor = datetime.now() - timedelta(days=7)
-        return [r for r in self.ledger.all() if r.submitted_at >= floor]
-
-    def recent_job_ids(self) -> list[str]:
-        """Their job ids (`status` without ids, for ask's tools and the MCP server's)."""
-        return [r.job_id for r in self.recent_submissions()]
 
     def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
         """One watcher cycle with this app's parts (agent/watcher/cycle.py: run_cycle,
@@ -336,10 +306,6 @@ class App:
         from jobsmith.agent.watcher.lock import WatchLock
 
         return WatchLock(self.paths.state_dir / "watch.lock", stale_after_s=3 * interval_s + 60)
-
-    def engine_task_log(self, job_id: str) -> str | None:
-        """A pipeline task's log file, as its engine's records named it (logs.LogSources)."""
-        return self.pipelines.task_log(job_id)
 
 
 def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) -> App:

@@ -188,6 +188,8 @@ class Conversation:
     executor: Executor
     #: the person's jobsmith jobs of the last 7 days (`status` without ids)
     recent_jobs: Callable[[], list[str]]
+    #: news for the person (agent/watcher/news.py: News.add): an ask's held submission
+    tell: Callable[..., None] = lambda kind, **fields: None
     max_turns: int = MAX_TURNS
     max_ask_tokens: int = MAX_ASK_TOKENS
 
@@ -196,9 +198,14 @@ class Conversation:
         return f"Conversation(settings={self.settings!r}, max_turns={self.max_turns})"
 
     def ask(self, text: str, session_id: str | None = None) -> AskResult:
-        """Answer text with the tools; ApprovalNeeded if a submission waits for a person."""
+        """Answer text with the tools; ApprovalNeeded if a submission waits for a person
+        (and the person's news says so)."""
         request = _checked_request(text)
-        return self.open("ask", request, session_id).say(request)
+        try:
+            return self.open("ask", request, session_id).say(request)
+        except ApprovalNeeded as err:
+            self.tell("approval_asked", step_id=err.step_id)
+            raise
 
     def open(
         self, origin: str, title: str, session_id: str | None, listener: Listener | None = None

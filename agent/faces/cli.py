@@ -798,7 +798,7 @@ def ask(ctx: click.Context, text: str, session_id: str | None, as_json: bool) ->
     logs, diagnose, submit), under the site's policy. Needs an API key."""
     from jobsmith.agent.views.output import note, print_json
 
-    result = _app(ctx).ask(text, session_id and _session(ctx, session_id))
+    result = _app(ctx).conversation.ask(text, session_id and _session(ctx, session_id))
     if as_json:
         print_json(result.model_dump(mode="json"))
         return

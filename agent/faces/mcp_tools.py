@@ -235,7 +235,7 @@ class McpTools:
             tail = args["tail"]
             if not isinstance(tail, int) or isinstance(tail, bool):
                 raise ToolInputError("tail: must be a whole number of lines")
-        runner = AskTools(self.app.executor, sid, self.app.recent_job_ids)
+        runner = AskTools(self.app.executor, sid, self.app.ledger.recent_job_ids)
         outcome = runner.run(name, args)
         doc = _unmarked(outcome.content)
         if outcome.is_error and set(doc) == {"error"}:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.adapters.transport import Transport
     from jobsmith.agent.runtime.session.ledger import JobLedger
+    from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
 
 class LogSources(Protocol):
@@ -45,8 +46,9 @@ class LogSources(Protocol):
         """Where the files are read."""
         ...
 
-    def engine_task_log(self, job_id: str) -> str | None:
-        """A pipeline task's log, as its engine's records named it (None: not one)."""
+    @property
+    def pipelines(self) -> Pipelines:
+        """The pipelines: a task's log, as its engine's records named it."""
         ...
 
 
@@ -97,7 +99,7 @@ def _read_command(path: str, tail_lines: int, max_bytes: int | None) -> list[str
 
 def _log_path(app: LogSources, job_id: str, stream: str) -> str:
     record = app.ledger.get(job_id)
-    if record is None and (engine_log := app.engine_task_log(job_id)) is not None:
+    if record is None and (engine_log := app.pipelines.task_log(job_id)) is not None:
         return engine_log  # a workflow engine's task: one file holds both streams
     if record is None:
         out, err = app.scheduler.output_paths(job_id)

@@ -37,6 +37,7 @@ from jobsmith.errors import SchedulerError
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
+    from jobsmith.agent.brains.conversation import Conversation
     from jobsmith.agent.brains.protocol import Brain
     from jobsmith.agent.runtime.submission.executor import Executor
     from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
@@ -53,9 +54,8 @@ class CycleParts(PollParts, LogSources, Protocol):
     def executor(self) -> Executor: ...
     @property
     def pipelines(self) -> Pipelines: ...
-    def wake_brains(self) -> list[WakeOutcome]:
-        """The conversations whose jobs ended, taken up again."""
-        ...
+    @property
+    def conversation(self) -> Conversation: ...
 
 
 class WatchCycle(BaseModel):
@@ -151,6 +151,15 @@ def watch_cycle(
     return WatchCycle(watched=len(ids), scheduler_ok=True, changes=changes, decisions=decisions)
 
 
+def wake_brains(app: CycleParts) -> list[WakeOutcome]:
+    """Take up the conversations whose jobs ended since their brain last spoke
+    (agent/brains/waking.py): the sessions of the last 7 days' submissions."""
+    from jobsmith.agent.brains.waking import Waker
+
+    sessions = {r.session_id for r in app.ledger.recent() if r.session_id}
+    return Waker(app.conversation, app.store, app.folds, app.news.add).wake(sessions)
+
+
 def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     """One whole watcher cycle with app's parts (App.watch_cycle), in this order:
 
@@ -175,7 +184,7 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     cycle = watch_cycle(app.store, app.ledger, poll, decide, tell_change, app.folds)
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
-        cycle = cycle.model_copy(update={"woken": app.wake_brains(), "pipelines": followed})
+        cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})
     for decision in cycle.decisions:
         if decision.get("outcome") == "awaiting_approval":
             app.news.add("approval_asked", step_id=decision.get("step_id"))

@@ -8,7 +8,7 @@ record. (The session store of the agent will carry the same facts as events.)
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -55,6 +55,16 @@ class JobLedger:
             return None
         except (ValueError, ValidationError):
             return None  # a damaged record must not stop status/logs for other jobs
+
+    def recent(self, days: int = 7) -> list[SubmissionRecord]:
+        """What jobsmith submitted for this user in the last days, oldest first."""
+        floor = datetime.now() - timedelta(days=days)
+        return [r for r in self.all() if r.submitted_at >= floor]
+
+    def recent_job_ids(self) -> list[str]:
+        """The job ids of the last 7 days' submissions (`status` without ids, for ask's
+        tools and the MCP server's)."""
+        return [r.job_id for r in self.recent()]
 
     def all(self) -> list[SubmissionRecord]:
         """Every readable record, oldest first."""
