@@ -15,13 +15,22 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from jobsmith.adapters.jobid import JobIdText
+from jobsmith.adapters.jobid import JobIdText, parse_job_ids
+from jobsmith.errors import InputError
 
 # Characters a scheduler reads literally in a directive value; anything else (spaces,
 # quotes, '#', newlines, '=' inside a value) is refused rather than quoted, because
 # sbatch's directive parser is not a shell and its quoting rules differ between versions.
 _SAFE = r"[A-Za-z0-9_.,:/@%+\-\[\]]+"
 SafeToken = Annotated[str, StringConstraints(pattern=rf"^{_SAFE}$", max_length=1024)]
+#: --constraint's features joined by Slurm's operators (&, |, *count, [..], (..)): still no
+#: space, quote, '#' or '=', so the value stays one directive word
+ConstraintText = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_.,:@%+\-\[\]&|*()]+$", max_length=1024)
+]
+#: an --array index spec without its %throttle: '0-999', '1,3,7', '0-20:5'
+ARRAY_SPEC = r"^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$"
+ArraySpec = Annotated[str, StringConstraints(pattern=ARRAY_SPEC, max_length=1024)]
 
 TAG_PATTERN = re.compile(r"\.js-(?P<tag>[0-9a-f]{12})$")
 
@@ -44,6 +53,55 @@ class Dependency(BaseModel):
     job_ids: tuple[JobIdText, ...] = Field(min_length=1, description="Slurm job ids to wait for")
 
 
+#: what each of sbatch's other dependency forms would need, said when one is refused
+_UNMODELLED = {
+    "singleton": "jobsmith gives every submission a unique name (its tag), so a singleton "
+    "would wait for nothing",
+    "aftercorr": "jobsmith does not model per-task array dependencies",
+    "afterburstbuffer": "jobsmith does not model burst buffers",
+    "expand": "jobsmith does not model growing a running job",
+}
+
+
+def parse_dependency(spec: str) -> tuple[Dependency, ...]:
+    """sbatch's --dependency text ('afterok:1:2,afterany:3'), every part of which must
+    hold, as Dependency values; InputError naming the part jobsmith cannot carry.
+
+    Refused by name, not passed on: the any-of form ('?'), singleton, aftercorr and the
+    '+minutes' delay of after, because the policy, the watcher and a plan reason about
+    dependencies as "all of these jobs reached that state", which those are not.
+    """
+    valid = ", ".join(k.value for k in DependencyKind)
+    if "?" in spec:
+        raise InputError(
+            f"--dependency {spec!r}: the any-of form ('?') is not supported; jobsmith's "
+            "dependencies must all hold: join them with ','"
+        )
+    out: list[Dependency] = []
+    for part in spec.split(","):
+        kind, _, ids = part.strip().partition(":")
+        if kind in _UNMODELLED:
+            raise InputError(
+                f"--dependency {part!r}: {kind} is not supported ({_UNMODELLED[kind]}); "
+                f"supported: {valid}"
+            )
+        if kind not in DependencyKind.__members__.values():
+            raise InputError(
+                f"--dependency {part!r}: unknown type {kind!r}; supported: {valid}, "
+                "written TYPE:JOBID[:JOBID...]"
+            )
+        if "+" in ids:
+            raise InputError(
+                f"--dependency {part!r}: a '+minutes' delay is not supported; "
+                f"give {kind}:JOBID[:JOBID...]"
+            )
+        if not ids.strip(":"):
+            raise InputError(f"--dependency {part!r}: no job id; give {kind}:JOBID[:JOBID...]")
+        refs = parse_job_ids(ids.split(":"))
+        out.append(Dependency(kind=DependencyKind(kind), job_ids=tuple(str(r) for r in refs)))
+    return tuple(out)
+
+
 class JobOptions(BaseModel):
     """Everything jobsmith sets on a submission, as typed values."""
 
@@ -60,15 +118,9 @@ class JobOptions(BaseModel):
     mem_mb: int | None = Field(None, gt=0, description="--mem per node, MiB")
     gpus: int | None = Field(None, ge=0, description="GPUs per node, via --gres=gpu[:type]:N")
     gpu_type: SafeToken | None = Field(None, description="GPU type for --gres, e.g. a100")
-    array: (
-        Annotated[
-            str,
-            StringConstraints(
-                pattern=r"^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$"
-            ),
-        ]
-        | None
-    ) = Field(None, description="--array index spec without throttle, e.g. '0-999' or '1,3,7'")
+    array: ArraySpec | None = Field(
+        None, description="--array index spec without throttle, e.g. '0-999' or '1,3,7'"
+    )
     array_throttle: int | None = Field(None, gt=0, description="max array tasks running at once")
     dependencies: tuple[Dependency, ...] = Field((), description="--dependency, all must hold")
     output: SafeToken | None = Field(None, description="-o stdout path (may use %j %A %a)")
@@ -82,6 +134,8 @@ class JobOptions(BaseModel):
     )
     mail_type: SafeToken | None = Field(None, description="--mail-type, e.g. END,FAIL")
     mail_user: SafeToken | None = Field(None, description="--mail-user address")
+    constraint: ConstraintText | None = Field(None, description="--constraint node features")
+    exclude: SafeToken | None = Field(None, description="--exclude nodes, e.g. 'n[01-03],n7'")
 
     @model_validator(mode="after")
     def _throttle_needs_array(self) -> JobOptions:

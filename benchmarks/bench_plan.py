@@ -86,7 +86,7 @@ def plan(user: AsUser, submitted: Callable[[], None]) -> list[str]:
 def by_hand(user: AsUser, submitted: Callable[[], None]) -> list[str]:
     def submit(*deps: str) -> str:
         after = ["--after-ok", ",".join(deps)] if deps else []
-        return user.jobsmith("submit", "command", "-p", "command=true", *after).strip()
+        return user.jobsmith("submit", "command", "-P", "command=true", *after).strip()
 
     first = [submit() for _ in range(3)]
     ids = [*first, submit(*first)]

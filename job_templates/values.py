@@ -1,6 +1,6 @@
 """Coercion of one raw parameter value to its typed form, with the spec's constraints.
 
-Values arrive as strings from the CLI (`-p key=value`) or typed from a YAML/JSON params
+Values arrive as strings from the CLI (`-P key=value`) or typed from a YAML/JSON params
 file; both go through the same function. Paths come out relative-or-absolute as given:
 resolving them against the allowed roots is paths.py's job. Errors are ValueErrors whose
 message describes the problem; the caller adds the template and parameter names.
@@ -163,7 +163,7 @@ def _as_paths(raw: object) -> tuple[object, ...]:
 
 def _as_args(raw: object) -> tuple[object, ...]:
     # From the CLI, arguments are split the way a shell would split them, so
-    # `-p args="--lr 0.1 --name 'my run'"` means what it looks like.
+    # `-P args="--lr 0.1 --name 'my run'"` means what it looks like.
     try:
         return _as_list(raw, _as_text, shlex.split)
     except ValueError as exc:  # shlex: "No closing quotation"

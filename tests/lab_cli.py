@@ -37,9 +37,9 @@ def submit_oom_array(workdir: Path) -> str:
     sub = js(
         "submit",
         "file_array",
-        "-p",
+        "-P",
         f"files={files}",
-        "-p",
+        "-P",
         "program=bash",
         "--mem",
         "100M",

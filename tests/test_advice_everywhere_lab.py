@@ -50,7 +50,7 @@ def _three_runs(workdir: Path) -> float:
     their highest peak in MiB."""
     runs = []
     for _ in range(3):
-        out = js("submit", "command", "-p", f"command={HOG}", "--mem", "4G", "--no-advice")
+        out = js("submit", "command", "-P", f"command={HOG}", "--mem", "4G", "--no-advice")
         assert out.exit_code == 0, out.output
         runs.append(out.stdout.strip())
     assert js("wait", *runs, "--timeout", "240").exit_code == 0
@@ -116,7 +116,7 @@ def test_ask_mcp_and_plans_take_the_right_size_a_site_applies(
 
     # and the person who says --no-advice still gets what they asked for
     before = set(_recorded(jobsmith_home))
-    out = js("submit", "command", "-p", f"command={HOG}", "--mem", "4G", "--no-advice")
+    out = js("submit", "command", "-P", f"command={HOG}", "--mem", "4G", "--no-advice")
     assert out.exit_code == 0, out.output
     assert _new_job(jobsmith_home, before)["options"]["mem_mb"] == 4096
     subprocess.run(["scancel", *(set(_recorded(jobsmith_home)))], check=False)

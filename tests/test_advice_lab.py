@@ -29,7 +29,7 @@ def _sacct(job_ids: list[str], fields: str) -> list[list[str]]:
 
 
 def _submit(*args: str) -> dict[str, object]:
-    out = js("submit", "command", "-p", f"command={HOG}", "--mem", "4G", *args, "--json")
+    out = js("submit", "command", "-P", f"command={HOG}", "--mem", "4G", *args, "--json")
     assert out.exit_code == 0, out.output
     return dict(json.loads(out.stdout))
 
@@ -62,7 +62,7 @@ def test_a_request_is_right_sized_from_the_real_accounting_of_earlier_runs(
     costs = dry["advice"]  # type: ignore[index]
     assert costs["proposed_cost"]["core_hours"] < costs["requested_cost"]["core_hours"]
 
-    text = js("submit", "command", "-p", f"command={HOG}", "--mem", "4G", "--dry-run")
+    text = js("submit", "command", "-P", f"command={HOG}", "--mem", "4G", "--dry-run")
     assert "3 completed runs (same template and parameters)" in text.stderr
     assert f"--mem {proposed}M" in text.stderr and "add --right-size to take it" in text.stderr
 
@@ -115,7 +115,7 @@ def test_the_partition_with_the_earliest_start_is_offered_and_taken(
     user_site: Callable[[str], None], workdir: Path, busy_debug: list[str]
 ) -> None:
     user_site("")
-    asked = js("submit", "command", "-p", "command=true", "--dry-run", "--json")
+    asked = js("submit", "command", "-P", "command=true", "--dry-run", "--json")
     assert asked.exit_code == 0, asked.output
     advice = json.loads(asked.stdout)["advice"]
     starts = {e["partition"]: e["estimated_start"] for e in advice["partitions"]}
@@ -124,11 +124,11 @@ def test_the_partition_with_the_earliest_start_is_offered_and_taken(
     assert starts["long"] < starts["debug"], starts
     assert advice["partition"] == "debug" and advice["earliest"] == "long"
 
-    text = js("submit", "command", "-p", "command=true", "--dry-run")
+    text = js("submit", "command", "-P", "command=true", "--dry-run")
     assert "Slurm would start it earlier in partition long" in text.stderr
     assert "--partition long (or --earliest) takes it" in text.stderr
 
-    taken = js("submit", "command", "-p", "command=true", "--earliest", "--json")
+    taken = js("submit", "command", "-P", "command=true", "--earliest", "--json")
     assert taken.exit_code == 0, taken.output
     document = json.loads(taken.stdout)
     busy_debug.append(str(document["job_id"]))  # cancelled with the fillers

@@ -36,7 +36,7 @@ def test_a_broken_site_file_refuses_the_approval_and_the_step_stays_pending(
     user_site: Any, workdir: Path, jobsmith_home: Path
 ) -> None:
     user_site(HELD)
-    step = _held("command", "-p", "command=echo approved late", "--log-dir", str(workdir))
+    step = _held("command", "-P", "command=echo approved late", "--log-dir", str(workdir))
     site = jobsmith_home / "config" / "site.yaml"
     good = site.read_text()
     site.write_text(good + "policy: [this is not\n")
@@ -58,7 +58,7 @@ def test_an_input_replaced_by_a_symlink_out_of_the_roots_refuses_the_approval(
     (workdir / "a.sh").write_text("echo a\n")
     (workdir / "b.sh").write_text("echo b\n")
     step = _held(
-        "file_array", "-p", "files=a.sh,b.sh", "-p", "program=bash", "--log-dir", str(workdir)
+        "file_array", "-P", "files=a.sh,b.sh", "-P", "program=bash", "--log-dir", str(workdir)
     )
     (workdir / "b.sh").unlink()
     (workdir / "b.sh").symlink_to("/etc/hostname")

@@ -54,7 +54,7 @@ def test_a_huge_number_in_a_plan_file_is_named_by_line(tmp_path: Path) -> None:
 
 def test_a_site_name_too_long_for_the_file_system_is_a_config_error(tmp_path: Path) -> None:
     too_long = str(tmp_path / ("a" * 300))
-    argv = ["--site", too_long, "render", "command", "-p", "command=true"]
+    argv = ["--site", too_long, "render", "command", "-P", "command=true"]
     line = _one_line(_run(*argv, cwd=tmp_path), 2)
     assert "File name too long" in line
 

@@ -39,7 +39,7 @@ def files(workdir: Path, n: int) -> str:
 
 def submit_array(workdir: Path, program: str, n: int = 12) -> dict[str, object]:
     out = js(
-        "submit", "file_array", "-p", f"files={files(workdir, n)}", "-p", f"program={program}",
+        "submit", "file_array", "-P", f"files={files(workdir, n)}", "-P", f"program={program}",
         "--log-dir", str(workdir / "logs"), "--json",
     )  # fmt: skip
     assert out.exit_code == 0, out.output

@@ -139,7 +139,7 @@ def test_two_concurrent_approvals_submit_once(
     user_site, workdir: Path, jobsmith_home: Path
 ) -> None:  # type: ignore[no-untyped-def]
     user_site("policy:\n  approval:\n    core_hours: 0.01\n")
-    held = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    held = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir))
     assert held.exit_code == 8, held.output
     # a user's store holds many sessions; each approve reads the held one first, then
     # the rest, before it answers: the time in which both can see the step pending

@@ -76,13 +76,13 @@ def test_unknown_template_is_one_line_listing_the_valid_ones(run) -> None:  # ty
 
 
 def test_json_errors_are_json(run) -> None:  # type: ignore[no-untyped-def]
-    result = run("render", "command", "-p", "nosuch=1", "--json")
+    result = run("render", "command", "-P", "nosuch=1", "--json")
     assert result.exit_code == 2
     assert json.loads(result.stdout)["error"] == "TemplateError"
 
 
 def test_newline_directive_injection_refused(run) -> None:  # type: ignore[no-untyped-def]
-    result = run("render", "command", "-p", "command=true\n#SBATCH --partition=high")
+    result = run("render", "command", "-P", "command=true\n#SBATCH --partition=high")
     assert result.exit_code == 2
     assert "command" in one_error_line(result)
 
@@ -91,11 +91,11 @@ def test_out_of_root_path_refused_and_nothing_recorded(run, jobsmith_home: Path)
     result = run(
         "submit",
         "ffmpeg_chunks",
-        "-p",
+        "-P",
         "input=/etc/passwd",
-        "-p",
+        "-P",
         "output_dir=out",
-        "-p",
+        "-P",
         "duration_s=10",
     )
     assert result.exit_code == 3
@@ -121,21 +121,21 @@ def test_over_policy_refused_with_the_limit_named(
     args: list[str],  # type: ignore[no-untyped-def]
     needle: str,
 ) -> None:
-    result = run("submit", "command", "-p", "command=true", *args)
+    result = run("submit", "command", "-P", "command=true", *args)
     assert result.exit_code == 3, result.output
     assert needle in one_error_line(result)
     assert not (jobsmith_home / "state" / "jobs").exists()
 
 
 def test_missing_site_config_says_what_to_do(jobsmith_home: Path) -> None:
-    result = CliRunner().invoke(cli, ["render", "command", "-p", "command=true"])
+    result = CliRunner().invoke(cli, ["render", "command", "-P", "command=true"])
     assert result.exit_code == 2
     line = one_error_line(result)
     assert "site init" in line
 
 
 def test_bad_time_syntax_named(run) -> None:  # type: ignore[no-untyped-def]
-    result = run("render", "command", "-p", "command=true", "--time", "soon")
+    result = run("render", "command", "-P", "command=true", "--time", "soon")
     assert result.exit_code != 0
     assert "--time" in one_error_line(result)
 
@@ -147,7 +147,7 @@ lab = pytest.mark.usefixtures("lab_cluster")
 
 @lab
 def test_dry_run_submits_nothing(run, jobsmith_home: Path) -> None:  # type: ignore[no-untyped-def]
-    result = run("submit", "command", "-p", "command=echo hi", "--dry-run", "--json")
+    result = run("submit", "command", "-P", "command=echo hi", "--dry-run", "--json")
     assert result.exit_code == 0
     data = json.loads(result.stdout)
     assert data["script"].startswith("#!/bin/bash\n#SBATCH --job-name=command.js-")
@@ -166,7 +166,7 @@ def test_submit_wait_status_logs(run, workdir: Path) -> None:  # type: ignore[no
     result = run(
         "submit",
         "command",
-        "-p",
+        "-P",
         "command=echo out-line; echo err-line >&2",
         "--log-dir",
         str(workdir / "logs"),
@@ -191,7 +191,7 @@ def test_submit_wait_status_logs(run, workdir: Path) -> None:  # type: ignore[no
 @lab
 def test_failed_job_exit_code_and_wait_status(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     job_id = run(
-        "submit", "command", "-p", "command=ls /nonexistent-input", "--log-dir", str(workdir)
+        "submit", "command", "-P", "command=ls /nonexistent-input", "--log-dir", str(workdir)
     ).stdout.strip()
     waited = run("wait", job_id, "--timeout", "120")
     assert waited.exit_code == 1
@@ -203,7 +203,7 @@ def test_failed_job_exit_code_and_wait_status(run, workdir: Path) -> None:  # ty
 @lab
 def test_hold_release_cancel(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     job_id = run(
-        "submit", "command", "-p", "command=sleep 60", "--log-dir", str(workdir)
+        "submit", "command", "-P", "command=sleep 60", "--log-dir", str(workdir)
     ).stdout.strip()
     assert json.loads(run("hold", job_id, "--json").stdout) == {
         "action": "hold",
@@ -247,7 +247,7 @@ def test_every_template_passes_sbatch_test_only(run, workdir: Path, name: str) -
     if name == "torch_train":
         params["cpus"] = 2  # the lab node has 2 CPUs
     kinds = {k: spec.type for k, spec in template.spec.params.items()}
-    args = [a for k, v in params.items() for a in ("-p", f"{k}={_cli_value(v, kinds.get(k))}")]
+    args = [a for k, v in params.items() for a in ("-P", f"{k}={_cli_value(v, kinds.get(k))}")]
     result = run("submit", name, *args, *extra, "--test-only", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -286,15 +286,15 @@ def test_ffmpeg_chunks_then_concat_run_on_slurm(run, workdir: Path) -> None:  # 
     chunks = run(
         "submit",
         "ffmpeg_chunks",
-        "-p",
+        "-P",
         "input=clip.mp4",
-        "-p",
+        "-P",
         "output_dir=chunks",
-        "-p",
+        "-P",
         "duration_s=6",
-        "-p",
+        "-P",
         "chunk_seconds=2",
-        "-p",
+        "-P",
         "audio=none",
         "--throttle",
         "2",
@@ -306,11 +306,11 @@ def test_ffmpeg_chunks_then_concat_run_on_slurm(run, workdir: Path) -> None:  # 
     concat = run(
         "submit",
         "ffmpeg_concat",
-        "-p",
+        "-P",
         "chunk_dir=chunks",
-        "-p",
+        "-P",
         "chunks=3",
-        "-p",
+        "-P",
         "output=joined.mkv",
         "--after-ok",
         chunk_id,
@@ -346,11 +346,11 @@ def test_bwa_align_runs_on_slurm(run, workdir: Path) -> None:  # type: ignore[no
     sub = run(
         "submit",
         "bwa_align",
-        "-p",
+        "-P",
         "reference=genome.fa",
-        "-p",
+        "-P",
         "samples=reads/samples.tsv",
-        "-p",
+        "-P",
         "output_dir=aligned",
         "--log-dir",
         str(workdir / "logs"),
@@ -426,7 +426,7 @@ def test_a_real_job_never_sees_the_agents_secrets(  # type: ignore[no-untyped-de
     passed = {**needed, "https_proxy": proxy, "JOBSMITH_TEST_KEEP": "kept-value"}
     for key, value in {**secrets, **passed, "JOBSMITH_TEST_UNNAMED": "dropped"}.items():
         monkeypatch.setenv(key, value)
-    job_id = run("submit", "command", "-p", "command=env", "--log-dir", str(workdir)).stdout
+    job_id = run("submit", "command", "-P", "command=env", "--log-dir", str(workdir)).stdout
     job_id = job_id.strip()
     assert run("wait", job_id, "--timeout", "120").exit_code == 0
     printed = (workdir / f"command_{job_id}.out").read_text()

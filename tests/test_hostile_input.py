@@ -60,7 +60,7 @@ def test_every_sbatch_input_variable_is_folded_or_refused(
 ) -> None:  # type: ignore[no-untyped-def]
     value, directive = FOLDED.get(name, ("1", ""))
     monkeypatch.setenv(name, value)
-    out = js("submit", "command", "-p", "command=true", "--dry-run", "--json")
+    out = js("submit", "command", "-P", "command=true", "--dry-run", "--json")
     if name in FOLDED:
         assert out.exit_code == 0, out.output
         assert f"#SBATCH {directive}\n" in json.loads(out.stdout)["script"]
@@ -75,7 +75,7 @@ def test_an_explicit_option_wins_over_the_environment(
     user_site, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("SBATCH_MEM_PER_NODE", "8G")
-    out = js("render", "command", "-p", "command=true", "--mem", "200M")
+    out = js("render", "command", "-P", "command=true", "--mem", "200M")
     assert out.exit_code == 0, out.output
     assert "#SBATCH --mem=200M\n" in out.stdout and "8G" not in out.stdout
 
@@ -84,7 +84,7 @@ def test_a_partition_from_the_environment_is_checked_by_policy(
     user_site, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("SBATCH_PARTITION", "high")
-    out = js("submit", "command", "-p", "command=true", "--mem", "200M", "--time", "2")
+    out = js("submit", "command", "-P", "command=true", "--mem", "200M", "--time", "2")
     assert out.exit_code == 3, out.output
     assert "partition 'high' is not allowed" in out.stderr
     assert "SBATCH_PARTITION=high" in out.stderr
@@ -119,7 +119,7 @@ def test_what_slurm_runs_is_what_policy_checked(
     monkeypatch.setenv("SBATCH_PARTITION", "long")
     monkeypatch.setenv("SBATCH_TIMELIMIT", "00:03:00")
     monkeypatch.setenv("SBATCH_MEM_PER_NODE", "8G")
-    out = js("submit", "command", "-p", "command=true", "--mem", "200M", "--log-dir", str(workdir))
+    out = js("submit", "command", "-P", "command=true", "--mem", "200M", "--log-dir", str(workdir))
     assert out.exit_code == 0, out.output
     job_id = out.stdout.strip()
     assert js("wait", job_id, "--timeout", "120").exit_code == 0
@@ -225,8 +225,8 @@ def test_scancel_filters_in_the_environment_cannot_spare_a_job(
         ["rerun", "12_3"],
         ["wait", "0", "--timeout", "5"],  # today's code waited an hour for job 0
         ["adopt", "4294967296"],
-        ["render", "command", "-p", "command=true", "--after-ok", "abc"],
-        ["render", "command", "-p", "command=true", "--after-not-ok", "1,--x"],
+        ["render", "command", "-P", "command=true", "--after-ok", "abc"],
+        ["render", "command", "-P", "command=true", "--after-not-ok", "1,--x"],
     ],
 )
 def test_a_bad_job_id_is_one_line_and_exit_2(
@@ -239,7 +239,7 @@ def test_a_bad_job_id_is_one_line_and_exit_2(
 
 
 def test_job_id_lists_are_split_like_slurm_does(user_site) -> None:  # type: ignore[no-untyped-def]
-    out = js("render", "command", "-p", "command=true", "--after-any", "11,12_3", "--json")
+    out = js("render", "command", "-P", "command=true", "--after-any", "11,12_3", "--json")
     assert out.exit_code == 0, out.output
     assert "#SBATCH --dependency=afterany:11:12_3\n" in json.loads(out.stdout)["script"]
 
@@ -251,11 +251,11 @@ def _chunk_args(workdir: Path, duration: str) -> list[str]:
     (workdir / "clip.mp4").write_bytes(b"")
     return [
         "ffmpeg_chunks",
-        "-p",
+        "-P",
         "input=clip.mp4",
-        "-p",
+        "-P",
         "output_dir=chunks",
-        "-p",
+        "-P",
         f"duration_s={duration}",
     ]
 
@@ -293,14 +293,14 @@ def test_exit_statuses_of_the_readme_table(  # type: ignore[no-untyped-def]
 ) -> None:
     """One real case per status the README documents, run through the CLI."""
     failed = js(
-        "submit", "command", "-p", "command=exit 3", "--log-dir", str(workdir)
+        "submit", "command", "-P", "command=exit 3", "--log-dir", str(workdir)
     ).stdout.strip()
     assert js("wait", failed, "--timeout", "120").exit_code == 1
-    assert js("render", "command", "-p", "nope=1").exit_code == 2
+    assert js("render", "command", "-P", "nope=1").exit_code == 2
     assert js("status", "--since", "forever").exit_code == 2
-    assert js("render", "command", "-p", "command=true", "--mem", "900G").exit_code == 3
+    assert js("render", "command", "-P", "command=true", "--mem", "900G").exit_code == 3
     user_site("accounts:\n  allowed: [lab, nosuchaccount]\n")  # allowed here, unknown to Slurm
-    slurm_says_no = js("submit", "command", "-p", "command=true", "--account", "nosuchaccount")
+    slurm_says_no = js("submit", "command", "-P", "command=true", "--account", "nosuchaccount")
     assert slurm_says_no.exit_code == 4, slurm_says_no.output
     assert js("hold", "3999999998").exit_code == 6
     assert js("approve", "st-0000000000").exit_code == 6
@@ -316,7 +316,7 @@ def test_exit_statuses_of_the_readme_table(  # type: ignore[no-untyped-def]
     finally:
         subprocess.run(["scancel", held], check=False)
     user_site("policy:\n  approval:\n    core_hours: 0.001\n")
-    assert js("submit", "command", "-p", "command=true").exit_code == 8
+    assert js("submit", "command", "-P", "command=true").exit_code == 8
     assert js("watch", "--once", "--json").exit_code == 0
     session = _session_in_flight_on_another_node(jobsmith_home)
     assert js("sessions", "resume", session, "--json").exit_code == 9

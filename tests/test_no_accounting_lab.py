@@ -54,7 +54,7 @@ def in_controller(job_id: str) -> bool:
 def crash_after_intent(workdir: Path) -> str:
     """A `jobsmith submit` killed right after its intent, before sbatch: its session."""
     argv = [sys.executable, "-m", "jobsmith", "--site", str(LAB_SITE), "submit", "command"]
-    argv += ["-p", "command=true", "--log-dir", str(workdir)]
+    argv += ["-P", "command=true", "--log-dir", str(workdir)]
     env = {**os.environ, "JOBSMITH_FAULT_KILL_AFTER_EVENTS": "1"}
     killed = subprocess.run(argv, env=env, cwd=workdir, capture_output=True, text=True)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
@@ -72,7 +72,7 @@ def test_without_accounting_jobs_are_followed_through_the_controller_alone(
     assert "accounting storage is disabled" in sacct.stderr  # the lab really is switched
 
     # a job submitted through jobsmith fails; wait sees it through squeue alone
-    sub = js("submit", "command", "-p", "command=exit 3", "--log-dir", str(workdir))
+    sub = js("submit", "command", "-P", "command=exit 3", "--log-dir", str(workdir))
     assert sub.exit_code == 0, sub.output
     job = sub.stdout.strip()
     waited = js("wait", job, "--timeout", "60", "--json")

@@ -43,9 +43,9 @@ def test_frames_are_ascii_bounded_and_in_order(text: str) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("render", "command", "-p", "command=true", "--time", "١٠"),
-        ("render", "command", "-p", "command=true", "--mem", "٤G"),
-        ("render", "command", "-p", "command=true", "--gpus", "١"),
+        ("render", "command", "-P", "command=true", "--time", "١٠"),
+        ("render", "command", "-P", "command=true", "--mem", "٤G"),
+        ("render", "command", "-P", "command=true", "--gpus", "١"),
         ("mcp", "--token-ttl", "NaN"),
         ("mcp", "--interval", "nan"),
         ("chat", "--interval", "inf"),
@@ -78,6 +78,6 @@ def test_transcode_and_render_frames_refuse_them_before_any_work(tmp_path: Path)
 )
 def test_an_empty_value_is_refused_not_taken_for_the_default(option: str) -> None:
     """`--partition ''` fell back to the site's default, `--log-dir ''` meant here."""
-    out = js("render", "command", "-p", "command=true", option, "")
+    out = js("render", "command", "-P", "command=true", option, "")
     assert out.exit_code == 2, out.output
     assert "is empty" in out.output and "Traceback" not in out.output

@@ -159,7 +159,7 @@ def test_a_laptop_submits_watches_and_reads_logs_over_the_master(
         assert res.returncode == 0, (args, res.stdout, res.stderr)
         return str(res.stdout)
 
-    job_id = run("submit", "command", "-p", "command=echo over the master", "--log-dir", logs)
+    job_id = run("submit", "command", "-P", "command=echo over the master", "--log-dir", logs)
     job_id = job_id.strip()
     assert job_id.isdigit()
     cycle = json.loads(run("watch", "--once", "--json"))

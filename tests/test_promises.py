@@ -84,7 +84,7 @@ def test_held_script_edited_in_the_store_is_refused_by_approve_and_never_reaches
     policy: Callable[[str], None], workdir: Path, jobsmith_home: Path
 ) -> None:
     policy("  approval:\n    core_hours: 0.01\n")
-    held = js("submit", "command", "-p", "command=echo approved-run", "--log-dir", str(workdir))
+    held = js("submit", "command", "-P", "command=echo approved-run", "--log-dir", str(workdir))
     assert held.exit_code == 8, held.output
     (item,) = json.loads(js("pending", "--json").stdout)["pending"]
     step, session = item["step_id"], item["session_id"]
@@ -116,7 +116,7 @@ def test_approval_refused_for_an_edited_script_stays_refused(
     """After `approve` refused an edited script, nothing may run the step later: not a
     second approve, not `sessions resume` (approve here is its own process, which ends)."""
     policy("  approval:\n    core_hours: 0.01\n")
-    held = js("submit", "command", "-p", "command=echo approved-run", "--log-dir", str(workdir))
+    held = js("submit", "command", "-P", "command=echo approved-run", "--log-dir", str(workdir))
     assert held.exit_code == 8, held.output
     (item,) = json.loads(js("pending", "--json").stdout)["pending"]
     step, session = item["step_id"], item["session_id"]
@@ -160,7 +160,7 @@ def _held_then_approved_and_crashed(
 ) -> tuple[str, str, str, Path]:
     """(session, step, job name, intent file) of a step approved by a process that died."""
     policy("  approval:\n    core_hours: 0.01\n")
-    held = js("submit", "command", "-p", "command=echo approved-run", "--log-dir", str(workdir))
+    held = js("submit", "command", "-P", "command=echo approved-run", "--log-dir", str(workdir))
     assert held.exit_code == 8, held.output
     (item,) = json.loads(js("pending", "--json").stdout)["pending"]
     step, session = item["step_id"], item["session_id"]
@@ -217,7 +217,7 @@ def test_resume_submits_only_the_script_whose_hash_was_approved(
 
 
 def _submit(workdir: Path, *options: str) -> Any:
-    return js("submit", "command", "-p", "command=true", "--log-dir", str(workdir), *options)
+    return js("submit", "command", "-P", "command=true", "--log-dir", str(workdir), *options)
 
 
 @lab
@@ -278,7 +278,7 @@ def test_daily_gpu_hour_budget_counts_the_lab_gpus(
         ok = js(
             "submit",
             "command",
-            "-p",
+            "-P",
             "command=echo gpus=$CUDA_VISIBLE_DEVICES",
             "--log-dir",
             str(workdir),
@@ -286,7 +286,7 @@ def test_daily_gpu_hour_budget_counts_the_lab_gpus(
         )
         assert ok.exit_code == 0, ok.output
         ids.append(ok.stdout.strip())
-    third = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir), *gpu_job)
+    third = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir), *gpu_job)
     assert third.exit_code == 3, third.output
     assert (
         "refused by policy (GPU-hours per day): 2 GPU-hours in the last 24 h plus 1 "
@@ -323,7 +323,7 @@ def test_rule_brain_reruns_an_oom_job_at_most_twice_then_reports(
 ) -> None:
     policy("  approval:\n    core_hours: 100\n")
     first = js(
-        "submit", "command", "-p", f"command={ALWAYS_OOM}", "--mem", "100M",
+        "submit", "command", "-P", f"command={ALWAYS_OOM}", "--mem", "100M",
         "--log-dir", str(workdir),
     )  # fmt: skip
     assert first.exit_code == 0, first.output

@@ -75,7 +75,7 @@ def test_watcher_backs_off_while_slurmctld_is_down_and_returns_to_its_interval(
     # Slurm's clients wait for a controller that went away: a cycle goes silent only
     # when that wait outlives the site's command timeout, so the outage must outlast it
     user_site(f"scheduler:\n  command_timeout_s: {TIMEOUT_S}\n")
-    job = js("submit", "command", "-p", "command=sleep 150", "--log-dir", str(workdir))
+    job = js("submit", "command", "-P", "command=sleep 150", "--log-dir", str(workdir))
     assert job.exit_code == 0, job.output
     job_id = job.stdout.strip()
     starts, wrapper = tmp_path / "sacct.starts", tmp_path / "wrap"

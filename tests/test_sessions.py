@@ -61,7 +61,7 @@ pytestmark_lab = pytest.mark.usefixtures("lab_cluster")
 @pytestmark_lab
 def test_refusal_is_recorded_with_its_rule(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     site("  budgets:\n    submissions_per_hour: 0\n")
-    result = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    result = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir))
     assert result.exit_code == 3
     assert "submissions per hour" in result.stderr and "limit is 0" in result.stderr
     kinds = [(e["kind"], e["data"].get("outcome")) for e in events(only_session())]  # type: ignore[union-attr]
@@ -73,7 +73,7 @@ def test_refusal_is_recorded_with_its_rule(site, workdir: Path) -> None:  # type
 @pytestmark_lab
 def test_approval_is_asked_shown_given_and_bound_to_the_script(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     site("  approval:\n    core_hours: 0.01\n")
-    held = js("submit", "command", "-p", "command=echo approved-run", "--log-dir", str(workdir))
+    held = js("submit", "command", "-P", "command=echo approved-run", "--log-dir", str(workdir))
     assert held.exit_code == 8, held.output
     assert "jobsmith approve st-" in held.stderr
     pending = json.loads(js("pending", "--json").stdout)["pending"]
@@ -98,7 +98,7 @@ def test_approval_is_asked_shown_given_and_bound_to_the_script(site, workdir: Pa
 @pytestmark_lab
 def test_denied_step_never_runs(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     site("  approval:\n    core_hours: 0.01\n")
-    js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    js("submit", "command", "-P", "command=true", "--log-dir", str(workdir))
     (item,) = json.loads(js("pending", "--json").stdout)["pending"]
     assert js("deny", item["step_id"], "--reason", "too big").exit_code == 0
     log = events(item["session_id"])
@@ -116,9 +116,9 @@ def test_too_many_concurrent_tasks_refused(site, workdir: Path) -> None:  # type
     result = js(
         "submit",
         "file_array",
-        "-p",
+        "-P",
         f"files={','.join(files)}",
-        "-p",
+        "-P",
         "program=cat",
         "--log-dir",
         str(workdir),
@@ -131,16 +131,16 @@ def test_too_many_concurrent_tasks_refused(site, workdir: Path) -> None:  # type
 def test_failure_streak_stops_submissions_until_unblocked(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     site("  budgets:\n    max_failures_in_a_row: 2\n")
     ids = [
-        js("submit", "command", "-p", "command=exit 1", "--log-dir", str(workdir)).stdout.strip()
+        js("submit", "command", "-P", "command=exit 1", "--log-dir", str(workdir)).stdout.strip()
         for _ in range(2)
     ]
     assert js("wait", *ids, "--timeout", "120").exit_code == 1  # records FAILED in the sessions
-    third = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    third = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir))
     assert third.exit_code == 3 and "2 jobs failed in a row" in third.stderr
     assert "sessions unblock" in third.stderr
     session = only_session()
     assert js("sessions", "unblock", session, "--note", "fixed the input").exit_code == 0
-    fourth = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    fourth = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir))
     assert fourth.exit_code == 0, fourth.output
 
 
@@ -178,7 +178,7 @@ def test_cancelling_a_job_jobsmith_did_not_submit_needs_approval(site, workdir: 
 @pytestmark_lab
 def test_sessions_export_is_jsonl_and_prune_reports(site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     site("  approval:\n    core_hours: 100\n")
-    job = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    job = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir))
     assert job.exit_code == 0, job.output
     exported = js("sessions", "export", only_session()).stdout.splitlines()
     parsed = [json.loads(line) for line in exported]
@@ -193,7 +193,7 @@ def test_replay_runs_steps_dry_under_another_policy(
     site, workdir: Path, jobsmith_home: Path
 ) -> None:  # type: ignore[no-untyped-def]
     site("  approval:\n    core_hours: 100\n")
-    job = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir))
+    job = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir))
     assert job.exit_code == 0, job.output
     session = only_session()
     same = json.loads(js("sessions", "replay", session, "--json").stdout)["steps"]

@@ -485,7 +485,7 @@ def test_submit_status_logs_and_a_watcher_cycle_through_sshd(
         assert sshd.logins() - logins == 1, args  # it reached Slurm, over one connection
         return res
 
-    sub = run("submit", "command", "-p", "command=echo hi", "--log-dir", logs)
+    sub = run("submit", "command", "-P", "command=echo hi", "--log-dir", logs)
     job_id = sub.stdout.strip()
     assert job_id.isdigit()
     cycle = json.loads(run("watch", "--once", "--json").stdout)

@@ -97,7 +97,7 @@ def _lock_is_free() -> bool:
 
 
 def _open_job(workdir: Path) -> str:
-    sub = js("submit", "command", "-p", "command=sleep 90", "--log-dir", str(workdir))
+    sub = js("submit", "command", "-P", "command=sleep 90", "--log-dir", str(workdir))
     assert sub.exit_code == 0, sub.output
     return sub.stdout.strip()
 

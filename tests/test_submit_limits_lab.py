@@ -32,7 +32,7 @@ def submit_array(workdir: Path, tasks: int) -> tuple[int, str, str]:
         (workdir / f"in{i}.txt").write_text("x")
         files.append(str(workdir / f"in{i}.txt"))
     out = js(
-        "submit", "file_array", "-p", f"files={','.join(files)}", "-p", "program=true",
+        "submit", "file_array", "-P", f"files={','.join(files)}", "-P", "program=true",
         "--qos", "tiny", "--log-dir", str(workdir),
     )  # fmt: skip
     return out.exit_code, out.stdout, out.stderr

@@ -83,7 +83,7 @@ def js(user_site):  # type: ignore[no-untyped-def]
 
 
 def _submit(js, workdir: Path, command: str) -> str:  # type: ignore[no-untyped-def]
-    res = js("submit", "command", "-p", f"command={command}", "--log-dir", str(workdir))
+    res = js("submit", "command", "-P", f"command={command}", "--log-dir", str(workdir))
     assert res.exit_code == 0, res.output
     return str(res.stdout.strip())
 

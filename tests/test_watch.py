@@ -138,7 +138,7 @@ def js(user_site):  # type: ignore[no-untyped-def]
 def test_watch_once_polls_all_sessions_in_one_sacct_and_records_states(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     ids = [
         js(
-            "submit", "command", "-p", f"command=sleep {i}", "--log-dir", str(workdir)
+            "submit", "command", "-P", f"command=sleep {i}", "--log-dir", str(workdir)
         ).stdout.strip()
         for i in (1, 2, 3)
     ]
@@ -192,10 +192,10 @@ def test_oom_array_task_is_rerun_alone_with_more_memory_unattended(js, workdir: 
 @pytest.mark.usefixtures("lab_cluster")
 def test_diagnose_command_on_real_failures(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     missing = js(
-        "submit", "command", "-p", "command=cat /nonexistent/input.mov", "--log-dir", str(workdir)
+        "submit", "command", "-P", "command=cat /nonexistent/input.mov", "--log-dir", str(workdir)
     ).stdout.strip()
     nocmd = js(
-        "submit", "command", "-p", "command=no-such-program --flag", "--log-dir", str(workdir)
+        "submit", "command", "-P", "command=no-such-program --flag", "--log-dir", str(workdir)
     ).stdout.strip()
     js("wait", missing, nocmd, "--timeout", "120")
     first = json.loads(js("diagnose", missing, "--json").stdout)["diagnoses"][0]
@@ -209,8 +209,8 @@ def test_diagnose_command_on_real_failures(js, workdir: Path) -> None:  # type: 
 
 @pytest.mark.usefixtures("lab_cluster")
 def test_next_command_tells_what_ended_once_and_never_in_json(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    ok = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir)).stdout.strip()
-    bad = js("submit", "command", "-p", "command=exit 2", "--log-dir", str(workdir))
+    ok = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir)).stdout.strip()
+    bad = js("submit", "command", "-P", "command=exit 2", "--log-dir", str(workdir))
     bad_id = bad.stdout.strip()
     js("wait", ok, bad_id, "--json", "--timeout", "120")  # records the ends, tells nothing
     told = js("templates", "list")
@@ -247,10 +247,10 @@ def test_webhook_hears_of_ended_jobs_and_mail_goes_to_slurm(  # type: ignore[no-
         f"notify:\n  webhook_url: http://127.0.0.1:{server.server_port}/hook\n"
         "  mail_user: alice@example.org\n",
     )
-    dry = json.loads(js("render", "command", "-p", "command=true", "--json").stdout)
+    dry = json.loads(js("render", "command", "-P", "command=true", "--json").stdout)
     assert "#SBATCH --mail-type=END,FAIL" in dry["script"]
     assert "#SBATCH --mail-user=alice@example.org" in dry["script"]
-    job = js("submit", "command", "-p", "command=exit 4", "--log-dir", str(workdir))
+    job = js("submit", "command", "-P", "command=exit 4", "--log-dir", str(workdir))
     job_id = job.stdout.strip()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not received:
@@ -295,7 +295,7 @@ def test_adopted_hand_submitted_job_is_watched_and_rerun_with_more_memory(  # ty
 @pytest.mark.disruptive
 @pytest.mark.usefixtures("lab_cluster")
 def test_watcher_through_a_slurmctld_restart_reports_no_false_failure(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    job_id = js("submit", "command", "-p", "command=sleep 20", "--log-dir", str(workdir))
+    job_id = js("submit", "command", "-P", "command=sleep 20", "--log-dir", str(workdir))
     job_id = job_id.stdout.strip()
     states: list[str] = []
     silent_cycles = 0
@@ -351,7 +351,7 @@ def test_watch_install_puts_one_line_in_the_crontab_that_runs_a_watcher_cycle(  
     assert Path(command[0]).name == "jobsmith" and Path(command[0]).is_absolute()
     # What cron would run, as cron runs it (as this user, a bare PATH), with --json added:
     # a watcher cycle that follows a job this test submitted.
-    job_id = js("submit", "command", "-p", "command=true", "--log-dir", str(workdir)).stdout.strip()
+    job_id = js("submit", "command", "-P", "command=true", "--log-dir", str(workdir)).stdout.strip()
     cron_env = {
         "HOME": os.environ["HOME"],
         "USER": os.environ["USER"],
@@ -424,7 +424,7 @@ def test_node_failure_for_real_is_diagnosed(js, workdir: Path) -> None:  # type:
 @pytest.mark.usefixtures("lab_cluster")
 def test_a_failure_seen_first_by_wait_still_gets_one_decision(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     job_id = js(
-        "submit", "command", "-p", "command=cat /nonexistent/in.mov", "--log-dir", str(workdir)
+        "submit", "command", "-P", "command=cat /nonexistent/in.mov", "--log-dir", str(workdir)
     ).stdout.strip()
     assert js("wait", job_id, "--timeout", "120").exit_code == 1  # records FAILED itself
     # right after the end, slurmdbd may still answer a cycle with its stand-in row, from

@@ -102,7 +102,7 @@ def _calls(count: Path) -> int:
 def test_one_sacct_per_cycle_while_a_stand_in_row_is_served_and_no_decision_from_it(
     user_site: Any, workdir: Path, tmp_path: Path
 ) -> None:
-    sub = js("submit", "command", "-p", "command=sleep 6; exit 3", "--log-dir", str(workdir))
+    sub = js("submit", "command", "-P", "command=sleep 6; exit 3", "--log-dir", str(workdir))
     assert sub.exit_code == 0, sub.output
     job_id = sub.stdout.strip()
     flag = tmp_path / "serve-stand-in"

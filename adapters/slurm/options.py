@@ -37,6 +37,8 @@ def render_directives(opts: JobOptions) -> list[str]:
         lines.append(f"--array={opts.array}{throttle}")
     if opts.dependencies:
         lines.append("--dependency=" + dependency_spec(opts.dependencies))
+    picks: list[tuple[str, object]] = [("constraint", opts.constraint), ("exclude", opts.exclude)]
+    lines += [f"--{key}={value}" for key, value in picks if value is not None]
     tail: list[tuple[str, object]] = [
         ("output", opts.output),
         ("error", opts.error),

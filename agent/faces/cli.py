@@ -291,12 +291,51 @@ class _GivenPath(click.Path):
         return super().convert(value, param, ctx)
 
 
+class _Aliased(click.Option):
+    """An option whose older names keep working but are left out of --help: jobsmith's
+    own names from before it took sbatch's (issue 25), so old scripts still run."""
+
+    def __init__(self, *args: Any, old_names: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.old_names = frozenset(old_names)
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown, self.opts = self.opts, [o for o in self.opts if o not in self.old_names]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+def _partition(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """-p is sbatch's partition; until issue 25 it was jobsmith's template parameter, so
+    a KEY=VALUE after it (no partition holds '=') is that old habit, said in one line."""
+    if isinstance(value, str) and "=" in value:
+        raise click.BadParameter(
+            f"{value!r} is a template parameter: -p now names the partition, as in sbatch; "
+            f"give parameters with -P (-P {value})"
+        )
+    return _given(ctx, param, value)
+
+
+def _refuse_mem_per_cpu(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """--mem-per-cpu is refused by name: the site's limits and the right-sizing are per
+    node, and one memory figure per request keeps them simple to check and to explain."""
+    if value is not None:
+        raise click.BadParameter(
+            "is not supported: jobsmith asks for memory per node; give --mem "
+            "(per node: CPUs per node x memory per CPU, e.g. --mem 4G for -c 4 at 1G)"
+        )
+
+
 def job_options(fn: F) -> F:
-    """The options shared by `render` and `submit`."""
+    """The options shared by `render` and `submit`: sbatch's names, with the older
+    jobsmith names (--cpus, --after-ok, ...) kept working but hidden
+    (docs/sbatch-options.md has the table)."""
     options = [
         click.argument("template"),
         click.option(
-            "-p",
+            "-P",
             "--param",
             "params",
             multiple=True,
@@ -306,44 +345,72 @@ def job_options(fn: F) -> F:
         click.option(
             "--params-file",
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="YAML or JSON mapping of parameters (-p wins).",
+            help="YAML or JSON mapping of parameters (-P wins).",
         ),
         click.option(
-            "--partition", callback=_given, help="Partition (default: the site's default)."
+            "-p", "--partition", callback=_partition, help="Partition (default: the site's)."
         ),
         click.option(
-            "--account", callback=_given, help="Account to charge (default: the site's default)."
+            "-A", "--account", callback=_given, help="Account to charge (default: the site's)."
         ),
-        click.option("--qos", callback=_given, help="QoS (default: the site's default)."),
+        click.option("-q", "--qos", callback=_given, help="QoS (default: the site's)."),
         click.option(
+            "-t",
             "--time",
             "time_limit",
             callback=_given,
             help="Wall time, Slurm syntax: 30, 1:00:00, 1-00:00:00.",
         ),
         click.option("--mem", callback=_given, help="Memory per node: 500M, 4G."),
-        click.option("--cpus", type=_COUNT, help="CPUs per task."),
-        click.option("--gpus", type=_IntRange(0, _MAX_COUNT), help="GPUs per node."),
-        click.option("--nodes", type=_COUNT, help="Nodes."),
-        click.option("--throttle", type=_COUNT, help="Max array tasks running at once."),
         click.option(
-            "--after-ok",
-            multiple=True,
-            metavar="JOBID",
-            help="Start after these jobs succeed (repeatable).",
+            "--mem-per-cpu", callback=_refuse_mem_per_cpu, expose_value=False, hidden=True
         ),
         click.option(
-            "--after-any",
-            multiple=True,
-            metavar="JOBID",
-            help="Start after these jobs end, however (repeatable).",
+            "-c",
+            "--cpus-per-task",
+            "--cpus",
+            "cpus_per_task",
+            cls=_Aliased,
+            old_names=["--cpus"],
+            type=_COUNT,
+            help="CPUs per task.",
         ),
         click.option(
-            "--after-not-ok",
-            multiple=True,
-            metavar="JOBID",
-            help="Start only if these jobs fail (repeatable).",
+            "-G",
+            "--gpus",
+            type=_IntRange(0, _MAX_COUNT),
+            help="GPUs for the whole job (the same count on each node).",
         ),
+        click.option("--gpus-per-node", type=_IntRange(0, _MAX_COUNT), help="GPUs per node."),
+        click.option("-N", "--nodes", type=_COUNT, help="Nodes."),
+        click.option("-n", "--ntasks", type=_COUNT, help="Tasks."),
+        click.option(
+            "-J",
+            "--job-name",
+            callback=_given,
+            help="Job name (default: the template's); jobsmith adds its tag: NAME.js-TAG.",
+        ),
+        click.option(
+            "-a",
+            "--array",
+            callback=_given,
+            metavar="INDICES[%N]",
+            help="Array tasks, e.g. 0-9%2 (for an array template, some of its own tasks).",
+        ),
+        click.option("--throttle", type=_COUNT, help="Max array tasks running at once (as %N)."),
+        click.option(
+            "-d",
+            "--dependency",
+            multiple=True,
+            callback=_given_each,
+            metavar="TYPE:JOBID[:JOBID...]",
+            help="Start after other jobs, sbatch's syntax: afterok:12:13,afterany:14.",
+        ),
+        click.option("--after-ok", multiple=True, hidden=True),
+        click.option("--after-any", multiple=True, hidden=True),
+        click.option("--after-not-ok", multiple=True, hidden=True),
+        click.option("--constraint", callback=_given, help="Node features, e.g. 'intel&ib'."),
+        click.option("--exclude", callback=_given, help="Nodes not to use, e.g. 'n[01-03]'."),
         click.option(
             "--log-dir",
             type=_GivenPath(file_okay=False, path_type=Path),
@@ -353,6 +420,13 @@ def job_options(fn: F) -> F:
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def _given_each(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """_given for a repeatable option: each value must be non-empty."""
+    for one in value or ():
+        _given(ctx, param, one)
+    return value
 
 
 def _request(kwargs: dict[str, Any]) -> Any:

@@ -23,11 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.jobid import parse_job_ids
-from jobsmith.adapters.options import Dependency, JobOptions
+from jobsmith.adapters.options import (
+    ARRAY_SPEC,
+    TAG_PATTERN,
+    ArraySpec,
+    ConstraintText,
+    Dependency,
+    JobOptions,
+    SafeToken,
+    array_indices,
+    parse_dependency,
+)
 from jobsmith.adapters.scheduler import EnvironmentDefault, EnvironmentInputs
 from jobsmith.agent.runtime.submission import hashing
 from jobsmith.agent.runtime.submission.policy import check_limits
@@ -58,6 +68,27 @@ class JobFields(BaseModel):
     nodes: int | None = Field(None, gt=0, description="nodes override")
     array_throttle: int | None = Field(None, gt=0, description="max array tasks at once")
     log_dir: Path | None = Field(None, description="where stdout/stderr go")
+    # added with sbatch's option names (issue 25); last, so older documents keep their order
+    ntasks: int | None = Field(None, gt=0, description="tasks override")
+    gpus_per_job: int | None = Field(
+        None, ge=0, description="GPUs for the whole job, the same count on each of its nodes"
+    )
+    job_name: SafeToken | None = Field(
+        None, description="the job's name before jobsmith's tag (default: the template's)"
+    )
+    array: ArraySpec | None = Field(
+        None, description="array indices to run (default: the template's; must be among them)"
+    )
+    constraint: ConstraintText | None = Field(None, description="node features required")
+    exclude: SafeToken | None = Field(None, description="nodes not to use")
+
+    @model_validator(mode="after")
+    def _one_gpu_count(self) -> JobFields:
+        if self.gpus is not None and self.gpus_per_job is not None:
+            raise ValueError("GPUs are asked both per job and per node: give one of the two")
+        if self.job_name is not None and TAG_PATTERN.search(self.job_name):
+            raise ValueError(f"job name {self.job_name!r} ends as jobsmith's tag does (.js-…)")
+        return self
 
 
 class JobRequest(JobFields):
@@ -71,7 +102,8 @@ class JobRequest(JobFields):
         """Build from the CLI's options (strings as typed), with clear errors."""
         params: dict[str, object] = _params_file(kw.get("params_file"))
         params.update(_param_pairs(kw.get("params") or ()))
-        deps = [
+        deps = [dep for spec in kw.get("dependency") or () for dep in parse_dependency(spec)]
+        deps += [
             Dependency(kind=kind, job_ids=tuple(str(r) for r in parse_job_ids(ids)))
             for kind, ids in (
                 ("afterok", kw.get("after_ok")),
@@ -80,6 +112,7 @@ class JobRequest(JobFields):
             )
             if ids
         ]
+        array, throttle = split_array(kw.get("array"), kw.get("throttle"))
         try:
             return cls(
                 template=kw["template"],
@@ -89,12 +122,18 @@ class JobRequest(JobFields):
                 qos=kw.get("qos"),
                 time_limit_s=parse_unit(parse_duration, "--time", kw.get("time_limit")),
                 mem_mb=parse_unit(parse_memory, "--mem", kw.get("mem")),
-                cpus_per_task=kw.get("cpus"),
-                gpus=kw.get("gpus"),
+                cpus_per_task=kw.get("cpus_per_task"),
+                gpus=kw.get("gpus_per_node"),
                 nodes=kw.get("nodes"),
-                array_throttle=kw.get("throttle"),
+                array_throttle=throttle,
                 dependencies=tuple(deps),
                 log_dir=kw.get("log_dir"),
+                ntasks=kw.get("ntasks"),
+                gpus_per_job=kw.get("gpus"),
+                job_name=kw.get("job_name"),
+                array=array,
+                constraint=kw.get("constraint"),
+                exclude=kw.get("exclude"),
             )
         except ValidationError as exc:
             raise InputError(_first_error(exc)) from None
@@ -156,6 +195,7 @@ def _options(
             "cpus_per_task": req.cpus_per_task,
             "gpus": req.gpus,
             "nodes": req.nodes,
+            "ntasks": req.ntasks,
         }.items()
         if v is not None
     }
@@ -163,15 +203,17 @@ def _options(
     defaults = _fit_partition(
         {**site.defaults.model_dump(), **rendered.sbatch_fields()}, site, partition
     )
+    array = _array(name, rendered, req)
     log_dir = inside_roots(req.log_dir or site.paths.scratch / "jobsmith-logs", site, "log dir")
-    stem = f"{name}_%A_%a" if rendered.array else f"{name}_%j"
+    stem = f"{name}_%A_%a" if array else f"{name}_%j"
     fields: dict[str, object] = {
         **defaults,
         **overrides,
-        "job_name": f"{name}.js-{secrets.token_hex(6)}",
+        "job_name": f"{req.job_name or name}.js-{secrets.token_hex(6)}",
         "partition": partition,
         "account": req.account or site.accounts.default,
         "qos": req.qos or site.qos.default,
+        "array": array,
         "array_throttle": req.array_throttle,
         "dependencies": req.dependencies,
         "output": f"{log_dir}/{stem}.out",
@@ -179,13 +221,51 @@ def _options(
         "chdir": str(cwd if _within(cwd, site) else site.paths.scratch),
         "mail_user": site.notify.mail_user,
         "mail_type": site.notify.mail_type if site.notify.mail_user else None,
+        "constraint": req.constraint,
+        "exclude": req.exclude,
     }
+    if req.gpus_per_job is not None:
+        fields["gpus"] = _gpus_per_node(req.gpus_per_job, fields.get("nodes"))
     for what, key in (("log dir", "output"), ("working directory", "chdir")):
         _directive_safe(what, str(fields[key]))
     try:
         return JobOptions.model_validate(fields)
     except ValidationError as exc:
         raise TemplateError(f"template {name!r}: {_first_error(exc)}") from None
+
+
+def _array(name: str, rendered: RenderedBody, req: JobRequest) -> str | None:
+    """The array to submit: the template's, or the indices -a/--array names.
+
+    An array template's task i handles its item i, so -a may pick among its indices (to
+    run some again) but not name others, which would have no item; a plain template
+    becomes an array of identical tasks, as `sbatch --array` makes of a plain script.
+    """
+    own = rendered.array.spec if rendered.array else None
+    if req.array is None:
+        return own
+    if own is not None:
+        extra = sorted(set(array_indices(req.array)) - set(array_indices(own)))
+        if extra:
+            raise InputError(
+                f"--array {req.array}: template {name!r} has tasks {own} "
+                f"({rendered.array.rule if rendered.array else ''}); "
+                f"task {extra[0]} would have no item"
+            )
+    return req.array
+
+
+def _gpus_per_node(per_job: int, nodes: object) -> int:
+    """-G/--gpus counts GPUs for the whole job, as sbatch's does; jobsmith asks Slurm for
+    the same count on each node (--gres), which its limits and GPU-hours are written in,
+    so a count the nodes cannot share evenly is refused rather than guessed."""
+    count = nodes if isinstance(nodes, int) else 1
+    if per_job % count:
+        raise InputError(
+            f"--gpus {per_job} over {count} nodes: jobsmith asks for the same number on "
+            f"each node; give a multiple of {count}, or --gpus-per-node"
+        )
+    return per_job // count
 
 
 #: what an #SBATCH path value may hold (adapters/options.py refuses the rest)
@@ -236,10 +316,13 @@ def _fit_partition(
 
 def _refuse_param_resources(template: Template, req: JobRequest) -> None:
     for field, param in template.spec.resources.references().items():
-        if getattr(req, field, None) is not None:
+        asked = getattr(req, field, None)
+        if field == "gpus" and req.gpus_per_job is not None:
+            asked = req.gpus_per_job
+        if asked is not None:
             raise TemplateError(
                 f"template {template.name!r} takes {field} from its parameter {param!r}: "
-                f"use -p {param}=VALUE instead of the resource option"
+                f"use -P {param}=VALUE instead of the resource option"
             )
 
 
@@ -266,9 +349,25 @@ def _param_pairs(pairs: Sequence[str]) -> dict[str, object]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise TemplateError(f"-p {pair!r}: expected KEY=VALUE")
+            raise TemplateError(f"-P {pair!r}: expected KEY=VALUE")
         out[key.strip()] = value
     return out
+
+
+def split_array(text: str | None, throttle: int | None) -> tuple[str | None, int | None]:
+    """-a/--array as sbatch reads it, 'SPEC[%N]', split into the indices and the throttle
+    (which --throttle may also give, alone or as the same number)."""
+    if text is None:
+        return None, throttle
+    spec, sep, limit = text.partition("%")
+    if not re.match(ARRAY_SPEC, spec) or (sep and not re.fullmatch(r"[1-9][0-9]{0,9}", limit)):
+        raise InputError(
+            f"--array {text!r}: expected indices such as 0-9, 1,3,7 or 0-20:5, "
+            "optionally with %N to run at most N at once (0-9%2)"
+        )
+    if sep and throttle is not None and throttle != int(limit):
+        raise InputError(f"--array {text!r} and --throttle {throttle}: give the limit once")
+    return spec, int(limit) if sep else throttle
 
 
 #: a --params-file: YAML (or JSON, which YAML 1.2 reads) mapping parameter names to values
