@@ -19,7 +19,13 @@ from lab_cli import LAB_SITE, js
 from test_documents import documented_keys
 
 from jobsmith.adapters.options import DependencyKind
-from jobsmith.agent.runtime.workflows.plans import Plan, approval_text, load_plan
+from jobsmith.agent.runtime.workflows.plans import (
+    Plan,
+    approval_text,
+    load_plan,
+    plan_text,
+    read_plan_file,
+)
 from jobsmith.errors import InputError
 
 lab = pytest.mark.usefixtures("lab_cluster")
@@ -133,6 +139,109 @@ def test_the_unknown_key_error_lists_the_valid_ones_with_its_line(tmp_path: Path
     with pytest.raises(InputError) as err:
         load_plan(path)
     assert f"{path}:17" in str(err.value) and "after_ok" in str(err.value)
+
+
+SBATCH_NAMES = """\
+name: sbatch_names
+steps:
+  a:
+    template: command
+    params: {command: "true"}
+    partition: long
+    time: "1:00:00"
+    mem: 4G
+    cpus_per_task: 2
+    gpus: 2
+    nodes: 1
+    ntasks: 1
+    job_name: first
+    array: 0-9%2
+    constraint: intel&ib
+    exclude: n[01-03]
+  b:
+    template: command
+    params: {command: "true"}
+    gpus_per_node: 1
+    time: 30
+    mem: 500
+    after_ok: [a]
+"""
+
+
+def test_a_plan_file_takes_sbatchs_names_and_units(tmp_path: Path) -> None:
+    plan, notes = read_plan_file(write(tmp_path, SBATCH_NAMES))
+    assert notes == ()
+    a, b = plan.request("a", {}), plan.request("b", {"a": "7"})
+    assert (a.partition, a.time_limit_s, a.mem_mb, a.cpus_per_task) == ("long", 3600, 4096, 2)
+    assert (a.gpus_per_job, a.gpus, a.nodes, a.ntasks, a.job_name) == (2, None, 1, 1, "first")
+    assert (a.array, a.array_throttle, a.constraint, a.exclude) == (
+        "0-9",
+        2,
+        "intel&ib",
+        "n[01-03]",
+    )
+    assert (b.gpus, b.gpus_per_job, b.time_limit_s, b.mem_mb) == (1, None, 1800, 500)
+    # written back in the file's names, it reads back equal and without a note
+    again, notes = read_plan_file(write(tmp_path, plan_text(plan, "a test"), "again.yaml"))
+    assert (again, notes) == (plan, ())
+    assert "time: 01:00:00" in plan_text(plan, "x") and "mem_mb" not in plan_text(plan, "x")
+
+
+def test_a_plan_file_with_the_older_names_loads_with_a_note_naming_the_new_field(
+    tmp_path: Path,
+) -> None:
+    older = SBATCH_NAMES.replace('time: "1:00:00"', "time_limit_s: 3600").replace(
+        "mem: 4G", "mem_mb: 4096"
+    )
+    path = write(tmp_path, older.replace("time: 30", "time_limit_s: 1800"))
+    plan, notes = read_plan_file(path)
+    assert plan == read_plan_file(write(tmp_path, SBATCH_NAMES, "new.yaml"))[0]
+    assert notes == (
+        f"{path}: time_limit_s (step a, b) still loads, but the field is now time, "
+        "in Slurm's units as submit takes them (time: 1:00:00)",
+        f"{path}: mem_mb (step a) still loads, but the field is now mem, "
+        "in Slurm's units as submit takes them (mem: 4G)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (("mem: 4G", "mem: 4X"), ":8: steps.a.mem: invalid memory size '4X'"),
+        (("time: 30", "time: soon"), ":21: steps.b.time: invalid duration 'soon'"),
+        (("mem: 500", "mem: 500\n    mem_mb: 500"), "steps.b.mem: given twice, as mem and as"),
+        (("gpus: 2", "gpu: 2"), ":10: steps.a.gpu: unknown key 'gpu' (did you mean 'gpus'?)"),
+        (("array: 0-9%2", "array: 0-9%x"), ":14: steps.a.array: --array '0-9%x': expected"),
+        (("gpus_per_node: 1", "gpus_per_node: 1\n    gpus: 1"), "per job and per node"),
+    ],
+)
+def test_a_bad_sbatch_named_field_is_one_error_naming_the_file_line_and_field(
+    tmp_path: Path, change: tuple[str, str], said: str
+) -> None:
+    path = write(tmp_path, SBATCH_NAMES.replace(*change))
+    with pytest.raises(InputError) as err:
+        read_plan_file(path)
+    assert str(path) in str(err.value) and said in str(err.value)
+
+
+def test_plan_check_shows_the_note_on_stderr_and_the_directives(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    """(The CLI: the note is on stderr, so --json stays one document.)"""
+    older = (
+        SBATCH_NAMES.replace("mem: 4G", "mem_mb: 4096")
+        .replace("    gpus: 2\n", "")
+        .replace("    gpus_per_node: 1\n", "")
+    )
+    checked = js("plan", "check", str(write(workdir, older)), "--json")
+    assert checked.exit_code == 0, checked.output
+    assert "mem_mb (step a) still loads, but the field is now mem" in checked.stderr
+    scripts = {s["name"]: s["job"]["script"] for s in json.loads(checked.stdout)["steps"]}
+    for directive in (
+        "--partition=long", "--time=01:00:00", "--mem=4096M", "--cpus-per-task=2",
+        "--job-name=first.js-", "--array=0-9%2", "--constraint=intel&ib", "--exclude=n[01-03]",
+    ):  # fmt: skip
+        assert f"#SBATCH {directive}" in scripts["a"], directive
 
 
 def test_what_a_person_approves_names_each_step_and_what_it_waits_for(tmp_path: Path) -> None:

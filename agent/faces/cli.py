@@ -1000,11 +1000,10 @@ def plan() -> None:
 def plan_check(ctx: click.Context, file: Path, as_json: bool) -> None:
     """Validate a plan file and print every job's script (submits nothing; exit 3 if the
     policy would refuse it, 8 if it would wait for a person)."""
-    from jobsmith.agent.runtime.workflows.plans import load_plan
     from jobsmith.agent.views import render as views
 
     app = _app(ctx)
-    plan = load_plan(file)
+    plan = _plan_file(file)
     views.show_plan_check(app.executor.judge.plan(plan), as_json)
 
 
@@ -1015,10 +1014,22 @@ def plan_check(ctx: click.Context, file: Path, as_json: bool) -> None:
 def plan_run(ctx: click.Context, file: Path, as_json: bool) -> None:
     """Submit every job of a plan at once, each waiting for its steps' jobs (prints one
     'JOBID<TAB>STEP' line per job)."""
-    from jobsmith.agent.runtime.submission.onestep import run_plan_file
+    from jobsmith.agent.runtime.submission.onestep import run_plan
     from jobsmith.agent.views import render as views
 
-    views.show_plan_run(*run_plan_file(_app(ctx), file), as_json)
+    plan = _plan_file(file)
+    views.show_plan_run(*run_plan(_app(ctx), plan, f"plan {plan.name}"), as_json)
+
+
+def _plan_file(file: Path) -> Plan:
+    """The plan in file, with a note on stderr for each older field name it uses."""
+    from jobsmith.agent.runtime.workflows.plans import read_plan_file
+    from jobsmith.agent.views.output import note
+
+    plan, notes = read_plan_file(file)
+    for line in notes:
+        note(f"jobsmith: note: {line}")
+    return plan
 
 
 @plan.command("status")

@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from jobsmith.agent.runtime.documents import ControlResult
     from jobsmith.agent.runtime.session.store import SessionStore
     from jobsmith.agent.runtime.submission.executor import Executor
@@ -82,11 +80,3 @@ def run_plan(parts: StepParts, plan: Plan, title: str) -> tuple[str, StepResult]
     from jobsmith.agent.runtime.submission.steps import RunPlan
 
     return one_step(parts, title, RunPlan(plan=plan), origin="plan")
-
-
-def run_plan_file(parts: StepParts, path: Path) -> tuple[str, StepResult]:
-    """`jobsmith plan run FILE`: the plan file read, then run as run_plan does."""
-    from jobsmith.agent.runtime.workflows.plans import load_plan
-
-    plan = load_plan(path)
-    return run_plan(parts, plan, f"plan {plan.name}")

@@ -8,10 +8,19 @@ parameters and resources, as `submit` takes them) and the steps it waits for:
       chunks:
         template: ffmpeg_chunks
         params: {input: clip.mp4, output_dir: chunks, duration_s: 12, chunk_seconds: 4}
+        time: "30:00"
+        mem: 2G
       join:
         template: ffmpeg_concat
         params: {chunk_dir: chunks, chunks: 3, output: clip.mkv}
         after_ok: [chunks]
+
+A step's resources take sbatch's names and units, as `submit` does (docs/sbatch-options.md):
+partition, account, qos, time, mem, cpus_per_task, gpus (per job), gpus_per_node, nodes,
+ntasks, job_name, array ('0-9%2'), constraint, exclude, log_dir. Files written before
+(`mem_mb`, `time_limit_s`) still load, with a note naming the new field. Only the file
+speaks these names: a step inside jobsmith (a RunPlan in a session log, what the model
+sends) keeps the JobFields names, where `gpus` counts per node (read_plan_file, plan_text).
 
 Fan-out is an array template (one step, many tasks); fan-in is a step waiting for
 several. `jobsmith plan run` submits every step at once, in dependency order, each with
@@ -26,9 +35,10 @@ request given the job ids of the steps before it, and the text a person approves
 
 from __future__ import annotations
 
+import difflib
 import heapq
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -38,12 +48,13 @@ from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.options import Dependency, DependencyKind
 from jobsmith.agent.runtime.submission import hashing
-from jobsmith.agent.runtime.submission.jobs import JobFields, JobRequest
+from jobsmith.agent.runtime.submission.jobs import JobFields, JobRequest, split_array
 from jobsmith.errors import InputError
 from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import Name
 from jobsmith.site_config.layers import Provenance
-from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
+from jobsmith.site_config.yamlfile import DocumentKind, YamlDocument, read_yaml
+from jobsmith.units import format_duration, format_memory, parse_duration, parse_memory
 
 PLAN_FILE = DocumentKind("plan file", "name:, steps:", InputError)
 #: a plan larger than this is a workflow engine's job (Nextflow, Snakemake), not a plan's
@@ -169,16 +180,106 @@ def plan_name(kind: str, path: Path) -> str:
     return f"{kind}_{stem}"
 
 
+#: a plan file's resource names that differ from the step's field (sbatch's names, as the
+#: CLI's): the field, and the reader of its value (None: taken as it is)
+_FILE_NAMES: dict[str, tuple[str, Callable[[object], int] | None]] = {
+    "time": ("time_limit_s", parse_duration),
+    "mem": ("mem_mb", parse_memory),
+    "gpus": ("gpus_per_job", None),
+    "gpus_per_node": ("gpus", None),
+}
+#: names plan files had before issue 25, still read, and the name that replaces each
+_OLD_NAMES = {"time_limit_s": ("time", "time: 1:00:00"), "mem_mb": ("mem", "mem: 4G")}
+
+
 def load_plan(path: Path) -> Plan:
     """The plan in path; InputError naming the file, line and field on any problem."""
+    return read_plan_file(path)[0]
+
+
+def read_plan_file(path: Path) -> tuple[Plan, tuple[str, ...]]:
+    """The plan in path and a note for each older field name it still uses (the caller
+    shows them); InputError naming the file, line and field on any problem."""
     doc = read_yaml(path, PLAN_FILE)
+    steps = doc.data.get("steps") if isinstance(doc.data, dict) else None
+    old: dict[str, list[str]] = {}
+    data = doc.data
+    if isinstance(steps, dict):
+        read = {name: _file_step(doc, str(name), step, old) for name, step in steps.items()}
+        data = {**doc.data, "steps": read}
     try:
-        return Plan.model_validate(doc.data)
+        plan = Plan.model_validate(data)
     except ValidationError as exc:
         provenance = Provenance()
         provenance.record(doc, ())
         message = describe_validation_error(exc, Plan, provenance, [path], PLAN_FILE.name)
         raise InputError(message) from None
+    notes = tuple(
+        f"{path}: {field} (step {', '.join(names)}) still loads, but the field is now "
+        f"{_OLD_NAMES[field][0]}, in Slurm's units as submit takes them ({_OLD_NAMES[field][1]})"
+        for field, names in old.items()
+    )
+    return plan, notes
+
+
+def _file_keys() -> list[str]:
+    """A plan file step's keys, in the order the fields are declared (older names left out)."""
+    renamed = {field: key for key, (field, _) in _FILE_NAMES.items()}
+    return [renamed.get(f, f) for f in PlanStep.model_fields]
+
+
+def _file_step(doc: YamlDocument, name: str, step: object, old: dict[str, list[str]]) -> object:
+    """A step as the file has it, in the step's field names: sbatch's names and units
+    read, an older name kept and listed in old."""
+    if not isinstance(step, dict):
+        return step  # the model's own error names it
+
+    def fault(key: str, said: str) -> InputError:
+        line = doc.lines.get(("steps", name, key))
+        where = f"{doc.file}:{line}" if line else str(doc.file)
+        return InputError(f"{where}: steps.{name}.{key}: {said}")
+
+    valid = _file_keys()
+    for key in step:
+        if key not in valid and key not in _OLD_NAMES:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise fault(key, f"unknown key {key!r}{hint}; valid keys here: {', '.join(valid)}")
+    out = {k: v for k, v in step.items() if k not in _FILE_NAMES and k != "array"}
+    for key, (field, parse) in _FILE_NAMES.items():
+        if key not in step:
+            continue
+        if field in step and field not in _FILE_NAMES:
+            raise fault(key, f"given twice, as {key} and as {field} (its older name): keep {key}")
+        try:
+            out[field] = parse(step[key]) if parse else step[key]
+        except PydanticCustomError as exc:
+            raise fault(key, str(exc)) from None
+    if "array" in step:
+        try:
+            spec, throttle = split_array(str(step["array"]), step.get("array_throttle"))
+        except InputError as exc:
+            raise fault("array", str(exc)) from None
+        out.update(array=spec, array_throttle=throttle)
+    for field in _OLD_NAMES:
+        if field in step:
+            old.setdefault(field, []).append(name)
+    return out
+
+
+def file_step(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A step's fields (as model_dump gives them) in the plan file's names and units: what
+    _file_step reads back into the same fields."""
+    out = dict(fields)
+    if "gpus" in out:
+        out["gpus_per_node"] = out.pop("gpus")
+    if "gpus_per_job" in out:
+        out["gpus"] = out.pop("gpus_per_job")
+    if "time_limit_s" in out:
+        out["time"] = format_duration(out.pop("time_limit_s"))
+    if "mem_mb" in out:
+        out["mem"] = format_memory(out.pop("mem_mb"))
+    return out
 
 
 def plan_text(plan: Plan, made_by: str) -> str:
@@ -188,7 +289,9 @@ def plan_text(plan: Plan, made_by: str) -> str:
     from jobsmith.site_config.yamlfile import dump_yaml
 
     header = f"# plan made by {made_by}; `jobsmith plan run FILE` submits it\n"
-    return header + dump_yaml(plan.model_dump(mode="json", exclude_defaults=True))
+    data = plan.model_dump(mode="json", exclude_defaults=True)
+    data["steps"] = {name: file_step(step) for name, step in data["steps"].items()}
+    return header + dump_yaml(data)
 
 
 def approval_text(plan: Plan, scripts: Mapping[str, str]) -> str:
