@@ -4,7 +4,7 @@ wall time and the lab user's slurmctld RPCs (sdiag's per-user counts).
 - raw Slurm: four `sbatch --parsable`, each `--dependency=afterok:` on what it waits for,
   then `squeue -h -j IDS` every 0.5 s until none is left (what a careful script does);
 - `jobsmith plan run` then `jobsmith wait` on the four job ids;
-- by hand with jobsmith's CLI: `submit` four times (`--after-ok`), then `wait`;
+- by hand with jobsmith's CLI: `submit` four times (`-d afterok:`), then `wait`;
 - Snakemake 9 with its Slurm executor plugin (`Snakefile.plan` beside this script: three
   jobs, then a merge), `snakemake --executor slurm --jobs 4`, timed until it exits.
 
@@ -85,7 +85,7 @@ def plan(user: AsUser, submitted: Callable[[], None]) -> list[str]:
 
 def by_hand(user: AsUser, submitted: Callable[[], None]) -> list[str]:
     def submit(*deps: str) -> str:
-        after = ["--after-ok", ",".join(deps)] if deps else []
+        after = ["-d", "afterok:" + ":".join(deps)] if deps else []
         return user.jobsmith("submit", "command", "-P", "command=true", *after).strip()
 
     first = [submit() for _ in range(3)]

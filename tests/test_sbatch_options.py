@@ -99,7 +99,7 @@ def test_help_shows_sbatchs_names_and_hides_the_older_ones() -> None:
         "-P, --param", "-p, --partition", "-t, --time", "-c, --cpus-per-task", "--mem ",
         "-G, --gpus", "--gpus-per-node", "-N, --nodes", "-n, --ntasks", "-A, --account",
         "-q, --qos", "-J, --job-name", "-a, --array", "-d, --dependency", "--constraint",
-        "--exclude",
+        "-x, --exclude",
     ):  # fmt: skip
         assert name in shown, name
     for old in ("--cpus ", "--cpus,", "--after-ok", "--after-any", "--after-not-ok"):
@@ -134,6 +134,7 @@ def test_help_shows_sbatchs_names_and_hides_the_older_ones() -> None:
         (["--after-ok", "11"], ["--dependency=afterok:11"]),  # the older name, hidden
         (["--constraint", "intel&ib"], ["--constraint=intel&ib"]),
         (["--exclude", "n[01-03],n7"], ["--exclude=n[01-03],n7"]),
+        (["-x", "n5"], ["--exclude=n5"]),
     ],
 )
 def test_each_sbatch_option_reaches_its_directive(args: list[str], directives: list[str]) -> None:

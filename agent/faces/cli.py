@@ -410,7 +410,7 @@ def job_options(fn: F) -> F:
         click.option("--after-any", multiple=True, hidden=True),
         click.option("--after-not-ok", multiple=True, hidden=True),
         click.option("--constraint", callback=_given, help="Node features, e.g. 'intel&ib'."),
-        click.option("--exclude", callback=_given, help="Nodes not to use, e.g. 'n[01-03]'."),
+        click.option("-x", "--exclude", callback=_given, help="Nodes not to use, e.g. 'n[01-03]'."),
         click.option(
             "--log-dir",
             type=_GivenPath(file_okay=False, path_type=Path),
