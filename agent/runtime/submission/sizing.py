@@ -172,7 +172,10 @@ def _cpus(usage: Usage, requested: int | None) -> Resize | None:
     if proposed * _FAR_FACTOR > requested:
         return None
     return Resize(
-        field="cpus_per_task", requested=requested, proposed=proposed, option=f"--cpus {proposed}"
+        field="cpus_per_task",
+        requested=requested,
+        proposed=proposed,
+        option=f"--cpus-per-task {proposed}",
     )
 
 
