@@ -193,3 +193,9 @@ def test_submit_p_partition_lands_in_that_partition(workdir: Path) -> None:
     assert acct[0] == "long" and acct[1].startswith("onlong.js-"), acct
     assert acct[2] == "COMPLETED"
     assert (workdir / f"command_{job_id}.out").read_text().strip()  # hostname printed
+
+
+def test_rerun_takes_t_for_its_time_as_sbatch_does() -> None:
+    result = js("rerun", "123", "-t", "soon")
+    assert result.exit_code == 2, result.output
+    assert "--time 'soon': invalid duration" in one_error_line(result)

@@ -546,7 +546,7 @@ def _show_checked(
     help="For arrays: only the failed tasks, or every task.",
 )
 @click.option("--mem", help="New memory per node: 500M, 4G.")
-@click.option("--time", "time_limit", help="New wall time, Slurm syntax.")
+@click.option("-t", "--time", "time_limit", help="New wall time, Slurm syntax.")
 @json_command
 @click.pass_context
 def rerun(
