@@ -166,6 +166,24 @@ def array_task_count(spec: str) -> int:
     return total
 
 
+#: the largest index any Slurm accepts (MaxArraySize is at most 4000001; sites set less)
+MAX_ARRAY_INDEX = 4_000_000
+
+
+def array_last_index(spec: str) -> int:
+    """The largest index an --array spec names ('0-9:4,3' -> 8), without listing them."""
+    last = 0
+    for part in spec.split(","):
+        span, _, step = part.partition(":")
+        first, _, end = span.partition("-")
+        if end:
+            start, stop = int(first), int(end)
+            last = max(last, start + (stop - start) // int(step or 1) * int(step or 1))
+        else:
+            last = max(last, int(first))
+    return last
+
+
 def array_indices(spec: str) -> list[int]:
     """The indices an --array spec names, in order ('0-4:2,7' -> [0, 2, 4, 7])."""
     out: list[int] = []

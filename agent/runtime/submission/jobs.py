@@ -29,13 +29,14 @@ from pydantic_core import PydanticCustomError
 from jobsmith.adapters.jobid import parse_job_ids
 from jobsmith.adapters.options import (
     ARRAY_SPEC,
+    MAX_ARRAY_INDEX,
     TAG_PATTERN,
     ArraySpec,
     ConstraintText,
     Dependency,
     JobOptions,
     SafeToken,
-    array_indices,
+    array_last_index,
     parse_dependency,
 )
 from jobsmith.adapters.scheduler import EnvironmentDefault, EnvironmentInputs
@@ -241,17 +242,15 @@ def _array(name: str, rendered: RenderedBody, req: JobRequest) -> str | None:
     run some again) but not name others, which would have no item; a plain template
     becomes an array of identical tasks, as `sbatch --array` makes of a plain script.
     """
-    own = rendered.array.spec if rendered.array else None
-    if req.array is None:
-        return own
-    if own is not None:
-        extra = sorted(set(array_indices(req.array)) - set(array_indices(own)))
-        if extra:
-            raise InputError(
-                f"--array {req.array}: template {name!r} has tasks {own} "
-                f"({rendered.array.rule if rendered.array else ''}); "
-                f"task {extra[0]} would have no item"
-            )
+    own = rendered.array
+    if req.array is None or own is None:
+        return req.array or (own.spec if own else None)
+    last = array_last_index(req.array)
+    if last >= own.count:  # an array template's tasks are 0 to count - 1 (arrays.py)
+        raise InputError(
+            f"--array {req.array}: template {name!r} has tasks {own.spec} ({own.rule}); "
+            f"task {last} would have no item"
+        )
     return req.array
 
 
@@ -360,14 +359,30 @@ def split_array(text: str | None, throttle: int | None) -> tuple[str | None, int
     if text is None:
         return None, throttle
     spec, sep, limit = text.partition("%")
-    if not re.match(ARRAY_SPEC, spec) or (sep and not re.fullmatch(r"[1-9][0-9]{0,9}", limit)):
+    if (
+        not re.match(ARRAY_SPEC, spec)
+        or not all(_forward(part) for part in spec.split(","))
+        or (sep and not re.fullmatch(r"[1-9][0-9]{0,9}", limit))
+    ):
         raise InputError(
             f"--array {text!r}: expected indices such as 0-9, 1,3,7 or 0-20:5, "
             "optionally with %N to run at most N at once (0-9%2)"
         )
+    if array_last_index(spec) > MAX_ARRAY_INDEX:
+        raise InputError(
+            f"--array {text!r}: index {array_last_index(spec)} is above Slurm's largest "
+            f"possible ({MAX_ARRAY_INDEX}, MaxArraySize - 1)"
+        )
     if sep and throttle is not None and throttle != int(limit):
         raise InputError(f"--array {text!r} and --throttle {throttle}: give the limit once")
     return spec, int(limit) if sep else throttle
+
+
+def _forward(part: str) -> bool:
+    """An --array part that names at least one index: 'A-B' with A <= B, a step above 0."""
+    span, _, step = part.partition(":")
+    first, _, last = span.partition("-")
+    return (not last or int(first) <= int(last)) and (not step or int(step) > 0)
 
 
 #: a --params-file: YAML (or JSON, which YAML 1.2 reads) mapping parameter names to values
