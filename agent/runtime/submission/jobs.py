@@ -249,7 +249,7 @@ def _array(name: str, rendered: RenderedBody, req: JobRequest) -> str | None:
     if last >= own.count:  # an array template's tasks are 0 to count - 1 (arrays.py)
         raise InputError(
             f"--array {req.array}: template {name!r} has tasks {own.spec} ({own.rule}); "
-            f"task {last} would have no item"
+            f"it goes up to task {last}, which would have no item"
         )
     return req.array
 
