@@ -28,10 +28,13 @@ from lab_cli import LAB_SITE, js
 pytestmark = pytest.mark.usefixtures("lab_cluster")
 
 #: the wrapper: the real sacct's output, the target job's row made a stand-in while the
-#: flag exists; one line per call in the count file
+#: flag exists; one line per call in the count file. Its arguments are in a file beside
+#: it: jobsmith passes Slurm's commands only the environment its allowlist lets through
+#: (adapters/environment_rule.py)
 WRAPPER = r"""#!/usr/bin/python3
 import os, subprocess, sys
-real, job, flag, count, delim = os.environ["STAND_IN_ARGS"].split("\n")
+with open(os.path.join(os.path.dirname(sys.argv[0]), "stand-in-args")) as fh:
+    real, job, flag, count, delim = fh.read().split("\n")
 with open(count, "a") as fh:
     fh.write("call\n")
 res = subprocess.run([real, *sys.argv[1:]], capture_output=True, text=True)
@@ -86,12 +89,9 @@ def _sacct_wrapper(tmp_path: Path, job_id: str, flag: Path) -> tuple[dict[str, s
     wrap.mkdir()
     (wrap / "sacct").write_text(WRAPPER)
     (wrap / "sacct").chmod(0o755)
-    env = {
-        **os.environ,
-        "PATH": f"{wrap}:{os.environ['PATH']}",
-        "STAND_IN_ARGS": "\n".join([real, job_id, str(flag), str(count), DELIMITER]),
-        "PYTHONUNBUFFERED": "1",
-    }
+    args = "\n".join([real, job_id, str(flag), str(count), DELIMITER])
+    (wrap / "stand-in-args").write_text(args)
+    env = {**os.environ, "PATH": f"{wrap}:{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
     return env, count
 
 
