@@ -14,8 +14,12 @@ Slurm command runs in, and so a job's, is built positively, from this allowlist:
   (CONDA_PREFIX, CONDA_DEFAULT_ENV, CONDA_EXE, CONDA_PYTHON_EXE, CONDA_SHLVL,
   VIRTUAL_ENV), and the proxies a compute node may need to reach a network
   (http_proxy, https_proxy, ftp_proxy, all_proxy, no_proxy, in both cases);
-- of Slurm's own variables only SLURM_CONF and SLURM_CONF_SERVER, what the commands need
-  to find their cluster. slurmd sets the job's SLURM_* itself; the ones a submitter
+- none of Slurm's own variables. The commands' configuration is the site's
+  (`scheduler.slurm_conf`, set as SLURM_CONF: `slurm_conf` below), never the caller's:
+  a SLURM_CONF pointing at a copy of slurm.conf with a cli_filter plugin made sbatch
+  rewrite a checked job's partition, account and time (issue 24), and
+  SLURM_CONF_SERVER would send the commands to another controller. slurmd sets the
+  job's SLURM_* itself; the ones a submitter
   carries (a head job's SLURM_CPUS_PER_TASK, SLURM_NTASKS, SLURM_MEM_PER_NODE,
   SLURM_EXPORT_ENV) would be read by srun inside the new job as its own options, and
   sbatch copies every SLURM_* into the job whatever --export says. SBATCH_* are folded
@@ -40,6 +44,7 @@ guard ignores case.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -72,8 +77,6 @@ ESSENTIAL_NAMES: tuple[str, ...] = (
     "CONDA_PYTHON_EXE",
     "CONDA_SHLVL",
     "VIRTUAL_ENV",
-    "SLURM_CONF",
-    "SLURM_CONF_SERVER",
     *(f"{p}_proxy" for p in ("http", "https", "ftp", "all", "no")),
     *(f"{p}_PROXY" for p in ("HTTP", "HTTPS", "FTP", "ALL", "NO")),
 )
@@ -157,14 +160,21 @@ class JobEnvironmentRule:
 
     allowed: tuple[str, ...] = field(default=())
     withheld: tuple[str, ...] = field(default=())
+    #: the site's slurm.conf (`scheduler.slurm_conf`), set as SLURM_CONF; None: the
+    #: commands' built-in default (the system's), whatever the caller's environment says
+    slurm_conf: str | None = None
 
     @classmethod
-    def for_site(cls, allowed: Iterable[str], withheld: Iterable[str] = ()) -> JobEnvironmentRule:
-        """The rule with a site's `jobs.environment.allow` and `policy.secret_env` entries;
-        NotAnEnvironmentEntry for an entry a shell pattern could not hold."""
+    def for_site(
+        cls, allowed: Iterable[str], withheld: Iterable[str] = (), slurm_conf: str | None = None
+    ) -> JobEnvironmentRule:
+        """The rule with a site's `jobs.environment.allow` and `policy.secret_env` entries
+        and its slurm.conf; NotAnEnvironmentEntry for an entry a shell pattern could not
+        hold."""
         return cls(
             allowed=tuple(check_entry(e) for e in allowed),
             withheld=tuple(check_entry(e, passed=False) for e in withheld),
+            slurm_conf=slurm_conf,
         )
 
     @property
@@ -188,8 +198,15 @@ class JobEnvironmentRule:
         return not name.startswith(SLURM_INPUT_PREFIXES) and not looks_like_credential(name)
 
     def apply(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """The part of environ the rule passes, URL credentials stripped."""
-        return {k: strip_credentials(k, v) for k, v in environ.items() if self.allows(k)}
+        """The part of environ the rule passes, URL credentials stripped, and the site's
+        SLURM_CONF."""
+        passed = {k: strip_credentials(k, v) for k, v in environ.items() if self.allows(k)}
+        return passed | self.pinned
+
+    @property
+    def pinned(self) -> dict[str, str]:
+        """What the rule sets whatever the environment holds: the site's SLURM_CONF."""
+        return {} if self.slurm_conf is None else {"SLURM_CONF": self.slurm_conf}
 
     def shell_snippet(self) -> str:
         """POSIX sh that applies this rule to its own environment, leaving `env -i`'s
@@ -216,6 +233,7 @@ class JobEnvironmentRule:
             "sed '1s|^[^/?#]*@||');; esac; "
             'set -- "$@" "$_js_n=$_js_v"; '
             "done; unset _js_n _js_v"
+            + "".join(f'; set -- "$@" {shlex.quote(f"{k}={v}")}' for k, v in self.pinned.items())
         )
 
 

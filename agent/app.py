@@ -80,8 +80,11 @@ class App:
             return self.transport_override
         try:
             config = self.site.config
+            conf = config.scheduler.slurm_conf
             rule = JobEnvironmentRule.for_site(
-                config.jobs.environment.allow, config.policy.secret_env
+                config.jobs.environment.allow,
+                config.policy.secret_env,
+                slurm_conf=None if conf is None else str(conf),
             )
         except ConfigError:
             rule = JobEnvironmentRule()

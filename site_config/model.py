@@ -82,6 +82,13 @@ class SchedulerAccess(_Section):
         description="openssh: the ControlMaster socket to reuse, ~ expanded; default: "
         "~/.ssh/jobsmith-HOST.sock",
     )
+    slurm_conf: Dir | None = Field(
+        None,
+        description="the slurm.conf the Slurm commands read (set as SLURM_CONF for them; "
+        "with ssh, a path on the login node); default: the system's. The caller's own "
+        "SLURM_CONF is never used: a copy of the site's file with a cli_filter plugin "
+        "would rewrite a checked job",
+    )
     command_timeout_s: float = Field(
         30.0,
         gt=0,

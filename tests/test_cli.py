@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -386,6 +387,8 @@ def test_the_job_environment_rule() -> None:
         "TOKENIZERS_PARALLELISM",  # harmless, but no one named it
         "SBATCH_PARTITION",
         "SLURM_CPUS_PER_TASK",  # a head job's own would become the new job's srun option
+        "SLURM_CONF",  # the site's, never the caller's (scheduler.slurm_conf)
+        "SLURM_CONF_SERVER",
     ):
         assert not rule.allows(name), name
     for name in (
@@ -397,7 +400,6 @@ def test_the_job_environment_rule() -> None:
         "LC_ALL",
         "CONDA_PREFIX",
         "http_proxy",
-        "SLURM_CONF",
         "OMP_NUM_THREADS",  # named by the site
     ):
         assert rule.allows(name), name
@@ -439,3 +441,64 @@ def test_a_real_job_never_sees_the_agents_secrets(  # type: ignore[no-untyped-de
     assert "sekrit8" not in printed and "proxyuser" not in printed
     assert job_env["https_proxy"] == "http://proxy.example:3128"
     assert "JOBSMITH_TEST_UNNAMED" not in printed  # no one named it: a denylist would pass it
+
+
+#: a cli_filter that moves every job to partition long (what a hostile copy of the
+#: site's slurm.conf can do to a checked job through SLURM_CONF)
+CLI_FILTER_LUA = """
+function slurm_cli_setup_defaults(options, early_pass) return slurm.SUCCESS end
+function slurm_cli_pre_submit(options, offset)
+  options["partition"] = "long"; return slurm.SUCCESS
+end
+function slurm_cli_post_submit(offset, jobid, stepid) return slurm.SUCCESS end
+"""
+
+
+def _slurm_conf_copy(into: Path, extra: str) -> Path:
+    """A copy of the lab's /etc/slurm (what alice can read) with extra slurm.conf lines
+    (a key given twice: the later wins)."""
+    into.mkdir()
+    for item in Path("/etc/slurm").iterdir():
+        if item.is_file() and os.access(item, os.R_OK):
+            (into / item.name).write_bytes(item.read_bytes())
+    conf = into / "slurm.conf"
+    conf.write_text(conf.read_text() + extra)
+    (into / "cli_filter.lua").write_text(CLI_FILTER_LUA)
+    return conf
+
+
+def _partition_of(job_id: str) -> str:
+    """The partition accounting recorded (its first rows may still be half written)."""
+    for _ in range(60):
+        argv = ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "partition"]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+        if out:
+            return out
+        time.sleep(0.5)
+    raise AssertionError(f"sacct never recorded a partition for job {job_id}")
+
+
+@lab
+def test_a_callers_slurm_conf_cannot_rewrite_a_checked_job(  # type: ignore[no-untyped-def]
+    run, user_site, workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hostile = _slurm_conf_copy(tmp_path / "etc", "CliFilterPlugins=cli_filter/lua\n")
+    monkeypatch.setenv("SLURM_CONF", str(hostile))
+    monkeypatch.setenv("SLURM_CONF_SERVER", "elsewhere.example:6817")
+    submitted = run("submit", "command", "-p", "debug", "-P", "command=true")
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip()
+    assert run("wait", job_id, "--timeout", "120").exit_code == 0
+    assert _partition_of(job_id) == "debug"  # with the caller's slurm.conf: long
+
+
+@lab
+def test_the_site_names_the_slurm_conf_the_commands_read(  # type: ignore[no-untyped-def]
+    run, user_site, tmp_path: Path
+) -> None:
+    # the site's copy sends the commands to a port no controller listens on
+    unreachable = _slurm_conf_copy(tmp_path / "etc", "SlurmctldPort=9\n")
+    user_site(f"scheduler:\n  slurm_conf: {unreachable}\n  command_timeout_s: 20\n")
+    result = run("submit", "command", "-P", "command=true")
+    assert result.exit_code in (4, 5), result.output  # Slurm's error, or no answer
+    assert one_error_line(result)

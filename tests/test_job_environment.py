@@ -173,6 +173,31 @@ def test_the_login_node_snippet_passes_exactly_what_the_rule_passes(
     assert seen == rule.apply(environ)
 
 
+@pytest.mark.parametrize("site_conf", [None, "/etc/slurm site/slurm.conf"])
+def test_the_commands_read_the_sites_slurm_conf_never_the_callers(site_conf: str | None) -> None:
+    """A caller's SLURM_CONF (a copy with a cli_filter that rewrites jobs) or
+    SLURM_CONF_SERVER never passes; the site's `scheduler.slurm_conf` is set, locally
+    and by the login node's snippet alike."""
+    rule = JobEnvironmentRule.for_site([], slurm_conf=site_conf)
+    environ = {
+        **NEEDED,
+        "SLURM_CONF": "/tmp/mine/slurm.conf",
+        "SLURM_CONF_SERVER": "evil.example:6817",
+    }
+    expected = {} if site_conf is None else {"SLURM_CONF": site_conf}
+    passed = rule.apply(environ)
+    assert {k: v for k, v in passed.items() if k.startswith("SLURM_")} == expected
+    res = subprocess.run(
+        ["sh", "-c", rule.shell_snippet() + '; exec env -i "$@" env -0'],
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seen = dict(entry.split("=", 1) for entry in res.stdout.split("\0") if entry)
+    assert seen == passed
+
+
 # --- the site file's words for it ----------------------------------------------------------
 
 

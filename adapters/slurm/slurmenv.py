@@ -17,7 +17,8 @@ that exports a default account), so none is dropped silently:
   (SLURM_EXIT_ERROR) are removed, and the few jobsmith needs are pinned, so parsing never
   depends on the user's shell. Every SBATCH_* variable is removed too, after folding,
   so the script alone says what runs.
-What Slurm needs to find its cluster (SLURM_CONF, SLURM_CONF_SERVER) passes unchanged.
+Where the commands find their cluster is the site's (`scheduler.slurm_conf`), set by
+the environment rule (adapters/environment_rule.py), never the caller's SLURM_CONF.
 """
 
 from __future__ import annotations
