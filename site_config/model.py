@@ -89,6 +89,12 @@ class SchedulerAccess(_Section):
         "SLURM_CONF is never used: a copy of the site's file with a cli_filter plugin "
         "would rewrite a checked job",
     )
+    adjusts: list[Literal["partition", "account", "time", "mem"]] = Field(
+        default_factory=list,
+        description="what the site's own job_submit or cli_filter plugins change on "
+        "purpose: not compared when the first poll checks what Slurm accepted against "
+        "what was checked (a job changed otherwise is held, or cancelled if it runs)",
+    )
     command_timeout_s: float = Field(
         30.0,
         gt=0,

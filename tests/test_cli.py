@@ -502,3 +502,28 @@ def test_the_site_names_the_slurm_conf_the_commands_read(  # type: ignore[no-unt
     result = run("submit", "command", "-P", "command=true")
     assert result.exit_code in (4, 5), result.output  # Slurm's error, or no answer
     assert one_error_line(result)
+
+
+@lab
+def test_a_job_slurm_changed_after_the_check_is_stopped_at_the_first_poll(  # type: ignore[no-untyped-def]
+    run, user_site, tmp_path: Path
+) -> None:
+    # the site's own slurm.conf has a cli_filter that moves every job to long, and the
+    # site did not declare it (scheduler.adjusts): the job runs, but not as checked
+    rewriting = _slurm_conf_copy(tmp_path / "etc", "CliFilterPlugins=cli_filter/lua\n")
+    user_site(f"scheduler:\n  slurm_conf: {rewriting}\n")
+    submitted = run("submit", "command", "-p", "debug", "-P", "command=sleep 300")
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip()
+    assert _partition_of(job_id) == "long"  # what Slurm made of it
+    deadline = time.monotonic() + 60
+    while True:  # polls until accounting has written the job's partition
+        shown = json.loads(run("status", job_id, "--json").stdout)
+        if shown["jobs"][0]["state"] == "CANCELLED" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert shown["jobs"][0]["state"] == "CANCELLED", shown
+    told = run("status", job_id)  # the next interactive command tells it
+    assert f"Slurm changed job {job_id} after jobsmith checked it (partition debug -> long)" in (
+        told.stderr
+    ), told.stderr

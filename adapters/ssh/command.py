@@ -7,8 +7,8 @@ SBATCH_PARTITION would override the partition policy checked, so the command run
 `env -i` with only what the one environment rule (adapters/environment_rule.py) passes
 of the remote login environment: the same allowlist a local submission's job gets
 (PATH, HOME, locale, module and conda settings, proxies with their credentials stripped,
-the site's own `jobs.environment.allow` names, and the site's SLURM_CONF), applied on the login node by
-a shell snippet the rule writes, since the values are there.
+the site's own `jobs.environment.allow` names, and the site's SLURM_CONF), applied on
+the login node by a shell snippet the rule writes, since the values are there.
 
 Then the variables the caller gives (the pinned Slurm output formats, the submission
 tag), written on the command line because sshd drops environment variables it was not

@@ -78,6 +78,8 @@ def summarise(items: list[dict[str, object]]) -> str | None:
             brains[str(item["kind"])] += 1
         elif item.get("kind") == "pipeline_budget":
             budgets.append(_budget_news(item))
+        elif item.get("kind") == "job_altered":
+            budgets.append(_altered_news(item))
     parts = [
         f"{n} {'job' if n == 1 else 'jobs'} {state} ({', '.join(ids[state][:5])})"
         for state, n in sorted(ended.items())
@@ -101,6 +103,16 @@ def _budget_news(item: dict[str, object]) -> str:
         return what + " (near the budget)"
     done = "its head job cancelled" if item.get("action") == "cancel" else "pending tasks held"
     return f"{what}, budget reached: {done} (jobsmith pipeline status)"
+
+
+def _altered_news(item: dict[str, object]) -> str:
+    changes = item.get("altered")
+    what = "; ".join(map(str, changes)) if isinstance(changes, list) else "?"
+    done = {"hold": "held", "cancel": "cancelled"}.get(str(item.get("action")), "it had ended")
+    return (
+        f"Slurm changed job {item.get('job_id')} after jobsmith checked it ({what}): {done}"
+        " (declare a site plugin's changes in scheduler.adjusts)"
+    )
 
 
 def _conversations(n: int) -> str:

@@ -8,11 +8,12 @@ way and leaves its answer for whoever asks without polling (chat, MCP: last_poll
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from jobsmith.adapters.states import JobState
 from jobsmith.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.session.ledger import JobLedger
     from jobsmith.agent.runtime.session.readmodel import SessionFolds
     from jobsmith.agent.runtime.session.store import SessionStore
+    from jobsmith.agent.runtime.submission.executor import Executor
     from jobsmith.agent.watcher.news import News
     from jobsmith.site_config import LoadedSite
 
@@ -47,6 +49,10 @@ class PollParts(Protocol):
     def news(self) -> News: ...
     @property
     def site(self) -> LoadedSite: ...
+    @property
+    def executor(self) -> Executor:
+        """Holds or cancels a job Slurm changed after it was checked (check_accepted)."""
+        ...
 
 
 def batched_poll(parts: PollParts, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
@@ -59,7 +65,53 @@ def batched_poll(parts: PollParts, job_ids: list[str], since: datetime) -> dict[
     last_poll = parts.last_poll_file
     statuses = settle_stand_ins(answered, parts.ledger, parts.folds, last_poll.read)
     last_poll.record(statuses, datetime.now(UTC))
+    check_accepted(parts, statuses)
     return statuses
+
+
+def check_accepted(parts: PollParts, statuses: Mapping[str, JobStatus]) -> None:
+    """The first poll that reads a job's own record compares it with what was checked
+    (agent/runtime/submission/accepted.py). A job Slurm changed is held while it waits,
+    or cancelled if it already runs, through the executor (the session's log has the
+    step), and told: news, and a job_accepted event naming what changed. Two pollers
+    may both act (hold and cancel are idempotent); one event is recorded."""
+    from jobsmith.agent.runtime.session.claims import append_once_per_job
+    from jobsmith.agent.runtime.session.events import EventKind
+    from jobsmith.agent.runtime.session.session_log import SessionLog
+    from jobsmith.agent.runtime.submission.accepted import altered
+
+    try:
+        adjusts = parts.site.config.scheduler.adjusts
+    except ConfigError:
+        return  # no site config: nothing was submitted through jobsmith's policy
+    for job_id, status in statuses.items():
+        submitted = parts.ledger.get(job_id)
+        if submitted is None or submitted.session_id is None or status.stand_in:
+            continue
+        own = status.record or next(iter(status.tasks), None)
+        sid = submitted.session_id
+        # a row accounting is still writing has no partition yet: the next poll compares
+        if own is None or not own.partition or job_id in parts.folds.of(sid).accepted:
+            continue
+        changes = altered(submitted.options, own, adjusts)
+        action = _undo(parts, sid, job_id, status) if changes else None
+        data = {"job_id": job_id, "altered": changes, "action": action}
+        log = SessionLog(parts.store, sid)
+        if append_once_per_job(log, EventKind.JOB_ACCEPTED, data) and changes:
+            parts.news.add("job_altered", job_id=job_id, altered=changes, action=action)
+
+
+def _undo(parts: PollParts, session_id: str, job_id: str, status: JobStatus) -> str | None:
+    """Hold a changed job that waits, cancel one that runs (None: it has ended)."""
+    from jobsmith.agent.runtime.submission import steps as st
+    from jobsmith.agent.runtime.submission.judge import Origin, Who
+
+    if status.state.is_terminal:
+        return None
+    step = st.Hold if status.state is JobState.PENDING else st.Cancel
+    control = step(job_ids=[job_id])
+    parts.executor.run(session_id, control, origin=Origin(who=Who.BRAIN))
+    return control.action
 
 
 def poll_jobs(parts: PollParts, job_ids: list[str], since: str) -> dict[str, JobStatus]:

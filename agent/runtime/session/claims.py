@@ -170,6 +170,26 @@ def append_result(log: SessionLog, step_id: str, data: Mapping[str, Any]) -> Eve
     return log.append_if(EventKind.RESULT, data, step_id, no_result(step_id, job_id))
 
 
+class AlreadyRecorded(JobsmithError):
+    """The session already has the once-per-job event another writer was appending."""
+
+
+def append_once_per_job(log: SessionLog, kind: EventKind, data: Mapping[str, Any]) -> bool:
+    """Append a `kind` event for data's job unless the session has one already (another
+    poller's, appended first); False then. Two writers cannot both append it."""
+    job_id = data["job_id"]
+
+    def none_yet(events: list[Event]) -> None:
+        if any(e.kind is kind and e.data.get("job_id") == job_id for e in events):
+            raise AlreadyRecorded(f"job {job_id}: the session already has its {kind}")
+
+    try:
+        log.append_if(kind, data, None, none_yet)
+    except AlreadyRecorded:
+        return False
+    return True
+
+
 def no_result(step_id: str, job_id: object = None) -> Check:
     """Precondition of a result: the step has none yet (job_id: what this one submitted)."""
     ours = f" (job {job_id} was submitted all the same; the job ledger has it)" if job_id else ""

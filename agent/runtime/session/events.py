@@ -37,6 +37,7 @@ class EventKind(StrEnum):
     CLAIMED = "claimed"  # a process takes over an in-flight step (agent/runtime/session/claims.py)
     RESULT = "result"  # a step's structured outcome, committed after it ran
     JOB_STATE = "job_state"  # a Slurm job changed state
+    JOB_ACCEPTED = "job_accepted"  # what Slurm recorded of a job, against what was checked
     UNBLOCKED = "unblocked"  # a person lifted a failure-streak stop
     BRAIN_WOKEN = "brain_woken"  # a conversation's brain taken up again: its jobs ended
     BRAIN_WAITING = "brain_waiting"  # its jobs ended, but no model key where they were seen

@@ -199,6 +199,17 @@ class PipelineBudgetPayload(_Payload):
     job_ids: list[str] = Field(default_factory=list, description="jobs held or cancelled")
 
 
+class AcceptedPayload(_Payload):
+    """`job_accepted`: the first poll that read a job compared what Slurm recorded with
+    what was checked (agent/runtime/submission/accepted.py)."""
+
+    job_id: str = Field(description="Slurm's job id")
+    altered: list[str] = Field(
+        default_factory=list, description="what Slurm changed, in words (none: as checked)"
+    )
+    action: str | None = Field(None, description="what jobsmith did about it: hold, cancel")
+
+
 class UnblockedPayload(_Payload):
     """`unblocked`: a person lifted a failure-streak stop."""
 
@@ -207,6 +218,7 @@ class UnblockedPayload(_Payload):
 
 Payload = (
     JobStatePayload
+    | AcceptedPayload
     | DecidedPayload
     | ModelOutputPayload
     | ResultPayload
@@ -222,6 +234,7 @@ Payload = (
 
 _MODELS: dict[EventKind, type[Payload]] = {
     EventKind.JOB_STATE: JobStatePayload,
+    EventKind.JOB_ACCEPTED: AcceptedPayload,
     EventKind.DECISION: DecidedPayload,
     EventKind.RESULT: ResultPayload,
     EventKind.INTENT: IntentPayload,

@@ -35,6 +35,7 @@ from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import TaskStatus
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.payloads import (
+    AcceptedPayload,
     DecidedPayload,
     JobStatePayload,
     ModelOutputPayload,
@@ -50,7 +51,7 @@ from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
 from jobsmith.files import replace_file
 
 #: the fold's on-disk format; another value is rebuilt from the log
-FORMAT = 6
+FORMAT = 7
 #: the origins of sessions a model converses in (ask, chat): their brains are woken
 CONVERSATIONS = frozenset({"ask", "chat"})
 #: what settles a step held for a person: an answer, or a result
@@ -115,6 +116,9 @@ class SessionFold(BaseModel):
         default_factory=dict, description="each job's last recorded state (JobState values)"
     )
     decided: set[str] = Field(default_factory=set, description="jobs decided about")
+    accepted: set[str] = Field(
+        default_factory=set, description="jobs whose record Slurm's was compared with"
+    )
     spending: list[Spending] = Field(
         default_factory=list, description="submissions of the last two days"
     )
@@ -164,6 +168,8 @@ class SessionFold(BaseModel):
             self.job_states[data.job_id] = data.state
             self._streak(event.at, data.job_state)
             self._ended(data)
+        elif isinstance(data, AcceptedPayload):
+            self.accepted.add(data.job_id)
         elif isinstance(data, OpenedPayload):
             self.conversational = data.origin in CONVERSATIONS
         elif isinstance(data, WakePayload):
