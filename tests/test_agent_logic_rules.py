@@ -10,6 +10,7 @@ shows one real out-of-memory task re-run; these cover the other branches.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +24,21 @@ from jobsmith.agent.brains.deciding import (
     decide_failure,
     decisions_about,
     record_person_rerun,
+    rerun_by_hand,
 )
 from jobsmith.agent.brains.protocol import Action, Decision
 from jobsmith.agent.brains.rules import RuleBrain, retry_depth
+from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.session.ledger import JobLedger
+from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.submission.steps import Rerun
-from jobsmith.errors import InputError
+from jobsmith.errors import InputError, NotFound
 
 POLICY: dict[str, Any] = {"budgets": {"submissions_per_hour": 100}}
 
@@ -418,3 +425,216 @@ def test_a_person_may_rerun_what_the_watcher_only_reported(h: AgentHarness) -> N
     assert [e.data["brain"] for e in outputs(h, session)] == ["rules", "person (carol)"]
     with pytest.raises(AlreadyDecided, match=r"\(rerun by person \(carol\): more memory\)"):
         record_person_rerun(h.executor, session, job, rerun_step(job), "dave")
+
+
+def test_without_accounting_the_decision_says_what_its_verdict_could_not_see(
+    h: AgentHarness,
+) -> None:
+    session = h.store.create()
+    job = submit(h, session)
+    status = h.slurm.set_state(job, JobState.FAILED, exit_code=3)
+    h.slurm.accounting = False
+    decision = brain(h)(failed(session, job, JobState.FAILED), status)
+    assert decision["action"] == "report" and decision["notes"] == [NO_ACCOUNTING_NOTE]
+    (said,) = outputs(h, session)
+    assert said.data["notes"] == [NO_ACCOUNTING_NOTE]  # recorded as shown
+
+
+# --- a canary that failed: its array's rest never runs unless the canary is re-run ----------
+
+CANARY_POLICY: dict[str, Any] = {
+    "budgets": {"submissions_per_hour": 100},
+    "canary": {"above_tasks": 5, "tasks": 2},
+}
+
+
+def canary_array(h: AgentHarness, session: str) -> tuple[str, str]:
+    """A twelve-task array the canary policy splits: (the canary's job, the rest's)."""
+    files = []
+    for i in range(12):
+        path = h.root / f"c{i}.txt"
+        path.write_text("x")
+        files.append(str(path))
+    req = JobRequest(template="file_array", params={"files": ",".join(files), "program": "gzip"})
+    summary = h.executor.run(session, st.Submit(job=req)).summary
+    canary, rest = str(summary["canary_job_id"]), str(summary["job_id"])
+    assert (h.slurm.options[canary].array, h.slurm.options[rest].array) == ("0-1", "2-11")
+    return canary, rest
+
+
+def test_a_canary_that_fails_for_good_cancels_its_array_s_rest(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, CANARY_POLICY)
+    session = h.store.create()
+    canary, rest = canary_array(h, session)
+    status = h.slurm.set_tasks(
+        canary, {0: JobState.FAILED, 1: JobState.FAILED}, JobState.FAILED, exit_code=3
+    )
+    decision = brain(h)(failed(session, canary, JobState.FAILED), status)
+    assert decision["action"] == "report" and decision["cancelled"] == [rest]
+    assert h.slurm.calls[-1] == ("cancel", ((rest,),))
+    assert h.slurm.jobs[rest].state is JobState.CANCELLED
+    note = h.store.read(session)[-1]
+    assert note.kind is EventKind.NOTE and note.data == {"canary_failed": canary, "cancelled": rest}
+
+
+def test_a_canary_rerun_leaves_its_array_s_rest_waiting(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, CANARY_POLICY)
+    session = h.store.create()
+    canary, rest = canary_array(h, session)
+    status = h.slurm.set_tasks(
+        canary,
+        {0: JobState.OUT_OF_MEMORY, 1: JobState.COMPLETED},
+        JobState.FAILED,
+        req_mem_bytes=1000 * MIB,
+        max_rss_bytes=1000 * MIB,
+    )
+    decision = brain(h)(failed(session, canary, JobState.FAILED), status)
+    assert (decision["action"], decision["outcome"]) == ("rerun", "done")
+    assert "cancelled" not in decision
+    assert h.slurm.count("cancel") == 0 and h.slurm.jobs[rest].state is JobState.PENDING
+    assert not [e for e in h.store.read(session) if e.kind is EventKind.NOTE]
+
+
+def test_a_canary_rerun_policy_refuses_cancels_its_array_s_rest(tmp_path: Path) -> None:
+    policy = {**CANARY_POLICY, "budgets": {"submissions_per_hour": 2}}  # the two halves
+    h = AgentHarness.build(tmp_path, policy)
+    session = h.store.create()
+    canary, rest = canary_array(h, session)
+    status = h.slurm.set_tasks(
+        canary,
+        {0: JobState.OUT_OF_MEMORY, 1: JobState.COMPLETED},
+        JobState.FAILED,
+        req_mem_bytes=1000 * MIB,
+        max_rss_bytes=1000 * MIB,
+    )
+    decision = brain(h)(failed(session, canary, JobState.FAILED), status)
+    assert (decision["action"], decision["outcome"]) == ("rerun", "refused_or_failed")
+    assert decision["cancelled"] == [rest] and h.slurm.jobs[rest].state is JobState.CANCELLED
+    assert h.slurm.count("submit") == 2
+
+
+# --- `jobsmith rerun` (rerun_by_hand): recorded in the job's session, run in its own ---------
+
+
+@dataclass
+class Person:
+    """What `jobsmith rerun` uses (agent/app.py's App has these): the harness's parts, the
+    person's environment, and the news an approval request leaves."""
+
+    h: AgentHarness
+    environ: dict[str, str]
+    told: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+
+    @property
+    def store(self) -> FileSessionStore:
+        return self.h.store
+
+    @property
+    def executor(self) -> Executor:
+        return self.h.executor
+
+    @property
+    def ledger(self) -> JobLedger:
+        return self.h.ledger
+
+    @property
+    def news(self) -> Person:
+        return self
+
+    def add(self, kind: str, **fields: object) -> None:
+        self.told.append((kind, fields))
+
+
+def test_a_rerun_by_hand_is_recorded_as_the_person_s_decision_then_run(
+    h: AgentHarness,
+) -> None:
+    session = h.store.create()
+    job = array(h, session, 3)
+    h.slurm.set_tasks(job, dict.fromkeys(range(3), JobState.COMPLETED), JobState.COMPLETED)
+    person = Person(h, {"USER": "carol"})
+    ran_in, result = rerun_by_hand(person, job, failed_only=False, mem_mb=2000, time_limit_s=900)
+    assert ran_in != session and h.store.info(ran_in).meta["title"] == f"rerun {job}"
+    new = str(result.summary["job_id"])
+    # every task (none failed), with the resources the person gave
+    opts = h.slurm.options[new]
+    assert (opts.array, opts.mem_mb, opts.time_limit_s) == ("0-2", 2000, 900)
+    (intent,) = [e for e in h.store.read(ran_in) if e.kind is EventKind.INTENT]
+    (mine,) = decisions_about(h.store.read(session), job)
+    (step,) = mine.steps
+    assert mine == Decision(
+        brain="person (carol)", job_id=job, action=Action.RERUN, reason="by hand", steps=(step,)
+    )
+    assert step == Rerun(
+        id=intent.step_id,  # the decision names the step that then ran
+        job_id=job,
+        failed_only=False,
+        mem_mb=2000,
+        time_limit_s=900,
+        reason="by hand",
+    )
+    assert intent.data["rerun_of"] == job and intent.data["reason"] == "by hand"
+    # the watcher, shown the failure later, leaves the job to the person
+    status = h.slurm.set_state(job, JobState.FAILED, exit_code=1)
+    assert brain_once(h, session, job, status) is None
+    assert h.slurm.count("submit") == 2 and person.told == []
+
+
+def brain_once(h: AgentHarness, session: str, job: str, status: JobStatus) -> dict[str, Any] | None:
+    change = failed(session, job, JobState.FAILED)
+    return decide_failure(RuleBrain(), h.executor, lambda j: [], change, status)
+
+
+def test_a_rerun_by_hand_names_an_unknown_person_and_reruns_only_failed_tasks(
+    h: AgentHarness,
+) -> None:
+    session = h.store.create()
+    job = array(h, session, 3)
+    tasks = {0: JobState.COMPLETED, 1: JobState.FAILED, 2: JobState.COMPLETED}
+    h.slurm.set_tasks(job, tasks, JobState.FAILED, exit_code=1)
+    _, result = rerun_by_hand(Person(h, {}), job, failed_only=True, mem_mb=None, time_limit_s=None)
+    assert h.slurm.options[str(result.summary["job_id"])].array == "1"
+    (mine,) = decisions_about(h.store.read(session), job)
+    assert mine.brain == "person (?)"  # no USER in the environment
+    (step,) = mine.steps
+    assert isinstance(step, Rerun) and step.failed_only is True
+    assert (step.mem_mb, step.time_limit_s) == (None, None)
+
+
+def test_a_person_s_rerun_of_a_job_the_watcher_reran_submits_nothing(h: AgentHarness) -> None:
+    session = h.store.create()
+    job = submit(h, session, mem_mb=500)
+    oom(h, session, job)
+    sessions = len(h.store.list_sessions())
+    with pytest.raises(AlreadyDecided):
+        rerun_by_hand(Person(h, {"USER": "carol"}), job, failed_only=True, mem_mb=None,
+                      time_limit_s=None)  # fmt: skip
+    assert h.slurm.count("submit") == 2 and len(h.store.list_sessions()) == sessions
+
+
+def test_a_rerun_by_hand_held_for_approval_is_news(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, {"approval": {"core_hours": 0.6}})
+    session = h.store.create()
+    job = submit(h, session, partition="small", time_limit_s=1800)  # 0.5 core-hours
+    person = Person(h, {"USER": "carol"})
+    with pytest.raises(ApprovalNeeded) as held:
+        rerun_by_hand(person, job, failed_only=True, mem_mb=None, time_limit_s=3600)
+    assert person.told == [("approval_asked", {"step_id": held.value.step_id})]
+    assert [d.brain for d in decisions_about(h.store.read(session), job)] == ["person (carol)"]
+    assert h.slurm.count("submit") == 1
+
+
+@pytest.mark.parametrize("known", [False, True], ids=["not in the ledger", "no session"])
+def test_a_job_without_a_recorded_session_is_refused_and_no_decision_is_recorded(
+    h: AgentHarness, known: bool
+) -> None:
+    session = h.store.create()
+    job = submit(h, session)
+    record = h.ledger.get(job)
+    assert record is not None
+    if known:  # a record from before sessions were kept
+        h.ledger.record(record.model_copy(update={"session_id": None}))
+    missing = job if known else "4242"
+    with pytest.raises(NotFound, match=f"job {missing}: jobsmith has no record of submitting it"):
+        rerun_by_hand(Person(h, {"USER": "carol"}), missing, failed_only=True, mem_mb=None,
+                      time_limit_s=None)  # fmt: skip
+    assert outputs(h, session) == [] and h.slurm.count("submit") == 1

@@ -165,6 +165,30 @@ def test_the_day_budget_counts_every_session_active_in_the_last_day(
     assert len(server.requests) == 3
 
 
+def test_a_session_quiet_for_days_still_counts_its_own_tokens(
+    server: MessagesServer, tmp_path: Path
+) -> None:
+    # the day's window holds only other sessions: the failed job's own session, quiet since
+    # its model call two days ago, is read for its session budget all the same
+    h = harness(tmp_path, model_tokens_per_session=300)
+    brain = claude(server, tmp_path)
+    session = h.store.create()
+    server.script(hold_costing(250, 50), hold_costing(1, 1))
+    fail(h, brain, session)
+    job = submit(h, session)  # a long job: nothing recorded while it runs
+    h.clock.advance(days=2)
+    h.store.create()  # another session active today
+    status = h.slurm.set_state(job, JobState.FAILED, exit_code=3)
+    change = StateChange(
+        session_id=session, job_id=job, state=JobState.FAILED, previous=JobState.RUNNING
+    )
+    held = decide_failure(brain, h.executor, lambda j: [], change, status)
+    assert held is not None and len(server.requests) == 1
+    assert held["reason"] == (
+        "model token budget per session (300) reached: 300 used in this session; left to a person"
+    )
+
+
 def test_an_out_of_memory_failure_over_budget_is_still_rerun_by_the_rules(
     server: MessagesServer, tmp_path: Path
 ) -> None:
