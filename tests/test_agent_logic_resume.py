@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import AgentHarness, SimulatedCrash
+from scheduler_double import AgentHarness, SchedulerDouble, SimulatedCrash
 
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.scheduler import SubmitResult
 from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive
 from jobsmith.agent.runtime.recovery.resume import (
     ResumeReport,
@@ -42,6 +44,7 @@ from jobsmith.agent.runtime.submission.approvals import (
     pending_approvals,
 )
 from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.workflows.plans import Plan
 
 HOST = socket.gethostname()
 
@@ -179,6 +182,41 @@ def test_only_the_first_intent_of_a_step_without_a_result_is_in_flight() -> None
     assert [(x.seq, x.step_id) for x in in_flight(events)] == [(1, "a"), (7, "given")]
 
 
+class DiesInSecondSbatch(SchedulerDouble):
+    """The double, under a process killed in its second sbatch (before Slurm got the job)."""
+
+    def submit(self, script: str, options: JobOptions) -> SubmitResult:
+        if self.count("submit") == 1:
+            self._call("submit", script, options)
+            raise SimulatedCrash
+        return super().submit(script, options)
+
+
+def test_a_plan_killed_mid_submission_goes_on_only_after_its_job_in_flight_is_settled(
+    tmp_path: Path,
+) -> None:
+    h = AgentHarness.build(tmp_path, {"approval": {"core_hours": 100}}, DiesInSecondSbatch())
+    hi = {"template": "command", "params": {"command": "echo hi"}}
+    plan = Plan.model_validate(
+        {"name": "chain", "steps": {"a": hi, "b": {**hi, "after_ok": ["a"]}, "c": hi}}
+    )
+    session = h.store.create()
+    step = st.RunPlan(plan=plan)
+    with pytest.raises(SimulatedCrash):
+        h.executor.run(session, step)
+    in_flight_job = next(
+        e.step_id
+        for e in reversed(h.store.read(session))
+        if e.kind is EventKind.INTENT and e.step_id != step.id
+    )
+    # the plan's intent comes first in the log; its job in flight is settled first all the same
+    report = resume(h, session)
+    assert report == ResumeReport(session_id=session, resubmitted=[in_flight_job], rerun=[step.id])
+    names = [o.job_name for o in h.slurm.options.values()]
+    assert len(names) == 3 == len(set(names))  # each job of the plan once
+    assert h.slurm.count("submit") == 4  # the one the crash took, then three
+
+
 # --- undecided: nothing submitted ----------------------------------------------------------
 
 
@@ -258,6 +296,37 @@ def test_resume_on_another_host_than_the_intents_waits_for_sbatch_s_longest_life
     }
     h.clock.now = until
     assert resume(h, session, host="another-node").resubmitted == [step]
+
+
+def test_an_sbatch_run_on_a_login_node_over_ssh_is_waited_out_before_a_resubmission(
+    h: AgentHarness,
+) -> None:
+    # this process wrote the intent (so it may take the step over), but its sbatch ran on
+    # the login node, where an orphan may still submit: resume cannot look there
+    source, step = crashed(h, slurm_got_it=False)
+    session = h.store.create()
+    data = {**intent_of(h, source), "submit_host": "ssh:alice@login1:22"}
+    SessionLog(h.store, session).intent(step, data)
+    until = h.store.read(session)[-1].at + SBATCH_MAX_LIFE
+    report = resume(h, session)
+    assert report.undecided == {
+        step: f"its sbatch ran on ssh:alice@login1:22; resume after {until:%H:%M} UTC"
+    }
+    assert h.slurm.count("submission_in_flight") == 0 and h.slurm.count("submit") == 1
+    h.clock.now = until
+    assert resume(h, session).resubmitted == [step]
+    assert h.slurm.count("submit") == 2
+
+
+def test_an_intent_from_before_submit_host_was_recorded_is_judged_by_its_host(
+    h: AgentHarness,
+) -> None:
+    source, step = crashed(h, slurm_got_it=False)
+    session = h.store.create()
+    data = {k: v for k, v in intent_of(h, source).items() if k != "submit_host"}
+    assert data["host"] == HOST
+    SessionLog(h.store, session).intent(step, data)
+    assert resume(h, session) == ResumeReport(session_id=session, resubmitted=[step])
 
 
 def test_slurm_answering_after_the_claim_s_lease_leaves_the_step_undecided(

@@ -96,6 +96,40 @@ def test_without_a_submission_probe_the_host_is_this_one_and_resume_leaves_it_un
     assert bare.slurm.count("submit") == 1  # only the crashed attempt
 
 
+class NoControllerFacts(SchedulerDouble):
+    """The double as a scheduler that can look for an orphaned sbatch but has no
+    ControllerFacts (no slurmdbd whose backlog could hide a job)."""
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(directives=self, submissions=self, scripts=self)
+
+
+def test_without_controller_facts_accounting_is_not_waited_for_and_resume_resubmits(
+    tmp_path: Path,
+) -> None:
+    h = AgentHarness.build(tmp_path, slurm=NoControllerFacts())
+    session = h.store.create()
+    h.slurm.submit_error = SimulatedCrash()
+    with pytest.raises(SimulatedCrash):
+        h.executor.run(session, st.Submit(job=request()))
+    h.slurm.submit_error = None
+    h.slurm.backlog = 5  # never asked: a scheduler without the facts has no such lag
+    naps: list[float] = []
+    report = resume_session(
+        h.executor,
+        h.slurm,
+        session,
+        host=socket.gethostname(),
+        orphan_wait_s=60,
+        clock=h.clock,
+        sleep=naps.append,
+    )
+    (intent,) = [e for e in h.store.read(session) if e.kind is EventKind.INTENT]
+    assert report.resubmitted == [intent.step_id] and report.undecided == {}
+    assert naps == [] and h.slurm.count("dbd_backlog") == 0
+    assert h.slurm.count("submission_in_flight") == 1 and h.slurm.count("submit") == 2
+
+
 def test_without_batch_scripts_an_adopted_job_keeps_no_script(bare: AgentHarness) -> None:
     bare.slurm.set_state("4242", JobState.RUNNING)
     session, _ = adopt(bare.store, bare.ledger, bare.slurm, "doublelab", "4242")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from scheduler_double import AgentHarness
-from test_agent_logic_resume import crashed, resume
+from test_agent_logic_resume import crashed, intent_of, resume
 from test_agent_logic_watch import cycle, states, submit
 
 from jobsmith.adapters.scheduler import JobStatus
@@ -191,7 +191,12 @@ def test_without_accounting_resume_leaves_an_unseen_submission_undecided(
     h.slurm.accounting = False
     report = resume(h, session)
     assert report.resubmitted == [] and list(report.undecided) == [step]
-    assert "keeps no accounting" in report.undecided[step]
+    name = intent_of(h, session)["job_name"]
+    assert report.undecided[step] == (
+        f"{name}: the controller does not show it and this cluster keeps no accounting, so it"
+        " may never have reached Slurm or may have run and been forgotten (MinJobAge); nothing"
+        " submitted: look for its output, and submit it again yourself if it never ran"
+    )
     assert h.slurm.count("submit") == 1  # only the crashed attempt
 
 

@@ -14,19 +14,25 @@ the test can set every job's state.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from scheduler_double import AgentHarness
+import pytest
+from scheduler_double import AgentHarness, SchedulerDouble, SimulatedCrash
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.snakemake import SnakemakeEngine
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest
+from jobsmith.agent.runtime.recovery.resume import ResumeReport, resume
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.payloads import PipelineBudgetPayload, payload
+from jobsmith.agent.runtime.session.store import FileSessionStore
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
@@ -122,3 +128,88 @@ def test_the_policy_can_cancel_the_head_job_at_the_budget_instead(tmp_path: Path
     head = pipes.head_job_id(sid)
     assert said.action == "cancel" and said.job_ids == [head]
     assert ("cancel", ((head,),)) in h.slurm.calls
+
+
+# --- `sessions resume` of a pipeline (agent/runtime/recovery/resume.py's resume) -------------
+
+
+@dataclass
+class ResumeHands:
+    """What `sessions resume` uses (agent/app.py's App has these)."""
+
+    h: AgentHarness
+    pipelines: Pipelines
+
+    @property
+    def store(self) -> FileSessionStore:
+        return self.h.store
+
+    @property
+    def executor(self) -> Executor:
+        return self.h.executor
+
+    @property
+    def scheduler(self) -> SchedulerDouble:
+        return self.h.slurm
+
+
+def test_resume_relaunches_a_pipeline_whose_head_job_failed_with_nothing_in_flight(
+    tmp_path: Path,
+) -> None:
+    h, pipes, sid = _launch(tmp_path, {"submissions_per_hour": 100})
+    head = pipes.head_job_id(sid)
+    h.slurm.set_state(head, JobState.FAILED, exit_code=1)
+    report = resume(ResumeHands(h, pipes), sid, orphan_wait_s=0)
+    new_head = pipes.head_job_id(sid)
+    assert new_head != head and h.slurm.options[new_head].job_name.startswith("pipeline_head")
+    assert report == ResumeReport(session_id=sid, relaunched=new_head)
+
+
+def test_resume_leaves_a_pipeline_whose_head_job_completed_alone(tmp_path: Path) -> None:
+    h, pipes, sid = _launch(tmp_path, {"submissions_per_hour": 100})
+    head = pipes.head_job_id(sid)
+    h.slurm.set_state(head, JobState.COMPLETED)
+    submitted = h.slurm.count("submit")
+    assert resume(ResumeHands(h, pipes), sid, orphan_wait_s=0) == ResumeReport(session_id=sid)
+    assert pipes.head_job_id(sid) == head and h.slurm.count("submit") == submitted
+
+
+@pytest.mark.parametrize("left", ["found", "resubmitted", "undecided"])
+def test_a_pipeline_with_a_submission_in_flight_is_reconciled_not_relaunched(
+    tmp_path: Path, left: str
+) -> None:
+    # the head job failed, but a submission of the session was cut short: resume settles
+    # that first (found, resubmitted, or left undecided), and relaunches nothing this time
+    h, pipes, sid = _launch(tmp_path, {"submissions_per_hour": 100})
+    head = pipes.head_job_id(sid)
+    h.slurm.set_state(head, JobState.FAILED, exit_code=1)
+    step = st.Submit(job=JobRequest(template="command", params={"command": "echo hi"}))
+    if left == "found":
+        h.slurm.answer_lost = SimulatedCrash()
+    else:
+        h.slurm.submit_error = SimulatedCrash()
+    with pytest.raises(SimulatedCrash):
+        h.executor.run(sid, step)
+    h.slurm.submit_error = h.slurm.answer_lost = None
+    h.slurm.backlog = 1 if left == "undecided" else 0
+    submitted = h.slurm.count("submit")
+    report = resume(ResumeHands(h, pipes), sid, orphan_wait_s=0)
+    assert getattr(report, left) and step.id in getattr(report, left)
+    assert report.relaunched is None and pipes.head_job_id(sid) == head
+    assert h.slurm.count("submit") == submitted + (left == "resubmitted")
+
+
+def test_resume_of_a_session_that_ran_no_pipeline_only_reconciles(tmp_path: Path) -> None:
+    h, pipes, _ = _launch(tmp_path, {"submissions_per_hour": 100})
+    session = h.store.create({"title": "submit command", "origin": "cli"})
+    assert resume(ResumeHands(h, pipes), session, orphan_wait_s=0) == ResumeReport(
+        session_id=session
+    )
+    step = st.Submit(job=JobRequest(template="command", params={"command": "echo hi"}))
+    h.slurm.submit_error = SimulatedCrash()
+    with pytest.raises(SimulatedCrash):
+        h.executor.run(session, step)
+    h.slurm.submit_error = None
+    # this host's own intent: its sbatch is known gone, so it is submitted again at once
+    report = resume(ResumeHands(h, pipes), session, orphan_wait_s=0)
+    assert report == ResumeReport(session_id=session, resubmitted=[step.id])
