@@ -192,10 +192,9 @@ class DiesInSecondSbatch(SchedulerDouble):
         return super().submit(script, options)
 
 
-def test_a_plan_killed_mid_submission_goes_on_only_after_its_job_in_flight_is_settled(
-    tmp_path: Path,
-) -> None:
-    h = AgentHarness.build(tmp_path, {"approval": {"core_hours": 100}}, DiesInSecondSbatch())
+def killed_mid_plan(h: AgentHarness) -> tuple[str, str, str]:
+    """A three-job plan whose process died in its second sbatch: (session, the plan's step
+    id, the step id of the job in flight)."""
     hi = {"template": "command", "params": {"command": "echo hi"}}
     plan = Plan.model_validate(
         {"name": "chain", "steps": {"a": hi, "b": {**hi, "after_ok": ["a"]}, "c": hi}}
@@ -205,16 +204,40 @@ def test_a_plan_killed_mid_submission_goes_on_only_after_its_job_in_flight_is_se
     with pytest.raises(SimulatedCrash):
         h.executor.run(session, step)
     in_flight_job = next(
-        e.step_id
+        str(e.step_id)
         for e in reversed(h.store.read(session))
         if e.kind is EventKind.INTENT and e.step_id != step.id
     )
+    return session, step.id, in_flight_job
+
+
+def test_a_plan_killed_mid_submission_goes_on_only_after_its_job_in_flight_is_settled(
+    tmp_path: Path,
+) -> None:
+    h = AgentHarness.build(tmp_path, {"approval": {"core_hours": 100}}, DiesInSecondSbatch())
+    session, plan_step, in_flight_job = killed_mid_plan(h)
     # the plan's intent comes first in the log; its job in flight is settled first all the same
     report = resume(h, session)
-    assert report == ResumeReport(session_id=session, resubmitted=[in_flight_job], rerun=[step.id])
+    assert report == ResumeReport(
+        session_id=session, resubmitted=[in_flight_job], rerun=[plan_step]
+    )
     names = [o.job_name for o in h.slurm.options.values()]
     assert len(names) == 3 == len(set(names))  # each job of the plan once
     assert h.slurm.count("submit") == 4  # the one the crash took, then three
+
+
+def test_a_plan_whose_job_in_flight_stays_undecided_waits_too(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, {"approval": {"core_hours": 100}}, DiesInSecondSbatch())
+    session, plan_step, in_flight_job = killed_mid_plan(h)
+    h.slurm.backlog = 1  # slurmdbd behind: the job cannot be known absent yet
+    report = resume(h, session)
+    assert list(report.undecided) == [in_flight_job, plan_step]
+    assert report.undecided[plan_step] == (
+        "plan chain: the job of step b was being submitted when its process stopped and is"
+        f" not settled; run `jobsmith sessions resume {session}` (it settles that job first,"
+        " then goes on with the plan)"
+    )
+    assert h.slurm.count("submit") == 2  # a, and the attempt the crash took: c waits too
 
 
 # --- undecided: nothing submitted ----------------------------------------------------------
