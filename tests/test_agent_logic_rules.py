@@ -9,13 +9,13 @@ shows one real out-of-memory task re-run; these cover the other branches.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import MIB, AgentHarness
+from scheduler_double import MIB, AgentHarness, SchedulerDouble
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
@@ -32,13 +32,15 @@ from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.jobstate import StateChange
 from jobsmith.agent.runtime.session.ledger import JobLedger
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.answers import approve, deny
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded, pending_approvals
 from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.submission.steps import Rerun
-from jobsmith.errors import InputError, NotFound
+from jobsmith.errors import InputError, NotFound, SchedulerError
 
 POLICY: dict[str, Any] = {"budgets": {"submissions_per_hour": 100}}
 
@@ -623,6 +625,28 @@ def test_a_rerun_by_hand_held_for_approval_is_news(tmp_path: Path) -> None:
     assert h.slurm.count("submit") == 1
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=NotImplementedError,
+    reason="approve runs a held re-run as a control step: 'step kind Rerun has no handler'",
+)
+def test_a_held_rerun_a_person_approves_is_submitted_as_shown(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, {"approval": {"core_hours": 0.6}})
+    session = h.store.create()
+    job = submit(h, session, partition="small", time_limit_s=1800)
+    with pytest.raises(ApprovalNeeded) as held:
+        rerun_by_hand(Person(h, {"USER": "carol"}), job, failed_only=True, mem_mb=None,
+                      time_limit_s=3600)  # fmt: skip
+    (item,) = pending_approvals(h.store)
+    assert (item.step_id, item.action) == (held.value.step_id, "rerun")
+    result = approve(Approver(h), item.step_id)
+    new = str(result.summary["job_id"])
+    assert h.slurm.scripts[new] == item.script and h.slurm.options[new].time_limit_s == 3600
+    assert h.slurm.count("submit") == 2 and pending_approvals(h.store) == []
+    kinds = [e.kind for e in h.store.read(item.session_id)]
+    assert kinds[-2:] == [EventKind.APPROVAL_GIVEN, EventKind.RESULT]
+
+
 @pytest.mark.parametrize("known", [False, True], ids=["not in the ledger", "no session"])
 def test_a_job_without_a_recorded_session_is_refused_and_no_decision_is_recorded(
     h: AgentHarness, known: bool
@@ -638,3 +662,99 @@ def test_a_job_without_a_recorded_session_is_refused_and_no_decision_is_recorded
         rerun_by_hand(Person(h, {"USER": "carol"}), missing, failed_only=True, mem_mb=None,
                       time_limit_s=None)  # fmt: skip
     assert outputs(h, session) == [] and h.slurm.count("submit") == 1
+
+
+class SlurmLikeDependencies(SchedulerDouble):
+    """The double, but a job that ended (a cancelled one too) takes no new dependency, as
+    `scontrol update JobId=… Dependency=…` refuses it (planrun._point reads that as gone)."""
+
+    def set_dependencies(self, job_id: str, dependencies: Sequence[Any]) -> None:
+        super().set_dependencies(job_id, dependencies)
+        if self.jobs[job_id].state.is_terminal:
+            raise SchedulerError(f"scontrol update JobId={job_id}: the job has ended")
+
+
+@dataclass
+class Approver:
+    """What `jobsmith approve`/`deny` use (agent/app.py's App has these)."""
+
+    h: AgentHarness
+
+    @property
+    def store(self) -> FileSessionStore:
+        return self.h.store
+
+    @property
+    def folds(self) -> SessionFolds:
+        return SessionFolds(self.h.store)
+
+    @property
+    def executor(self) -> Executor:
+        return self.h.executor
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return {"USER": "carol"}
+
+
+def canary_rerun_held(tmp_path: Path) -> tuple[AgentHarness, str, str, str, dict[str, Any]]:
+    """A canary array a person approved as a whole (6 core-hours, above 1), whose canary
+    then timed out: (harness, session, canary, rest, the decision: a re-run of the canary
+    with twice the time, 2 core-hours, held for a person's approval)."""
+    policy = {**CANARY_POLICY, "approval": {"core_hours": 1}}
+    h = AgentHarness.build(tmp_path, policy, SlurmLikeDependencies())
+    session = h.store.create()
+    files = []
+    for i in range(12):
+        path = h.root / f"c{i}.txt"
+        path.write_text("x")
+        files.append(str(path))
+    params = {"files": ",".join(files), "program": "gzip"}
+    req = JobRequest(template="file_array", params=params, partition="small", time_limit_s=1800)
+    step = st.Submit(job=req)
+    with pytest.raises(ApprovalNeeded):
+        h.executor.run(session, step)
+    summary = approve(Approver(h), step.id).summary
+    canary, rest = str(summary["canary_job_id"]), str(summary["job_id"])
+    status = h.slurm.set_tasks(
+        canary,
+        {0: JobState.TIMEOUT, 1: JobState.TIMEOUT},
+        JobState.TIMEOUT,
+        timelimit_s=1800,
+        partition="small",
+    )
+    decision = brain(h)(failed(session, canary, JobState.TIMEOUT), status)
+    assert (decision["action"], decision["outcome"]) == ("rerun", "awaiting_approval")
+    return h, session, canary, rest, decision
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the rest is cancelled while the canary's re-run waits for a person, and an "
+    "approved re-run then finds it cancelled: the array's rest never runs",
+)
+def test_a_canary_rerun_held_for_approval_keeps_the_rest_for_the_approved_rerun(
+    tmp_path: Path,
+) -> None:
+    h, _, _, rest, decision = canary_rerun_held(tmp_path)
+    assert "cancelled" not in decision and h.slurm.count("cancel") == 0
+    new = str(approve(Approver(h), decision["step_id"]).summary["job_id"])
+    # the rest waits for the approved re-run: Slurm runs it once the new canary succeeds
+    assert h.slurm.jobs[rest].state is JobState.PENDING
+    assert h.slurm.calls[-1][0] == "set_dependencies" and h.slurm.calls[-1][1][0] == rest
+    (after,) = h.slurm.calls[-1][1][1]
+    assert after.job_ids == (new,) and h.slurm.count("submit") == 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the rest is cancelled as soon as the re-run is held, not when it is denied",
+)
+def test_a_canary_rerun_a_person_denies_cancels_the_rest_then(tmp_path: Path) -> None:
+    h, session, canary, rest, decision = canary_rerun_held(tmp_path)
+    assert h.slurm.count("cancel") == 0
+    deny(Approver(h), decision["step_id"], "not worth it")
+    assert h.slurm.calls[-1] == ("cancel", ((rest,),))
+    note = h.store.read(session)[-1]
+    assert note.kind is EventKind.NOTE and note.data == {"canary_failed": canary, "cancelled": rest}
+    assert h.slurm.count("submit") == 2
