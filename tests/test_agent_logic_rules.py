@@ -625,11 +625,6 @@ def test_a_rerun_by_hand_held_for_approval_is_news(tmp_path: Path) -> None:
     assert h.slurm.count("submit") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=NotImplementedError,
-    reason="approve runs a held re-run as a control step: 'step kind Rerun has no handler'",
-)
 def test_a_held_rerun_a_person_approves_is_submitted_as_shown(tmp_path: Path) -> None:
     h = AgentHarness.build(tmp_path, {"approval": {"core_hours": 0.6}})
     session = h.store.create()

@@ -33,6 +33,11 @@ class AnswerParts(Protocol):
     def environ(self) -> Mapping[str, str]: ...
 
 
+#: the held steps whose intent recorded the exact script to submit (a re-run's is its
+#: original's script with new directives): approved, exactly that script is submitted
+_SUBMISSIONS = frozenset({"submit", "rerun"})
+
+
 def approve(parts: AnswerParts, step_id: str) -> StepResult:
     """Approve a held step and run exactly what was shown (once, however many approve)."""
     from jobsmith.agent.runtime.submission.approvals import answer, find_pending
@@ -44,11 +49,12 @@ def approve(parts: AnswerParts, step_id: str) -> StepResult:
     # the executor reads it), and a submission passes today's policy, limits and paths;
     # whatever fails leaves the step pending, nothing recorded
     executor = parts.executor
-    if item.action == "submit":
+    submission = item.action in _SUBMISSIONS
+    if submission:
         executor.judge.again(item.data)
     given = {"by": parts.environ.get("USER", "?"), "script_sha256": item.script_sha256}
     answer(parts.store, item, True, given)
-    if item.action == "submit":
+    if submission:
         return executor.submit(item.session_id, Recorded.approved(step_id, item.data))
     step = STEP_ADAPTER.validate_python(item.data["step"])
     if item.action == "run_plan":  # the plan checks the approved hash itself
