@@ -723,11 +723,6 @@ def canary_rerun_held(tmp_path: Path) -> tuple[AgentHarness, str, str, str, dict
     return h, session, canary, rest, decision
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rest is cancelled while the canary's re-run waits for a person, and an "
-    "approved re-run then finds it cancelled: the array's rest never runs",
-)
 def test_a_canary_rerun_held_for_approval_keeps_the_rest_for_the_approved_rerun(
     tmp_path: Path,
 ) -> None:
@@ -741,10 +736,6 @@ def test_a_canary_rerun_held_for_approval_keeps_the_rest_for_the_approved_rerun(
     assert after.job_ids == (new,) and h.slurm.count("submit") == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rest is cancelled as soon as the re-run is held, not when it is denied",
-)
 def test_a_canary_rerun_a_person_denies_cancels_the_rest_then(tmp_path: Path) -> None:
     h, session, canary, rest, decision = canary_rerun_held(tmp_path)
     assert h.slurm.count("cancel") == 0

@@ -38,6 +38,9 @@ from jobsmith.agent.runtime.submission.steps import Rerun, StepResult
 from jobsmith.agent.runtime.workflows.planrun import after_failure
 from jobsmith.errors import JobsmithError
 
+#: a re-run's outcomes after which the failed job may still be replaced by it
+_RERUN_GOES_ON = frozenset({"done", "awaiting_approval"})
+
 
 class AlreadyDecided(JobsmithError):
     """Someone (the watcher's brain or a person) already acted on this failed job."""
@@ -89,8 +92,10 @@ def decide_failure(
     except AlreadyDecided:
         return None  # another watcher, or a person, got there first: theirs stands
     ran = _run_steps(executor, change.session_id, decision)
-    # a canary that failed for good: its array's rest, waiting for it, never runs
-    rerun = decision.action is Action.RERUN and ran.get("outcome") == "done"
+    # a canary that failed for good: its array's rest, waiting for it, never runs; not
+    # while its re-run waits for a person, who may approve it (a denial cancels the rest
+    # then: answers.deny)
+    rerun = decision.action is Action.RERUN and ran.get("outcome") in _RERUN_GOES_ON
     cancelled = after_failure(executor, change.job_id, reran=rerun)
     return {**_reported(decision), **ran, **({"cancelled": cancelled} if cancelled else {})}
 

@@ -83,10 +83,15 @@ def start_estimate(scheduler: Scheduler, script: str | None) -> str | None:
 
 
 def deny(parts: AnswerParts, step_id: str, reason: str) -> PendingApproval:
-    """Refuse a held step; nothing runs (an error if it was answered meanwhile)."""
+    """Refuse a held step; nothing runs (an error if it was answered meanwhile). A denied
+    re-run of a canary leaves the canary failed for good: its array's rest is cancelled."""
     from jobsmith.agent.runtime.submission.approvals import answer, find_pending
+    from jobsmith.agent.runtime.workflows.planrun import after_failure
 
     item = find_pending(parts.store, step_id, parts.folds)
     refused = {"by": parts.environ.get("USER", "?"), "reason": reason}
     answer(parts.store, item, False, refused)
+    rerun_of = item.data.get("rerun_of") if item.action == "rerun" else None
+    if rerun_of:  # the decision kept the rest for this re-run (brains/deciding.py)
+        after_failure(parts.executor, str(rerun_of), reran=False)
     return item
