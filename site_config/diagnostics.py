@@ -35,7 +35,7 @@ def describe_validation_error(
     (document: what the files are, for "required, but no site file sets it")."""
     problems = sorted(exc.errors(include_url=False), key=lambda e: _position(e, provenance, files))
     first = _describe(problems[0], model, provenance, files, document)
-    others = [_dotted(_paths(p)[0]) for p in problems[1:]]
+    others = [dotted(_paths(p)[0]) for p in problems[1:]]
     if not others:
         return first
     return f"{first} (and {len(others)} more: {', '.join(others)})"
@@ -65,7 +65,7 @@ def _describe(
     for path in paths:
         origins += [o for o in provenance.origins_of(path) if o not in origins]
     where = ", ".join(str(o) for o in origins) or " + ".join(str(f) for f in files)
-    shown = " and ".join(_dotted(p) for p in paths)
+    shown = " and ".join(dotted(p) for p in paths)
     return f"{where}: {shown}: {_what(error, model, document)}"
 
 
@@ -130,7 +130,8 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def _dotted(path: KeyPath) -> str:
+def dotted(path: KeyPath) -> str:
+    """path as a person writes it: `partitions.gpu.max_time`, `paths.allowed_roots[0]`."""
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else f".{part}"

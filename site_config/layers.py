@@ -8,7 +8,10 @@ changes single fields on top (their default account, one partition's limit). So:
 - everything else, lists included, replaces what an earlier file said: a user who sets
   `accounts.allowed` states the whole list (merging lists item by item has no one
   obvious meaning, and a list that only grows could never drop an entry);
-- null is a value like any other, not a deletion (`max_time: null` means "no limit").
+- null is a value like any other, not a deletion (`max_time: null` means "no limit"),
+  except for an entry of a mapping the caller names as removable: there a later file's
+  null removes the entry (`partitions: {long: null}`: this user never uses `long`; the
+  centre's file is a ceiling, ceiling.py, so a user may drop a partition, never add one).
 
 Provenance is kept per key path, so an error in a merged value can name the file that
 put it there.
@@ -17,7 +20,7 @@ put it there.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,12 +83,15 @@ def _unique_files(origins: Iterable[Origin]) -> list[Origin]:
     return list(by_file.values())
 
 
-def merge_documents(docs: Sequence[YamlDocument]) -> tuple[dict[str, Any], Provenance]:
-    """Merge docs in order (later wins, mappings merge key by key) and record provenance."""
+def merge_documents(
+    docs: Sequence[YamlDocument], removable: Collection[KeyPath] = ()
+) -> tuple[dict[str, Any], Provenance]:
+    """Merge docs in order (later wins, mappings merge key by key) and record provenance;
+    in the mappings at the paths in removable, an entry set to null is removed."""
     merged: dict[str, Any] = {}
     provenance = Provenance()
     for doc in docs:
-        _merge_into(merged, doc.data, (), doc, provenance)
+        _merge_into(merged, doc.data, (), doc, provenance, removable)
     return merged, provenance
 
 
@@ -95,13 +101,17 @@ def _merge_into(
     prefix: KeyPath,
     doc: YamlDocument,
     provenance: Provenance,
+    removable: Collection[KeyPath],
 ) -> None:
     for key, value in over.items():
         path = (*prefix, key)
         if isinstance(base.get(key), dict) and isinstance(value, dict):
             provenance.origins[path] = Origin(doc.file, doc.lines.get(path))
-            _merge_into(base[key], value, path, doc, provenance)
+            _merge_into(base[key], value, path, doc, provenance, removable)
             continue
         provenance.forget(path)  # what the earlier value held below path is gone
+        if value is None and prefix in removable:
+            base.pop(key, None)
+            continue
         base[key] = copy.deepcopy(value)
         provenance.record(doc, path)

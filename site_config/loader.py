@@ -3,19 +3,23 @@
 Which files, in order (a later file overrides single fields of an earlier one, see
 layers.py):
 
-1. the base file, the first of:
-   - `--site FILE` (the `explicit` argument), else
-   - `$JOBSMITH_SITE` from the environment given (an empty value counts as unset), else
-   - the admin's `/etc/jobsmith/site.yaml`;
-   a base named by `--site` or JOBSMITH_SITE takes the admin file's place (the admin
-   file is then not read at all), and must exist: naming a missing file is an error,
-   never a silent fall-back to another file;
-2. the user's file, `site.yaml` in platformdirs' user_config_dir("jobsmith") (usually
-   ~/.config/jobsmith/site.yaml), applied on top whichever base was chosen, so a
-   personal default account follows the user to a test site too. It is optional.
+1. the centre's file, the admin's `/etc/jobsmith/site.yaml`, when it exists;
+2. the file named by `--site FILE` (the `explicit` argument), else by `$JOBSMITH_SITE`
+   from the environment given (an empty value counts as unset); a file named so must
+   exist: naming a missing file is an error, never a silent fall-back to another file;
+3. the user's file, `site.yaml` in platformdirs' user_config_dir("jobsmith") (usually
+   ~/.config/jobsmith/site.yaml), so a personal default account follows the user to a
+   test site too. It is optional.
 
-Either file may be missing but not both. Nothing is looked up at import time: paths and
-the environment are arguments, so tests and the CLI decide them.
+The centre's file is a ceiling for the files after it (ceiling.py): they may tighten its
+policy, partitions, accounts, QoS and allowed roots, and a file that loosens one is
+refused. `--site` and $JOBSMITH_SITE used to replace the centre's file; now they overlay
+it like the user's file, so naming another file cannot escape the centre's limits.
+Without a centre file the first file read is the base and nothing is a ceiling, as
+before. In `partitions`, a later file's `NAME: null` removes that partition.
+
+At least one file must exist. Nothing is looked up at import time: paths and the
+environment are arguments, so tests and the CLI decide them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.errors import ConfigError
+from jobsmith.site_config.ceiling import check_ceilings
 from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import file_context
 from jobsmith.site_config.layers import Provenance, merge_documents
@@ -46,9 +51,11 @@ class LoadedSite:
     """A validated site configuration and where it came from."""
 
     config: SiteConfig
-    #: the files merged, in the order applied (base first, then the user's overrides)
+    #: the files merged, in the order applied (the centre's, the named one, the user's)
     files: tuple[Path, ...]
-    #: how the base file was chosen; None when only the user's file exists
+    #: how the base file was chosen: "system" (the centre's file, nothing named), the
+    #: option or variable that named one (read after the centre's file, if it exists);
+    #: None when only the user's file exists
     base_from: BaseSource | None
     #: which file and line set each value
     provenance: Provenance
@@ -74,13 +81,13 @@ def load_site(
     """Find, merge and validate the site files; raise ConfigError with one clear message.
 
     explicit is `--site FILE`; environ supplies JOBSMITH_SITE and the variables paths are
-    expanded with; user_file None means default_user_file().
+    expanded with; user_file None means default_user_file(). system_file, when it
+    exists, is the centre's file and the ceiling of the others.
     """
-    base, base_from = _base_file(explicit, environ, system_file)
-    files = _site_files(base, base_from, user_file)
-    loaded = load_site_files(files, environ=environ)
-    used_from = base_from if base in files else None
-    return LoadedSite(loaded.config, loaded.files, used_from, loaded.provenance)
+    files, base_from = _site_files(explicit, environ, system_file, user_file)
+    centre = system_file if files[0] == system_file and len(files) > 1 else None
+    loaded = _load(files, environ, centre)
+    return LoadedSite(loaded.config, loaded.files, base_from, loaded.provenance)
 
 
 class _SchedulerOnly(BaseModel):
@@ -107,9 +114,8 @@ def load_scheduler_access(
     a ConfigError naming the field, never a run on this host instead.
     """
     try:
-        base, base_from = _base_file(explicit, environ, system_file)
-        files = _site_files(base, base_from, user_file)
-        merged, provenance = merge_documents([read_yaml(f) for f in files])
+        files, _ = _site_files(explicit, environ, system_file, user_file)
+        merged, provenance = merge_documents([read_yaml(f) for f in files], REMOVABLE)
     except ConfigError:
         return SchedulerAccess()
     try:
@@ -123,18 +129,30 @@ def load_scheduler_access(
     return only.scheduler
 
 
-def _site_files(base: Path, base_from: BaseSource, user_file: Path | None) -> list[Path]:
-    """The site files that exist, base first (module docstring); ConfigError if none."""
+def _site_files(
+    explicit: Path | None,
+    environ: Mapping[str, str],
+    system_file: Path,
+    user_file: Path | None,
+) -> tuple[list[Path], BaseSource | None]:
+    """The site files that exist, centre's first (module docstring), and how the base
+    was chosen (None when only the user's file exists); ConfigError if none."""
+    named = _named_file(explicit, environ)
+    if named is not None and not _is_file(named[0]):
+        raise ConfigError(
+            f"site file {named[0]} (from {_describe_source(named[1])}) does not exist"
+        )
     user = user_file if user_file is not None else default_user_file()
-    if base_from != "system" and not _is_file(base):
-        raise ConfigError(f"site file {base} (from {_describe_source(base_from)}) does not exist")
-    files = [f for f in _distinct([base, user]) if _exists(f)]
+    candidates = [system_file, *([named[0]] if named else []), user]
+    files = [f for f in _distinct(candidates) if _exists(f)]
     if not files:
         raise ConfigError(
-            f"no site configuration found: tried {base} and {user}; "
+            f"no site configuration found: tried {system_file} and {user}; "
             "run `jobsmith site init` to write one from what Slurm reports"
         )
-    return files
+    if named is not None:
+        return files, named[1]
+    return files, "system" if files[0] == system_file else None
 
 
 def _is_file(path: Path) -> bool:
@@ -151,27 +169,41 @@ def _exists(path: Path) -> bool:
         raise ConfigError(f"site file {str(path)[:200]}: {exc.strerror or exc}") from None
 
 
+#: mappings in which a later file's `NAME: null` removes the entry (layers.py)
+REMOVABLE: tuple[KeyPath, ...] = (("partitions",),)
+
+
 def load_site_files(files: Sequence[Path], *, environ: Mapping[str, str]) -> LoadedSite:
-    """Merge exactly these files, in order, and validate (no searching, no user file)."""
+    """Merge exactly these files, in order, and validate (no searching, no user file,
+    no ceiling)."""
+    return _load(files, environ, centre=None)
+
+
+def _load(files: Sequence[Path], environ: Mapping[str, str], centre: Path | None) -> LoadedSite:
+    """Merge files in order and validate; centre, the first of them when given, is the
+    ceiling of the rest (ceiling.py)."""
     docs = [read_yaml(f) for f in files]
-    merged, provenance = merge_documents(docs)
+    merged, provenance = merge_documents(docs, REMOVABLE)
     try:
         config = SiteConfig.model_validate(merged, context=file_context(environ))
     except ValidationError as exc:
         message = describe_validation_error(exc, SiteConfig, provenance, files)
         raise ConfigError(message) from exc
+    if centre is not None:
+        check_ceilings(docs[0], config, provenance, environ)
     return LoadedSite(config, tuple(files), None, provenance)
 
 
-def _base_file(
-    explicit: Path | None, environ: Mapping[str, str], system_file: Path
-) -> tuple[Path, BaseSource]:
+def _named_file(
+    explicit: Path | None, environ: Mapping[str, str]
+) -> tuple[Path, BaseSource] | None:
+    """The file `--site` or $JOBSMITH_SITE names, and which of them named it."""
     if explicit is not None:
         return explicit, "--site"
     from_env = environ.get(SITE_ENV_VAR, "")
     if from_env:
         return Path(from_env), "JOBSMITH_SITE"
-    return system_file, "system"
+    return None
 
 
 def _describe_source(source: BaseSource) -> str:

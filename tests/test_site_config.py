@@ -257,16 +257,21 @@ def test_lists_in_a_later_file_replace_the_earlier_list(tmp_path: Path) -> None:
     assert paths.scratch == Path("/scratch/alice")  # the mapping around it still merged
 
 
-def test_jobsmith_site_replaces_the_admin_file_and_user_overrides_still_apply(
+def test_jobsmith_site_overlays_the_admin_file_and_user_overrides_still_apply(
     tmp_path: Path,
 ) -> None:
-    admin = write(tmp_path, "admin.yaml", "this is: [not read\n")
+    # it replaced the admin's file until issue 24: now the admin's file is a ceiling
+    # for it (tests/test_site_ceiling.py), so it is read first and must be valid
+    admin = write(tmp_path, "admin.yaml", EXAMPLE.read_text())
+    named = write(tmp_path, "named.yaml", "partitions:\n  gpu:\n    max_time: 60\n")
     user = write(tmp_path, "user.yaml", "accounts:\n  default: proj2\n")
-    env = {**ENV, "JOBSMITH_SITE": str(EXAMPLE)}
+    env = {**ENV, "JOBSMITH_SITE": str(named)}
     loaded = load_site(None, environ=env, system_file=admin, user_file=user)
     assert loaded.base_from == "JOBSMITH_SITE"
-    assert loaded.files == (EXAMPLE, user)
+    assert loaded.files == (admin, named, user)
     assert loaded.config.accounts.default == "proj2"
+    assert loaded.config.partitions["gpu"].max_time == 3600
+    assert loaded.config.partitions["gpu"].max_gpus_per_node == 2  # the admin's
 
 
 def test_site_option_beats_jobsmith_site(tmp_path: Path) -> None:
@@ -601,7 +606,9 @@ accounts: {allowed: [lab, physics], default: lab}
 qos: {allowed: [normal, premium]}
 """,
     )
-    found = check_site(load(EXAMPLE, user), lab_facts)
+    # EXAMPLE as --site, not the centre's file: the user's file may then loosen it
+    config = load_site(EXAMPLE, environ=ENV, system_file=NOWHERE, user_file=user).config
+    found = check_site(config, lab_facts)
     assert [(m.severity, m.field) for m in found] == [
         (Severity.ERROR, "cluster"),
         (Severity.ERROR, "partitions.debug.max_mem_per_node"),

@@ -1,0 +1,477 @@
+"""The centre's site file is a ceiling (issue 24, item 8): real YAML files in tmp dirs.
+
+The centre's file (`/etc/jobsmith/site.yaml`, here the lab example or a file built from
+it) states limits; every other layer (`--site`, $JOBSMITH_SITE, the user's file) may
+tighten them and is refused, naming its file, line, field, value and the centre's limit,
+when it loosens one. Without a centre file nothing is a ceiling (today's layering).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobsmith.errors import ConfigError
+from jobsmith.site_config import LoadedSite, load_site
+
+ENV = {"USER": "alice", "HOME": "/home/alice"}
+EXAMPLE = Path(str(files("jobsmith.site_config").joinpath("examples/lab.yaml")))
+NOWHERE = Path("/nonexistent/jobsmith/site.yaml")
+#: what the centre's file adds to the lab example's policy, for the rules it does not state
+MORE_POLICY = """\
+  canary:
+    above_tasks: 10
+    tasks: 3
+  secret_env: [MYSQL_PWD]
+model:
+  tainted_actions: person
+"""
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+def loaded(
+    centre: Path,
+    user: Path = NOWHERE,
+    explicit: Path | None = None,
+    environ: dict[str, str] = ENV,
+) -> LoadedSite:
+    return load_site(explicit, environ=environ, system_file=centre, user_file=user)
+
+
+def refused(
+    centre: Path,
+    user: Path = NOWHERE,
+    explicit: Path | None = None,
+    environ: dict[str, str] = ENV,
+) -> str:
+    with pytest.raises(ConfigError) as caught:
+        loaded(centre, user, explicit, environ)
+    assert caught.value.exit_code == 2
+    message = str(caught.value)
+    assert "\n" not in message, "the CLI shows one line"
+    return message
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.fixture
+def centre(tmp_path: Path) -> Path:
+    """The lab example with a canary, a secret and tainted_actions stated too."""
+    return write(tmp_path, "centre.yaml", EXAMPLE.read_text() + MORE_POLICY)
+
+
+# ------------------------------------------------------------------- each kind of limit
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "value", "limit"),
+    [
+        ("policy:\n  approval:\n    core_hours: 500\n", "policy.approval.core_hours", "500", "100"),
+        (
+            "policy:\n  approval:\n    gpu_hours: null\n",
+            "policy.approval.gpu_hours",
+            "no limit",
+            "8",
+        ),
+        ("policy:\n  approval:\n    nodes: 5\n", "policy.approval.nodes", "5", "4"),
+        ("policy:\n  max_concurrent_jobs: 5000\n", "policy.max_concurrent_jobs", "5000", "2000"),
+        (
+            "policy:\n  budgets:\n    submissions_per_hour: 601\n",
+            "policy.budgets.submissions_per_hour",
+            "601",
+            "600",
+        ),
+        (
+            "policy:\n  budgets:\n    gpu_hours_per_day: null\n",
+            "policy.budgets.gpu_hours_per_day",
+            "no limit",
+            "48",
+        ),
+        (
+            "policy:\n  budgets:\n    max_failures_in_a_row: 11\n",
+            "policy.budgets.max_failures_in_a_row",
+            "11",
+            "10",
+        ),
+        (
+            "policy:\n  approval:\n    risky_actions: [hold_foreign]\n",
+            "policy.approval.risky_actions",
+            "'cancel_foreign'",
+            "cancel_foreign",
+        ),
+        ("policy:\n  canary: null\n", "policy.canary", "no canary", "above_tasks 10"),
+        ("policy:\n  canary:\n    above_tasks: 50\n", "policy.canary.above_tasks", "50", "10"),
+        ("policy:\n  canary:\n    tasks: 1\n", "policy.canary.tasks", "1", "3"),
+        ("policy:\n  secret_env: [GH_PAT]\n", "policy.secret_env", "'MYSQL_PWD'", "MYSQL_PWD"),
+        ("model:\n  tainted_actions: policy\n", "model.tainted_actions", "'policy'", "'person'"),
+        (
+            "partitions:\n  gpu:\n    max_time: '05:00:00'\n",
+            "partitions.gpu.max_time",
+            "05:00:00",
+            "04:00:00",
+        ),
+        (
+            "partitions:\n  debug:\n    max_mem_per_node: 32G\n",
+            "partitions.debug.max_mem_per_node",
+            "32G",
+            "16G",
+        ),
+        ("partitions:\n  long:\n    max_nodes: 2\n", "partitions.long.max_nodes", "2", "1"),
+        (
+            "partitions:\n  long:\n    max_nodes: null\n",
+            "partitions.long.max_nodes",
+            "no limit",
+            "1",
+        ),
+        (
+            "partitions:\n  debug:\n    max_cpus_per_node: 4\n",
+            "partitions.debug.max_cpus_per_node",
+            "4",
+            "2",
+        ),
+        (
+            "partitions:\n  gpu:\n    max_gpus_per_node: 4\n",
+            "partitions.gpu.max_gpus_per_node",
+            "4",
+            "2",
+        ),
+        # a partition the centre lists without GPUs has none
+        (
+            "partitions:\n  debug:\n    max_gpus_per_node: 1\n",
+            "partitions.debug.max_gpus_per_node",
+            "1",
+            "0",
+        ),
+        (
+            "partitions:\n  bigmem:\n    max_time: 60\n",
+            "partitions.bigmem",
+            "'bigmem'",
+            "debug, long, gpu",
+        ),
+        ("accounts:\n  allowed: [lab, physics]\n", "accounts.allowed", "'physics'", "lab, proj2"),
+        ("qos:\n  allowed: [normal, high]\n", "qos.allowed", "'high'", "normal"),
+        ("paths:\n  allowed_roots: [/]\n", "paths.allowed_roots[0]", "/", "/home/alice"),
+    ],
+)
+def test_a_user_file_that_loosens_a_limit_is_refused_naming_file_field_value_and_limit(
+    tmp_path: Path, centre: Path, text: str, field: str, value: str, limit: str
+) -> None:
+    user = write(tmp_path, "user.yaml", text)
+    message = refused(centre, user)
+    last_key = field.rsplit(".", 1)[-1].split("[")[0]
+    assert message.startswith(f"{user}:{line_of(user, last_key)}: {field}: "), message
+    assert value in message
+    assert limit in message
+    assert str(centre) in message, "the centre's file is named"
+    assert "never loosen" in message
+
+
+def test_tightening_every_kind_of_limit_applies(tmp_path: Path, centre: Path) -> None:
+    user = write(
+        tmp_path,
+        "user.yaml",
+        """\
+policy:
+  max_concurrent_jobs: 10
+  approval:
+    core_hours: 10
+    gpu_hours: 0
+    risky_actions: [cancel_foreign, hold_foreign]
+  budgets:
+    submissions_per_hour: 20
+    node_hours_per_day: 5
+  canary:
+    above_tasks: 4
+    tasks: 3
+  secret_env: [MYSQL_PWD, GH_PAT]
+partitions:
+  gpu:
+    max_time: '01:00:00'
+    max_gpus_per_node: 1
+    max_mem_per_node: 4G
+  long: null
+accounts:
+  allowed: [lab]
+qos:
+  allowed: []
+  default: null
+paths:
+  allowed_roots: [/scratch/$USER]
+""",
+    )
+    site = loaded(centre, user)
+    config = site.config
+    policy = config.policy
+    assert policy.max_concurrent_jobs == 10
+    assert (policy.approval.core_hours, policy.approval.gpu_hours) == (10, 0)
+    assert policy.approval.risky_actions == ["cancel_foreign", "hold_foreign"]
+    assert policy.budgets.submissions_per_hour == 20
+    assert policy.budgets.node_hours_per_day == 5  # the centre set none: free
+    assert policy.canary is not None and policy.canary.above_tasks == 4
+    assert list(config.partitions) == ["debug", "gpu"]  # `long: null` removed it
+    gpu = config.partitions["gpu"]
+    assert (gpu.max_time, gpu.max_gpus_per_node, gpu.max_mem_per_node) == (3600, 1, 4096)
+    assert config.accounts.allowed == ["lab"]
+    assert config.qos.allowed == []
+    assert config.paths.allowed_roots == [Path("/scratch/alice")]
+    assert site.files == (centre, user)
+
+
+def test_a_user_file_may_still_set_preferences_freely(tmp_path: Path, centre: Path) -> None:
+    user = write(
+        tmp_path,
+        "user.yaml",
+        """\
+accounts:
+  default: proj2
+defaults:
+  time_limit_s: '00:20:00'
+env_setup: ['module load gcc/12']
+policy:
+  advice:
+    right_size: apply
+  budgets:
+    pipeline_at_limit: cancel
+partitions:
+  gpu:
+    default: true
+  debug:
+    default: false
+model:
+  max_tokens: 4000
+brain: claude
+""",
+    )
+    config = loaded(centre, user).config
+    assert config.accounts.default == "proj2"
+    assert config.default_partition() == ("gpu", config.partitions["gpu"])
+    assert config.policy.advice.right_size == "apply"
+    assert config.brain == "claude"
+
+
+def test_what_the_centre_file_leaves_unsaid_is_no_limit(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()
+    centre = write(tmp_path, "centre.yaml", text[: text.index("policy:")])
+    user = write(tmp_path, "user.yaml", "policy:\n  approval:\n    core_hours: 1000\n")
+    assert loaded(centre, user).config.policy.approval.core_hours == 1000
+
+
+# --------------------------------------------------------------- --site and JOBSMITH_SITE
+
+
+def test_a_site_option_file_overlays_the_centre_file_and_cannot_loosen_it(tmp_path: Path) -> None:
+    other = write(tmp_path, "other.yaml", "policy:\n  approval:\n    core_hours: 1000\n")
+    message = refused(EXAMPLE, explicit=other)
+    assert message.startswith(f"{other}:3: policy.approval.core_hours: 1000 is above 100")
+    assert f"{EXAMPLE}:{line_of(EXAMPLE, 'core_hours')}" in message
+
+
+def test_jobsmith_site_cannot_loosen_the_centre_file_either(tmp_path: Path) -> None:
+    other = write(tmp_path, "other.yaml", "partitions:\n  preempt: {}\n")
+    message = refused(EXAMPLE, environ={**ENV, "JOBSMITH_SITE": str(other)})
+    assert message.startswith(f"{other}:2: partitions.preempt: ")
+
+
+def test_the_site_option_file_tightens_and_the_user_file_tightens_further(
+    tmp_path: Path,
+) -> None:
+    other = write(tmp_path, "other.yaml", "policy:\n  approval:\n    core_hours: 50\n")
+    user = write(tmp_path, "user.yaml", "policy:\n  approval:\n    core_hours: 20\n")
+    site = loaded(EXAMPLE, user, explicit=other)
+    assert site.files == (EXAMPLE, other, user)
+    assert site.base_from == "--site"
+    assert site.config.policy.approval.core_hours == 20
+    assert site.config.cluster == "jobsmithlab"  # the rest is the centre's
+
+
+def test_a_user_file_may_go_back_up_to_the_centre_limit_over_a_tighter_site_file(
+    tmp_path: Path,
+) -> None:
+    # only the centre's file is a ceiling: --site is the user's own choice, like their file
+    other = write(tmp_path, "other.yaml", "policy:\n  approval:\n    core_hours: 50\n")
+    user = write(tmp_path, "user.yaml", "policy:\n  approval:\n    core_hours: 100\n")
+    assert loaded(EXAMPLE, user, explicit=other).config.policy.approval.core_hours == 100
+
+
+def test_without_a_centre_file_the_user_file_overlays_the_site_file_freely(
+    tmp_path: Path,
+) -> None:
+    user = write(
+        tmp_path, "user.yaml", f"paths:\n  allowed_roots: [/scratch/$USER, '{tmp_path}']\n"
+    )
+    site = loaded(NOWHERE, user, explicit=EXAMPLE)
+    assert site.config.paths.allowed_roots == [Path("/scratch/alice"), tmp_path]
+
+
+def test_a_broken_centre_file_is_not_escaped_by_naming_another(tmp_path: Path) -> None:
+    centre = write(tmp_path, "centre.yaml", "this is: [not valid\n")
+    assert refused(centre, explicit=EXAMPLE).startswith(f"{centre}:")
+
+
+# ------------------------------------------------------------------------ allowed roots
+
+
+@pytest.fixture
+def rooted(tmp_path: Path) -> tuple[Path, Path]:
+    """(a centre file whose one allowed root is tmp/root, that root)."""
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    return write(tmp_path, "centre.yaml", _with_root(root, root / "sub")), root
+
+
+def _with_root(root: Path, scratch: Path) -> str:
+    """The lab example with root as its one allowed root and scratch below it."""
+    text = EXAMPLE.read_text()
+    roots = '    - "~"                  # quoted: a bare ~ is YAML for null\n    - /scratch/$USER\n'
+    assert roots in text and "  scratch: /scratch/$USER\n" in text
+    text = text.replace(roots, f"    - {root}\n")
+    return text.replace("  scratch: /scratch/$USER\n", f"  scratch: {scratch}\n")
+
+
+def test_allowed_roots_may_narrow_to_a_subdirectory(
+    tmp_path: Path, rooted: tuple[Path, Path]
+) -> None:
+    centre, root = rooted
+    user = write(tmp_path, "user.yaml", f"paths:\n  allowed_roots: [{root}/sub, {root}/new/dir]\n")
+    roots = loaded(centre, user).config.paths.allowed_roots
+    assert roots == [root / "sub", root / "new" / "dir"]
+
+
+@pytest.mark.parametrize("widened", ["{tmp}", "{tmp}/outside", "{root}/../outside", "/"])
+def test_allowed_roots_may_not_widen(
+    tmp_path: Path, rooted: tuple[Path, Path], widened: str
+) -> None:
+    centre, root = rooted
+    value = widened.format(tmp=tmp_path, root=root)
+    user = write(
+        tmp_path,
+        "user.yaml",
+        f"paths:\n  scratch: {root}/sub\n  allowed_roots: [{root}/sub, {value}]\n",
+    )
+    message = refused(centre, user)
+    shown = os.path.normpath(value)  # the loader folds `..` (expand.py); the check resolves links
+    assert message.startswith(f"{user}:3: paths.allowed_roots[1]: {shown} "), message
+    assert f"within the centre's allowed_roots ({root})" in message
+
+
+def test_a_symlink_inside_a_root_that_leads_out_is_refused(
+    tmp_path: Path, rooted: tuple[Path, Path]
+) -> None:
+    centre, root = rooted
+    (root / "link").symlink_to(tmp_path / "outside")
+    deeper = f"{root}/link/deeper"
+    user = write(
+        tmp_path, "user.yaml", f"paths:\n  scratch: {deeper}\n  allowed_roots: [{deeper}]\n"
+    )
+    message = refused(centre, user)
+    assert f"{root}/link/deeper (resolves to {tmp_path}/outside/deeper)" in message
+
+
+def test_a_centre_root_reached_through_a_symlink_compares_by_where_it_leads(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    (tmp_path / "alias").symlink_to(real)
+    alias = tmp_path / "alias"
+    centre = write(tmp_path, "centre.yaml", _with_root(alias, alias))
+    user = write(
+        tmp_path, "user.yaml", f"paths:\n  scratch: {real}/sub\n  allowed_roots: [{real}/sub]\n"
+    )
+    assert loaded(centre, user).config.paths.allowed_roots == [real / "sub"]
+
+
+# ------------------------------------------------------------------------------ property
+
+LIMITED = [
+    ("policy", "approval", "nodes"),
+    ("policy", "max_concurrent_jobs"),
+    ("policy", "budgets", "submissions_per_hour"),
+    ("partitions", "long", "max_nodes"),
+    ("partitions", "long", "max_cpus_per_node"),
+]
+ABSENT = object()
+
+
+def _yaml(values: dict[tuple[str, ...], object]) -> str:
+    """A nested YAML mapping, written out, of the key paths' values (None is null)."""
+    tree: dict[str, object] = {}
+    for path, value in values.items():
+        node = tree
+        for key in path[:-1]:
+            node = node.setdefault(key, {})  # type: ignore[assignment]
+        node[path[-1]] = value  # type: ignore[index]
+    lines: list[str] = []
+
+    def emit(mapping: dict[str, object], indent: int) -> None:
+        for key, value in mapping.items():
+            if isinstance(value, dict):
+                lines.append(" " * indent + f"{key}:")
+                emit(value, indent + 2)
+            else:
+                lines.append(" " * indent + f"{key}: {'null' if value is None else value}")
+
+    emit(tree, 0)
+    return "\n".join(lines) + "\n"
+
+
+def _at(config: object, path: tuple[str, ...]) -> object:
+    for key in path:
+        config = config[key] if isinstance(config, dict) else getattr(config, key)
+    return config
+
+
+numbers = st.one_of(st.none(), st.integers(min_value=1, max_value=10_000))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    centre_values=st.fixed_dictionaries({p: numbers for p in LIMITED}),
+    user_values=st.fixed_dictionaries({p: st.one_of(st.just(ABSENT), numbers) for p in LIMITED}),
+)
+def test_the_effective_value_is_never_above_the_centres(
+    centre_values: dict[tuple[str, ...], int | None],
+    user_values: dict[tuple[str, ...], object],
+) -> None:
+    base = {
+        ("cluster",): "c",
+        ("partitions", "long", "max_time"): 60,
+        ("paths", "scratch"): "/scratch/$USER",
+        ("paths", "allowed_roots"): "[/scratch/$USER]",
+    }
+    stated = {p: v for p, v in user_values.items() if v is not ABSENT}
+    with tempfile.TemporaryDirectory() as tmp:
+        centre = write(Path(tmp), "centre.yaml", _yaml({**base, **centre_values}))
+        user = write(Path(tmp), "user.yaml", _yaml(stated) if stated else "{}\n")
+        try:
+            config = loaded(centre, user).config
+        except ConfigError as exc:
+            looser = [
+                p
+                for p, v in stated.items()
+                if centre_values[p] is not None and (v is None or v > centre_values[p])  # type: ignore[operator]
+            ]
+            assert looser, f"refused with nothing looser: {exc}"
+            assert str(exc).startswith(f"{user}:"), str(exc)
+            assert any(".".join(p) in str(exc) for p in looser), str(exc)
+            return
+        for path, limit in centre_values.items():
+            value = _at(config, path)
+            if limit is not None:
+                assert value is not None and value <= limit, (path, value, limit)  # type: ignore[operator]
+            if path in stated:
+                assert value == stated[path], "a tightening applies as written"
