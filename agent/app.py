@@ -157,11 +157,14 @@ class App:
 
     @cached_property
     def site(self) -> LoadedSite:
-        """The layered site configuration (admin file or --site, then the user's file)."""
+        """The layered site configuration (the admin's file, --site, the user's file)."""
         from jobsmith.site_config import load_site
 
         return load_site(
-            self.site_file, environ=self.environ, user_file=self.paths.config_dir / "site.yaml"
+            self.site_file,
+            environ=self.environ,
+            system_file=self.paths.system_site_file,
+            user_file=self.paths.config_dir / "site.yaml",
         )
 
     @cached_property

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,7 +36,7 @@ from jobsmith.errors import ConfigError
 from jobsmith.site_config.ceiling import check_ceilings
 from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import file_context
-from jobsmith.site_config.layers import Provenance, merge_documents
+from jobsmith.site_config.layers import Origin, Provenance, merge_documents
 from jobsmith.site_config.model import SchedulerAccess, SiteConfig
 from jobsmith.site_config.yamlfile import KeyPath, read_yaml
 
@@ -59,11 +59,31 @@ class LoadedSite:
     base_from: BaseSource | None
     #: which file and line set each value
     provenance: Provenance
+    #: the centre's file when it was a ceiling for the files after it (ceiling.py)
+    centre: Path | None = None
 
     def origin_of(self, path: KeyPath) -> str | None:
         """'FILE:LINE' of the file that set the value at path (e.g. ('accounts', 'default'))."""
         origins = self.provenance.origins_of(path)
         return ", ".join(str(o) for o in origins) or None
+
+    def set_by(self) -> list[tuple[KeyPath, Any, Origin | None]]:
+        """Every value in effect, as (field, value as JSON data, the file and line that
+        set it; None where no file did and jobsmith's default holds), in the model's
+        order. A list is one value; so is an empty mapping."""
+        data = self.config.model_dump(mode="json")
+        return [(path, value, self.provenance.origins.get(path)) for path, value in _leaves(data)]
+
+
+def _leaves(data: dict[str, Any], prefix: KeyPath = ()) -> list[tuple[KeyPath, Any]]:
+    found: list[tuple[KeyPath, Any]] = []
+    for key, value in data.items():
+        path = (*prefix, key)
+        if isinstance(value, dict) and value:
+            found += _leaves(value, path)
+        else:
+            found.append((path, value))
+    return found
 
 
 def default_user_file() -> Path:
@@ -87,7 +107,7 @@ def load_site(
     files, base_from = _site_files(explicit, environ, system_file, user_file)
     centre = system_file if files[0] == system_file and len(files) > 1 else None
     loaded = _load(files, environ, centre)
-    return LoadedSite(loaded.config, loaded.files, base_from, loaded.provenance)
+    return LoadedSite(loaded.config, loaded.files, base_from, loaded.provenance, centre)
 
 
 class _SchedulerOnly(BaseModel):

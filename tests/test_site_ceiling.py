@@ -8,15 +8,19 @@ when it loosens one. Without a centre file nothing is a ceiling (today's layerin
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobsmith.agent.app import App, UserDirs
+from jobsmith.agent.faces.cli import cli
 from jobsmith.errors import ConfigError
 from jobsmith.site_config import LoadedSite, load_site
 
@@ -475,3 +479,77 @@ def test_the_effective_value_is_never_above_the_centres(
                 assert value is not None and value <= limit, (path, value, limit)  # type: ignore[operator]
             if path in stated:
                 assert value == stated[path], "a tightening applies as written"
+
+
+# ---------------------------------------------------------------- site show --explain
+
+
+def show(tmp_path: Path, centre: Path, user_text: str, *args: str) -> Result:
+    """`jobsmith site show ARGS` with centre as /etc/jobsmith/site.yaml and user_text as
+    the user's file."""
+    config, state = tmp_path / "home" / "config", tmp_path / "home" / "state"
+    config.mkdir(parents=True)
+    state.mkdir()
+    (config / "site.yaml").write_text(user_text)
+    app = App(paths=UserDirs(config, state, system_site_file=centre), environ=ENV)
+    return CliRunner().invoke(cli, ["site", "show", *args], obj=app, catch_exceptions=False)
+
+
+TIGHTER = "policy:\n  approval:\n    core_hours: 10\n"
+
+
+def test_site_show_explain_names_the_file_and_line_that_set_each_value(tmp_path: Path) -> None:
+    result = show(tmp_path, EXAMPLE, TIGHTER, "--explain")
+    assert result.exit_code == 0, result.output
+    user = tmp_path / "home" / "config" / "site.yaml"
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"site files: {EXAMPLE}, {user}"
+    assert f"limits: {EXAMPLE}" in lines[1]
+    assert f"policy.approval.core_hours: 10  ({user}:3)" in lines
+    assert f"policy.approval.nodes: 4  ({EXAMPLE}:{line_of(EXAMPLE, 'nodes: 4')})" in lines
+    assert f"partitions.gpu.max_time: 04:00:00  ({EXAMPLE}:{line_of(EXAMPLE, '04:00:00')})" in lines
+    assert "policy.budgets.node_hours_per_day: null  (jobsmith's default)" in lines
+    assert (
+        f'accounts.allowed: ["lab", "proj2"]  ({EXAMPLE}:{line_of(EXAMPLE, "[lab, proj2]")})'
+        in lines
+    )
+
+
+def test_site_show_explain_as_json_gives_the_same_as_data(tmp_path: Path) -> None:
+    result = show(tmp_path, EXAMPLE, TIGHTER, "--explain", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    user = tmp_path / "home" / "config" / "site.yaml"
+    assert data["files"] == [str(EXAMPLE), str(user)]
+    assert data["centre"] == str(EXAMPLE)
+    assert data["config"]["policy"]["approval"]["core_hours"] == 10
+    by_field = {entry["field"]: entry for entry in data["explained"]}
+    assert by_field["policy.approval.core_hours"] == {
+        "field": "policy.approval.core_hours",
+        "value": 10,
+        "file": str(user),
+        "line": 3,
+    }
+    assert by_field["cluster"]["file"] == str(EXAMPLE)
+    assert by_field["policy.budgets.node_hours_per_day"]["file"] is None
+    assert by_field["partitions.debug.max_mem_per_node"]["value"] == "16G"
+    # every value of the config is explained once
+    assert len(by_field) == len(data["explained"])
+
+
+def test_site_show_without_explain_prints_the_config(tmp_path: Path) -> None:
+    result = show(tmp_path, EXAMPLE, TIGHTER, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) == {"files", "centre", "config"}
+    assert data["config"]["partitions"]["gpu"]["max_time"] == "04:00:00"
+    text = show(tmp_path / "text", EXAMPLE, TIGHTER).stdout
+    assert "core_hours: 10" in text and "cluster: jobsmithlab" in text
+
+
+def test_site_show_refuses_a_loosening_in_one_line_with_exit_2(tmp_path: Path) -> None:
+    result = show(tmp_path, EXAMPLE, "policy:\n  approval:\n    core_hours: 1000\n", "--explain")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "policy.approval.core_hours: 1000 is above 100" in line

@@ -1481,6 +1481,22 @@ def site_check(ctx: click.Context, as_json: bool) -> None:
         sys.exit(1)
 
 
+@site.command("show")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Name the site file and line that set each value (or jobsmith's default).",
+)
+@json_command
+@click.pass_context
+def site_show(ctx: click.Context, explain: bool, as_json: bool) -> None:
+    """Print the site configuration in effect, merged from every site file."""
+    from jobsmith.agent.runtime.sitefile import site_show as show
+    from jobsmith.agent.views import render as views
+
+    views.show_site(show(_app(ctx).site, explain=explain), as_json)
+
+
 @site.command("init")
 @click.option(
     "-o",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import getpass
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,6 +45,55 @@ class SiteInitResult(BaseModel):
     path: str | None = Field(description="file written, or None if only printed")
     via: str = Field("local", description="how Slurm was reached: local, or kind user@host:port")
     yaml: str = Field(description="the generated config")
+
+
+class SetBy(BaseModel):
+    """One value in effect and the site file that set it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    field: str = Field(description="dotted field, e.g. policy.approval.core_hours")
+    value: Any = Field(description="the value in effect, as the config's JSON has it")
+    file: str | None = Field(description="the site file that set it; null: jobsmith's default")
+    line: int | None = Field(description="its line in that file, when known")
+
+
+class SiteShow(BaseModel):
+    """What `jobsmith site show` prints: the configuration in effect after every layer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    files: list[str] = Field(description="site files read, in the order applied")
+    centre: str | None = Field(
+        description="the centre's file when it limits the others (site_config/ceiling.py)"
+    )
+    config: dict[str, Any] = Field(description="the merged, validated configuration")
+    explained: list[SetBy] | None = Field(
+        None, description="with --explain: each value and the file that set it"
+    )
+
+
+def site_show(site: LoadedSite, *, explain: bool) -> SiteShow:
+    """The configuration in effect; with explain, the layer that set each value."""
+    from jobsmith.site_config.diagnostics import dotted
+
+    explained = None
+    if explain:
+        explained = [
+            SetBy(
+                field=dotted(path),
+                value=value,
+                file=str(origin.file) if origin else None,
+                line=origin.line if origin else None,
+            )
+            for path, value, origin in site.set_by()
+        ]
+    return SiteShow(
+        files=[str(f) for f in site.files],
+        centre=str(site.centre) if site.centre else None,
+        config=site.config.model_dump(mode="json"),
+        explained=explained,
+    )
 
 
 @dataclass(frozen=True)

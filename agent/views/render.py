@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.session.events import Event, SessionInfo
     from jobsmith.agent.runtime.session.readmodel import TokenTotals
     from jobsmith.agent.runtime.session.store import PruneReport
-    from jobsmith.agent.runtime.sitefile import SiteCheckReport, SiteInitResult
+    from jobsmith.agent.runtime.sitefile import SiteCheckReport, SiteInitResult, SiteShow
     from jobsmith.agent.runtime.submission.advice import SubmitAdvice
     from jobsmith.agent.runtime.submission.approvals import PendingApproval
     from jobsmith.agent.runtime.submission.judge import CheckedJob, Judgement
@@ -180,6 +181,29 @@ def show_site_check(report: SiteCheckReport, as_json: bool) -> None:
         print("no mismatches: the site config agrees with the cluster")
     for mismatch in report.mismatches:
         print(str(mismatch))
+
+
+def show_site(shown: SiteShow, as_json: bool) -> None:
+    """Print `jobsmith site show` (and `--explain`: who set each value)."""
+    if as_json:
+        skip = {"explained"} if shown.explained is None else set()
+        print_json(shown.model_dump(mode="json", exclude=skip))
+        return
+    print(f"site files: {', '.join(shown.files)}")
+    if shown.centre:
+        print(f"limits: {shown.centre} (the centre's; the other files may only tighten them)")
+    if shown.explained is None:
+        from jobsmith.site_config.yamlfile import dump_yaml
+
+        print(dump_yaml(shown.config), end="")
+        return
+    for s in shown.explained:
+        value = s.value
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # as the file says it: core_hours: 10, not 10.0
+        value = value if isinstance(value, str) else json.dumps(value)
+        where = f"{s.file}:{s.line}" if s.file and s.line else s.file or "jobsmith's default"
+        print(f"{s.field}: {value}  ({where})")
 
 
 def show_site_init(result: SiteInitResult, as_json: bool) -> None:
