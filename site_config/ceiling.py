@@ -20,7 +20,8 @@ The limits (CEILINGS, the one list of them):
 - partitions: which exist (a later layer may remove one with `NAME: null`, never add
   one), and each one's max_time, max_nodes, max_cpus_per_node, max_mem_per_node and
   max_gpus_per_node;
-- accounts.allowed and qos.allowed: a later layer may narrow them;
+- accounts.allowed and qos.allowed: a later layer may narrow them, but not to an empty
+  list, which lets a request name any account or QoS (policy.py's _check_choice);
 - paths.allowed_roots: each root of a later layer must lie within one of the centre's,
   compared resolved (symlinks and `..` followed), as submission resolves paths against
   the roots (agent/runtime/submission/jobs.py, job_templates/paths.py).
@@ -59,7 +60,9 @@ from jobsmith.units import format_duration, format_memory
 
 #: how a later value can loosen the centre's:
 #: most: a larger number, or None (no limit); least: a smaller number;
-#: some_of: a name the centre's list (or mapping) lacks; all_of: leaving out one it has;
+#: some_of: a name the centre's list (or mapping) lacks, or an empty list where the
+#: centre's is not (an empty accounts.allowed or qos.allowed lets a request name any);
+#: all_of: leaving out a name the centre's list has;
 #: within: a directory outside every one of the centre's; kept: None where the centre
 #: set one; ranked: a later entry of Ceiling.ranks (strictest first)
 Kind = Literal["most", "least", "some_of", "all_of", "within", "kept", "ranked"]
@@ -235,10 +238,12 @@ def _loosenings(
     elif ceiling.kind == "ranked" and ceiling.ranks.index(value) > ceiling.ranks.index(limit):
         yield path, f"{value!r} is looser than the centre's {limit!r}"
     elif ceiling.kind == "some_of":
+        shown = ", ".join(limit)
+        if limit and not value:  # an empty accounts.allowed lets a request name any
+            yield path, f"an empty list allows any, looser than the centre's ({shown})"
         for name in value:
             if name not in limit:
                 where = (*path, name) if isinstance(value, dict) else path
-                shown = ", ".join(limit)
                 yield where, f"{name!r} is not in the centre's {dotted(path)} ({shown})"
     elif ceiling.kind == "all_of":
         kept = {str(name).casefold() for name in value}

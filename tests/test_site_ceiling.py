@@ -167,6 +167,8 @@ def centre(tmp_path: Path) -> Path:
         ),
         ("accounts:\n  allowed: [lab, physics]\n", "accounts.allowed", "'physics'", "lab, proj2"),
         ("qos:\n  allowed: [normal, high]\n", "qos.allowed", "'high'", "normal"),
+        # an empty list lets a request name any account (policy.py: _check_choice)
+        ("accounts:\n  allowed: []\n  default: null\n", "accounts.allowed", "empty", "lab, proj2"),
         ("paths:\n  allowed_roots: [/]\n", "paths.allowed_roots[0]", "/", "/home/alice"),
     ],
 )
@@ -210,7 +212,7 @@ partitions:
 accounts:
   allowed: [lab]
 qos:
-  allowed: []
+  allowed: [normal]
   default: null
 paths:
   allowed_roots: [/scratch/$USER]
@@ -229,7 +231,7 @@ paths:
     gpu = config.partitions["gpu"]
     assert (gpu.max_time, gpu.max_gpus_per_node, gpu.max_mem_per_node) == (3600, 1, 4096)
     assert config.accounts.allowed == ["lab"]
-    assert config.qos.allowed == []
+    assert (config.qos.allowed, config.qos.default) == (["normal"], None)
     assert config.paths.allowed_roots == [Path("/scratch/alice")]
     assert site.files == (centre, user)
 
