@@ -86,7 +86,8 @@ class Ceiling:
     ranks: tuple[str, ...] = ()
 
 
-def _budget(*path: str) -> Ceiling:
+def _at_most(*path: str) -> Ceiling:
+    """A number in policy (None: no limit) a later layer may lower, never raise."""
     return Ceiling(("policy", *path), "most")
 
 
@@ -95,19 +96,19 @@ def _partition(field: str, show: Callable[[Any], str] = _number) -> Ceiling:
 
 
 CEILINGS: tuple[Ceiling, ...] = (
-    _budget("max_concurrent_jobs"),
-    _budget("approval", "core_hours"),
-    _budget("approval", "gpu_hours"),
-    _budget("approval", "nodes"),
+    _at_most("max_concurrent_jobs"),
+    _at_most("approval", "core_hours"),
+    _at_most("approval", "gpu_hours"),
+    _at_most("approval", "nodes"),
     Ceiling(("policy", "approval", "risky_actions"), "all_of"),
-    _budget("budgets", "node_hours_per_day"),
-    _budget("budgets", "gpu_hours_per_day"),
-    _budget("budgets", "submissions_per_hour"),
-    _budget("budgets", "max_failures_in_a_row"),
-    _budget("budgets", "model_tokens_per_session"),
-    _budget("budgets", "model_tokens_per_day"),
+    _at_most("budgets", "node_hours_per_day"),
+    _at_most("budgets", "gpu_hours_per_day"),
+    _at_most("budgets", "submissions_per_hour"),
+    _at_most("budgets", "max_failures_in_a_row"),
+    _at_most("budgets", "model_tokens_per_session"),
+    _at_most("budgets", "model_tokens_per_day"),
     Ceiling(("policy", "canary"), "kept"),
-    _budget("canary", "above_tasks"),
+    _at_most("canary", "above_tasks"),
     Ceiling(("policy", "canary", "tasks"), "least"),
     Ceiling(("policy", "secret_env"), "all_of"),
     Ceiling(("model", "tainted_actions"), "ranked", ranks=("person", "policy")),
