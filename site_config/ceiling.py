@@ -22,6 +22,10 @@ The limits (CEILINGS, the one list of them):
   max_gpus_per_node;
 - accounts.allowed and qos.allowed: a later layer may narrow them, but not to an empty
   list, which lets a request name any account or QoS (policy.py's _check_choice);
+- scheduler.slurm_conf: the slurm.conf Slurm's commands read is the centre's, where it
+  names one (another copy could carry a plugin that rewrites checked jobs); and
+  scheduler.adjusts, the changes its plugins make on purpose that are not held against a
+  job, may only be fewer (none, where the centre's file declares none);
 - paths.allowed_roots: each root of a later layer must lie within one of the centre's,
   compared resolved (symlinks and `..` followed), as submission resolves paths against
   the roots (agent/runtime/submission/jobs.py, job_templates/paths.py).
@@ -31,8 +35,8 @@ default, which a later layer may change: an unset limit is no limit, as in Slurm
 partition the file lists is stated whole: a limit it leaves out has the model's value
 (none, and for max_gpus_per_node, 0: no GPUs).
 
-Everything else is a preference a user sets freely: defaults, env_setup, the scheduler
-block, scratch and template_dirs, the default account, QoS and partition, gpu_type,
+Everything else is a preference a user sets freely: defaults, env_setup, the rest of
+the scheduler block, scratch and template_dirs, the default account, QoS and partition, gpu_type,
 notify, advice, budgets.pipeline_at_limit, jobs.environment.allow, brain and the rest of
 `model`.
 
@@ -64,8 +68,9 @@ from jobsmith.units import format_duration, format_memory
 #: centre's is not (an empty accounts.allowed or qos.allowed lets a request name any);
 #: all_of: leaving out a name the centre's list has;
 #: within: a directory outside every one of the centre's; kept: None where the centre
-#: set one; ranked: a later entry of Ceiling.ranks (strictest first)
-Kind = Literal["most", "least", "some_of", "all_of", "within", "kept", "ranked"]
+#: set one; ranked: a later entry of Ceiling.ranks (strictest first); fewer_of: a name
+#: the centre's list lacks (an empty list is the strictest); same: any other value
+Kind = Literal["most", "least", "some_of", "all_of", "within", "kept", "ranked", "fewer_of", "same"]
 
 #: a partition the centre's file lists, in a Ceiling's path
 EACH = "*"
@@ -84,6 +89,8 @@ class Ceiling:
     kind: Kind
     show: Callable[[Any], str] = _number
     ranks: tuple[str, ...] = ()
+    #: a limit even where the centre's file is silent: its default is the strictest
+    always: bool = False
 
 
 def _at_most(*path: str) -> Ceiling:
@@ -121,6 +128,8 @@ CEILINGS: tuple[Ceiling, ...] = (
     Ceiling(("accounts", "allowed"), "some_of"),
     Ceiling(("qos", "allowed"), "some_of"),
     Ceiling(("paths", "allowed_roots"), "within"),
+    Ceiling(("scheduler", "slurm_conf"), "same", str),
+    Ceiling(("scheduler", "adjusts"), "fewer_of", always=True),
 )
 
 
@@ -128,6 +137,13 @@ class _Roots(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     allowed_roots: list[Dir] | None = None
+
+
+class _Slurm(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    slurm_conf: Dir | None = None
+    adjusts: list[str] = []
 
 
 class _Stated(BaseModel):
@@ -140,6 +156,7 @@ class _Stated(BaseModel):
     accounts: Choice | None = None
     qos: Choice | None = None
     paths: _Roots | None = None
+    scheduler: _Slurm = _Slurm()
     policy: Policy | None = None
     model: ModelSettings | None = None
 
@@ -158,7 +175,8 @@ def check_ceilings(
     limits = _read_limits(centre, environ)
     centre_origins = merge_documents([centre])[1]
     for ceiling in CEILINGS:
-        for path in _stated_paths(ceiling.path, centre.data):
+        stated = [ceiling.path] if ceiling.always else _stated_paths(ceiling.path, centre.data)
+        for path in stated:
             limit, value = _at(limits, path), _at(config, path)
             if limit is _ABSENT or value is _ABSENT:
                 continue  # a partition a later layer removed, a canary turned off
@@ -246,6 +264,14 @@ def _loosenings(
             if name not in limit:
                 where = (*path, name) if isinstance(value, dict) else path
                 yield where, f"{name!r} is not in the centre's {dotted(path)} ({shown})"
+    elif ceiling.kind == "fewer_of":
+        for name in value:
+            if name not in limit:
+                shown = ", ".join(limit) or "none"
+                yield path, f"{name!r} is not in the centre's {dotted(path)} ({shown})"
+    elif ceiling.kind == "same" and value != limit:
+        given, shown = ("the system's" if v is None else show(v) for v in (value, limit))
+        yield path, f"{given} is not the centre's {dotted(path)} ({shown})"
     elif ceiling.kind == "all_of":
         kept = {str(name).casefold() for name in value}
         for name in limit:

@@ -555,3 +555,32 @@ def test_site_show_refuses_a_loosening_in_one_line_with_exit_2(tmp_path: Path) -
     assert result.stdout == ""
     [line] = result.stderr.splitlines()
     assert "policy.approval.core_hours: 1000 is above 100" in line
+
+
+# ----------------------------------------------------- the slurm.conf and its adjustments
+
+
+def test_the_slurm_conf_the_centre_names_is_the_one_the_commands_read(tmp_path: Path) -> None:
+    stated = "scheduler:\n  slurm_conf: /etc/slurm/slurm.conf\n  adjusts: [partition, time]\n"
+    centre_text = EXAMPLE.read_text().replace("scheduler:\n", stated, 1)
+    centre = write(tmp_path, "centre.yaml", centre_text)
+    mine = write(tmp_path, "user.yaml", "scheduler:\n  slurm_conf: /home/me/slurm.conf\n")
+    message = refused(centre, mine)
+    assert message.startswith(f"{mine}:2: scheduler.slurm_conf: /home/me/slurm.conf is not"), (
+        message
+    )
+    assert "the centre's scheduler.slurm_conf (/etc/slurm/slurm.conf)" in message
+    # the adjustments not held against a job may be fewer, never more
+    fewer = write(tmp_path, "fewer.yaml", "scheduler:\n  adjusts: [time]\n")
+    assert loaded(centre, fewer).config.scheduler.adjusts == ["time"]
+    more = write(tmp_path, "more.yaml", "scheduler:\n  adjusts: [partition, account]\n")
+    assert "scheduler.adjusts: 'account' is not in the centre's" in refused(centre, more)
+
+
+def test_a_centre_silent_on_the_slurm_conf_leaves_it_to_the_user(tmp_path: Path) -> None:
+    centre = write(tmp_path, "centre.yaml", EXAMPLE.read_text())
+    mine = write(tmp_path, "user.yaml", "scheduler:\n  slurm_conf: /home/me/slurm.conf\n")
+    assert str(loaded(centre, mine).config.scheduler.slurm_conf) == "/home/me/slurm.conf"
+    # but an adjustment the centre did not declare is not the user's to declare
+    more = write(tmp_path, "more.yaml", "scheduler:\n  adjusts: [partition]\n")
+    assert "'partition' is not in the centre's scheduler.adjusts (none)" in refused(centre, more)
