@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from jobsmith.adapters.jobid import JobIdText, parse_job_ids
 from jobsmith.errors import InputError
+from jobsmith.workload_caps import MAX_ARRAY_TASKS, check_count
 
 # Characters a scheduler reads literally in a directive value; anything else (spaces,
 # quotes, '#', newlines, '=' inside a value) is refused rather than quoted, because
@@ -186,6 +187,8 @@ def array_last_index(spec: str) -> int:
 
 def array_indices(spec: str) -> list[int]:
     """The indices an --array spec names, in order ('0-4:2,7' -> [0, 2, 4, 7])."""
+    # split_array and plan_array refuse such a spec first; this keeps the list bounded
+    check_count(array_task_count(spec), MAX_ARRAY_TASKS, "array tasks", "split the array")
     out: list[int] = []
     for part in spec.split(","):
         span, _, step = part.partition(":")

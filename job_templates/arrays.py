@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.job_templates.params import LIST_TYPES, NUMBER_TYPES, ParamSpec, ParamType
+from jobsmith.workload_caps import MAX_ARRAY_TASKS, check_count
 
 # Float noise in a measured duration (4.0000001 s) must not add an empty last chunk.
 _EPSILON = 1e-6
@@ -116,6 +117,8 @@ def plan_array(rule: PerItem | PerChunk | PerBlock, values: Mapping[str, object]
     count, why = rule.count(values)
     if count < 1:
         raise ValueError(f"the array would have no tasks ({why})")
+    # from the numbers alone: a canary lists the indices, a per_chunk of 1e15 would not end
+    check_count(count, MAX_ARRAY_TASKS, f"array tasks ({why})", "split the work over jobs")
     return ArrayPlan(count=count, spec="0" if count == 1 else f"0-{count - 1}", rule=why)
 
 

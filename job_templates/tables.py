@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.files import read_bounded
 from jobsmith.job_templates.params import ColumnType
 from jobsmith.job_templates.values import check_text
+from jobsmith.workload_caps import MAX_TABLE_ROWS, check_count
 
 #: a sample id: safe as a file name and as a shell word, no leading dash or dot
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -55,6 +56,8 @@ def read_table(path: Path, columns: Mapping[str, ColumnType], check_path: PathCh
         raise ValueError(f"cannot read '{path}': {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"cannot read '{path}': {exc}") from None
+    # counted from the text before a row is made (each row's paths are resolved and checked)
+    check_count(text.count("\n") - 1, MAX_TABLE_ROWS, "rows", "split the sheet over several jobs")
     lines = [
         (number, line.removesuffix("\r"))
         for number, line in enumerate(text.split("\n"), start=1)

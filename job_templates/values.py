@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from jobsmith.job_templates.params import PATH_TYPES, ParamSpec, ParamType
+from jobsmith.workload_caps import MAX_LIST_ITEMS, check_count
 
 #: the longest text value accepted (PATH_MAX on Linux)
 MAX_TEXT = 4096
@@ -149,6 +150,8 @@ def _as_list(
         items = raw
     else:
         raise ValueError(f"expected a list, got {type(raw).__name__} {raw!r}")
+    # counted before a value is made of each (a Path, a checked text)
+    check_count(len(items), MAX_LIST_ITEMS, "items", "split the work over several jobs")
     return tuple(item(x) for x in items)
 
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ruamel.yaml import YAML
-from ruamel.yaml.composer import MaxDepthExceededError
+from ruamel.yaml.composer import Composer, MaxDepthExceededError
 from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
@@ -57,6 +57,7 @@ from ruamel.yaml.tag import Tag
 
 from jobsmith.errors import ConfigError, JobsmithError
 from jobsmith.files import read_bounded
+from jobsmith.workload_caps import MAX_YAML_NODES
 
 KeyPath = tuple[str | int, ...]
 
@@ -179,15 +180,41 @@ class _Resolver(VersionedResolver):
         return super().resolve(kind, value, implicit)
 
 
+class _TooManyNodes(Exception):
+    """More than MAX_YAML_NODES values composed; carries where the last one starts."""
+
+    def __init__(self, mark: Any) -> None:
+        super().__init__(mark)
+        self.mark = mark
+
+
+class _CountingComposer(Composer):
+    """ruamel's composer, counting the values it composes and stopping above
+    MAX_YAML_NODES: a node costs about 1 KB, so a 4 MiB list of two million values took
+    2.3 GB before anything here saw it; counting as they are made stops it at 0.1 GB."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.composed = getattr(self, "composed", 0) + 1
+        if self.composed > MAX_YAML_NODES:
+            raise _TooManyNodes(self.parser.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+
 def _compose(text: str, file: Path, kind: DocumentKind) -> Node | None:
     yaml = YAML(typ="base", pure=True)
     yaml.Resolver = _Resolver
+    yaml.Composer = _CountingComposer
     yaml.max_depth = MAX_DEPTH
     try:
         with warnings.catch_warnings():
             # Redefining an anchor is valid YAML; the later definition wins.
             warnings.simplefilter("ignore", ReusedAnchorWarning)
             node: Node | None = yaml.compose(text)
+    except _TooManyNodes as exc:
+        raise kind.error(
+            f"{_at(file, exc.mark)}: more than {MAX_YAML_NODES:,} values in this {kind.name}, "
+            "above jobsmith's workload cap: split the work over several files"
+        ) from None
     except MaxDepthExceededError as exc:
         raise kind.error(f"{_at(file, exc.problem_mark)}: {_too_deep(kind)}") from None
     except ReaderError as exc:  # a character YAML does not allow, e.g. a control code

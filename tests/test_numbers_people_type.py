@@ -70,7 +70,7 @@ def test_transcode_and_render_frames_refuse_them_before_any_work(tmp_path: Path)
     blend = tmp_path / "s.blend"
     blend.write_bytes(b"")
     out = js("render-frames", str(blend), str(tmp_path / "f"), "--frames", "1-99999999")
-    assert out.exit_code == 2 and f"at most {MAX_FRAMES}" in out.output
+    assert out.exit_code == 2 and f"workload cap of {MAX_FRAMES:,}" in out.output
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ from jobsmith.adapters.options import (
     JobOptions,
     SafeToken,
     array_last_index,
+    array_task_count,
     parse_dependency,
 )
 from jobsmith.adapters.scheduler import EnvironmentDefault, EnvironmentInputs
@@ -48,6 +49,7 @@ from jobsmith.site_config import SiteConfig
 from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
 from jobsmith.text import holds_undecodable
 from jobsmith.units import parse_duration, parse_memory
+from jobsmith.workload_caps import MAX_ARRAY_TASKS, MAX_PARAMS_ENTRIES, OverCap, check_count
 
 
 class JobFields(BaseModel):
@@ -373,6 +375,10 @@ def split_array(text: str | None, throttle: int | None) -> tuple[str | None, int
             f"--array {text!r}: index {array_last_index(spec)} is above Slurm's largest "
             f"possible ({MAX_ARRAY_INDEX}, MaxArraySize - 1)"
         )
+    try:  # counted from the ranges: nothing lists the indices before this
+        check_count(array_task_count(spec), MAX_ARRAY_TASKS, "tasks", "split the array")
+    except OverCap as exc:
+        raise InputError(f"--array {text!r}: {exc}") from None
     if sep and throttle is not None and throttle != int(limit):
         raise InputError(f"--array {text!r} and --throttle {throttle}: give the limit once")
     return spec, int(limit) if sep else throttle
@@ -392,7 +398,12 @@ PARAMS_FILE = DocumentKind("params file", "parameter: value", TemplateError)
 def _params_file(path: Path | None) -> dict[str, object]:
     if path is None:
         return {}
-    return dict(read_yaml(path, PARAMS_FILE).data)
+    data = read_yaml(path, PARAMS_FILE).data
+    try:  # before each entry is checked against the template
+        check_count(len(data), MAX_PARAMS_ENTRIES, "entries", "a template takes tens")
+    except OverCap as exc:
+        raise TemplateError(f"--params-file {path}: {exc}") from None
+    return dict(data)
 
 
 def parse_unit(parse: Any, option: str, value: str | None) -> int | None:

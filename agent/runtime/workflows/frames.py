@@ -22,6 +22,7 @@ from pathlib import Path
 
 from jobsmith.agent.runtime.workflows.plans import Plan, plan_name
 from jobsmith.errors import InputError
+from jobsmith.workload_caps import MAX_FRAMES, OverCap, check_count
 
 #: the frames' file extension for each Blender image format
 EXTENSIONS = {"PNG": "png", "OPEN_EXR": "exr", "JPEG": "jpg", "TIFF": "tif"}
@@ -47,10 +48,6 @@ class RenderRequest:
         return EXTENSIONS[self.image_format]
 
 
-#: the most frames one render-frames command takes: a hard workload cap, checked before
-#: any memory is spent on the frames (1-99999999 reached 8 GB before any check did); three
-#: hours at 60 frames a second is 648,000
-MAX_FRAMES = 1_000_000
 _FRAMES = re.compile(r"(?P<first>[0-9]{1,9})(?:-(?P<last>[0-9]{1,9}))?", re.ASCII)
 
 
@@ -64,11 +61,10 @@ def parse_frames(text: str) -> tuple[int, int]:
     end = int(match["last"] or start)
     if end < start:
         raise InputError(f"--frames {text!r}: FIRST-LAST with 0 <= FIRST <= LAST")
-    if end - start + 1 > MAX_FRAMES:
-        raise InputError(
-            f"--frames {text!r}: {end - start + 1} frames; at most {MAX_FRAMES} in one "
-            "command (split the range)"
-        )
+    try:  # from the ends alone, before any list of frames (1-99999999 reached 8 GB)
+        check_count(end - start + 1, MAX_FRAMES, "frames", "split the range over commands")
+    except OverCap as exc:
+        raise InputError(f"--frames {text!r}: {exc}") from None
     return start, end
 
 

@@ -55,10 +55,11 @@ from jobsmith.site_config.fieldtypes import Name
 from jobsmith.site_config.layers import Provenance
 from jobsmith.site_config.yamlfile import DocumentKind, YamlDocument, read_yaml
 from jobsmith.units import format_duration, format_memory, parse_duration, parse_memory
+from jobsmith.workload_caps import MAX_PLAN_STEPS, OverCap, check_count
 
 PLAN_FILE = DocumentKind("plan file", "name:, steps:", InputError)
-#: a plan larger than this is a workflow engine's job (Nextflow, Snakemake), not a plan's
-MAX_STEPS = 100
+#: a plan larger than this is a workflow engine's job (jobsmith/workload_caps.py)
+MAX_STEPS = MAX_PLAN_STEPS
 
 #: the plan file's words for each dependency, in the order they are written
 _KINDS: dict[str, DependencyKind] = {
@@ -205,6 +206,10 @@ def read_plan_file(path: Path) -> tuple[Plan, tuple[str, ...]]:
     old: dict[str, list[str]] = {}
     data = doc.data
     if isinstance(steps, dict):
+        try:  # before each step is read (the model checks it too, after)
+            check_count(len(steps), MAX_STEPS, "steps", "a larger workflow is a workflow engine's")
+        except OverCap as exc:
+            raise InputError(f"{path}: {exc}") from None
         read = {name: _file_step(doc, str(name), step, old) for name, step in steps.items()}
         data = {**doc.data, "steps": read}
     try:

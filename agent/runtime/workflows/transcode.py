@@ -20,6 +20,7 @@ Everything here but `probe` is pure.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from jobsmith.agent.runtime.workflows.plans import Plan, plan_name
 from jobsmith.errors import InputError
+from jobsmith.workload_caps import MAX_CHUNKS, OverCap, check_count
 
 #: ffprobe reads a large file's packet list in seconds; anything longer is not ffprobe's
 PROBE_TIMEOUT_S = 600
@@ -109,8 +111,19 @@ def keyframes_of(packets_csv: str) -> tuple[float, ...]:
 def segments(probed: Probe, chunk_seconds: float) -> list[tuple[float, float]]:
     """(start, duration) of each segment: each starts on the first key frame at or after
     a multiple of chunk_seconds, the last ends with the source."""
-    if chunk_seconds <= 0:
+    if not chunk_seconds > 0:  # NaN too
         raise InputError("--chunk-seconds must be above 0")
+    if not math.isfinite(probed.duration_s):
+        raise InputError(f"ffprobe gives the source a duration of {probed.duration_s} s")
+    try:  # from the duration alone, before a list of chunks is built
+        check_count(
+            math.ceil(probed.duration_s / chunk_seconds),
+            MAX_CHUNKS,
+            f"chunks of {_num(chunk_seconds)} s in {_num(probed.duration_s)} s",
+            "give a larger --chunk-seconds",
+        )
+    except OverCap as exc:
+        raise InputError(f"--chunk-seconds {chunk_seconds:g}: {exc}") from None
     starts = [0.0]
     for keyframe in probed.keyframes:
         if keyframe >= starts[-1] + chunk_seconds and keyframe < probed.duration_s:
