@@ -13,6 +13,7 @@ the test can set every job's state.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from datetime import timedelta
@@ -39,6 +40,17 @@ from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 CONSOLE = Path(__file__).resolve().parent / "fixtures" / "snakemake" / "killed" / "console-1.log"
 RULE_JOBS = ["13972", "13973", "13974", "13975"]
 PENDING = RULE_JOBS[1:]  # 13972 completed; Snakemake never said more of the others
+
+
+@pytest.fixture(autouse=True)
+def _engine_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snakemake on the PATH: `pipeline run` looks for it before submitting
+    (tests/test_engine_on_path_with_slurm_double.py); nothing here runs it."""
+    engine = tmp_path / "engine-bin" / "snakemake"
+    engine.parent.mkdir()
+    engine.write_text("#!/bin/sh\nexit 0\n")
+    engine.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{engine.parent}:{os.environ['PATH']}")
 
 
 def _launch(tmp_path: Path, budgets: dict[str, Any]) -> tuple[AgentHarness, Pipelines, str]:

@@ -76,6 +76,7 @@ class Pipelines:
         submission); the engine is configured with the site's limits."""
         site = self.executor.site
         pl.check_paths(request, site)
+        self._check_engine(request.engine)
         sizing = pl.size_queue(site, max_tasks)
         engine_site = pl.engine_site(
             site, partition=partition, max_tasks=sizing.max_tasks, head_partition=head_partition
@@ -105,6 +106,7 @@ class Pipelines:
                 f"{head.state.value}; resume it after it ends (or `jobsmith cancel "
                 f"{current.job_id}` first)"
             )
+        self._check_engine(run.request.engine)  # before anything of the last attempt is touched
         if head is not None:
             current.state = head.state  # as the poll just recorded it in the session
         run = self._follow(run)  # the ended attempt's last words first
@@ -260,6 +262,16 @@ class Pipelines:
     def sessions(self) -> list[str]:
         """Every pipeline session, oldest first."""
         return [i.id for i in self.store.list_sessions() if i.meta.get("origin") == ORIGIN]
+
+    def _check_engine(self, engine: EngineKind) -> None:
+        """EngineNotFound unless engine is on the PATH its head job will have, looked up
+        on the submitting host through the transport (pl.engine_check_argv): the head job
+        failed with 127 after its wait in the queue (issue 24)."""
+        argv = pl.engine_check_argv(engine, self.executor.site.env_setup)
+        said = self.transport.run(argv, timeout=pl.ENGINE_CHECK_TIMEOUT_S)
+        missing = pl.engine_missing(engine, said)
+        if missing is not None:
+            raise missing
 
     def _launch(
         self,

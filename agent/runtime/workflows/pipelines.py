@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobsmith.adapters.states import JobState
+from jobsmith.adapters.transport import CommandResult
 from jobsmith.adapters.workflow import (
     EngineKind,
     EngineMessage,
@@ -143,6 +144,42 @@ def check_paths(request: LaunchRequest, site: SiteConfig) -> None:
     for file in (f for f in files if f is not None):
         if not str(file).strip() or not Path(file).is_file():
             raise InputError(f"pipeline: {str(file)!r} is not a file ({request.engine.value})")
+
+
+class EngineNotFound(InputError):
+    """The engine is not on the PATH its head job will have: the job would fail with 127."""
+
+
+#: `command -v` answers at once; anything longer is the transport's (an SSH login) problem
+ENGINE_CHECK_TIMEOUT_S = 60
+
+
+def engine_check_argv(engine: EngineKind, env_setup: Sequence[str]) -> list[str]:
+    """The command that prints where the head job will find engine (else the PATH it
+    searched, and status 127): the site's env_setup lines first, as the job's script runs
+    them before its body (`module load`, a PATH export), their output dropped, then
+    `command -v`, in bash as the script is. Run through the transport, so with the
+    environment a submission gets (adapters/environment_rule.py passes PATH), on the host
+    that submits: this one, or the login node over SSH. No probe job."""
+    setup = "\n".join(env_setup)
+    look = 'command -v "$1" || { printf \'%s\\n\' "$PATH"; exit 127; }\n'
+    script = (f"{{\n{setup}\n}} >/dev/null 2>&1 </dev/null\n" if env_setup else "") + look
+    return ["bash", "-c", script, "bash", engine.value]
+
+
+def engine_missing(engine: EngineKind, result: CommandResult) -> EngineNotFound | None:
+    """None when engine_check_argv found the engine; else the error naming the engine, the
+    PATH searched and how to fix it."""
+    lines = result.stdout.splitlines()
+    if result.returncode == 0 and lines and lines[0].strip():
+        return None
+    searched = lines[-1].strip() if result.returncode == 127 and lines else "unknown"
+    return EngineNotFound(
+        f"pipeline: {engine.value} is not on the PATH its head job will have on the "
+        f"submitting host (PATH={searched}, after the site's env_setup): install it there, "
+        f"or load its module in the site file's env_setup (env_setup: ['module load "
+        f"{engine.value}'])"
+    )
 
 
 def check_written(job: JobRequest, site: SiteConfig) -> None:
