@@ -142,7 +142,11 @@ def check_paths(request: LaunchRequest, site: SiteConfig) -> None:
     elif Path(request.pipeline).exists() and not Path(request.pipeline).is_dir():
         files.append(request.pipeline)  # a main.nf; a pipeline directory is also fine
     for file in (f for f in files if f is not None):
-        if not str(file).strip() or not Path(file).is_file():
+        try:  # is_file() raises ENAMETOOLONG (a 300-character name was a traceback)
+            a_file = bool(str(file).strip()) and Path(file).is_file()
+        except OSError as exc:
+            raise InputError(f"pipeline: {str(file)!r}: {exc.strerror}") from None
+        if not a_file:
             raise InputError(f"pipeline: {str(file)!r} is not a file ({request.engine.value})")
 
 
