@@ -4,7 +4,8 @@ Durations are written as '[D-]HH:MM:SS' strings and memory as '4G'/'500M' (the t
 JSON serialisers), paths as the absolute directories they were expanded to. A field left
 at None is omitted when None is also its default (so `key_file: null` clutter is
 avoided), but kept where None means something else than the default (e.g.
-`core_hours: null`, "never ask for approval on core-hours").
+`core_hours: null`, "never ask for approval on core-hours"); an empty list that is
+its field's default is omitted too.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def _plain(model: BaseModel) -> dict[str, Any]:
         value = getattr(model, name)
         if value is None and info.default is None:
             continue
+        if value == [] and info.default_factory is list:
+            continue  # an empty list that is the default says nothing (scheduler.adjusts)
         if isinstance(value, BaseModel):
             plain[name] = _plain(value)
         elif isinstance(value, dict) and all(isinstance(v, BaseModel) for v in value.values()):

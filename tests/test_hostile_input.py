@@ -277,8 +277,10 @@ def test_dry_run_is_held_where_submit_would_be(
 
 @pytest.mark.parametrize("mode", [["submit", "--dry-run"], ["render"], ["submit", "--test-only"]])
 def test_dry_run_refuses_what_submit_refuses(mode: list[str], user_site, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    """duration_s=1e9 would be a 16,666,667-task array: refused, exit 3, as submit is."""
-    args = _chunk_args(workdir, "1000000000")
+    """duration_s=600,000 would be a 10,000-task array, above the lab's 2,000 concurrent
+    tasks (and below jobsmith's workload cap: jobsmith/workload_caps.py): refused, exit 3,
+    as submit is."""
+    args = _chunk_args(workdir, "600000")
     checked = js(*mode[:1], *args, *mode[1:])
     assert checked.exit_code == 3, checked.output
     assert "max concurrent jobs" in checked.stderr
