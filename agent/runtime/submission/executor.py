@@ -133,7 +133,9 @@ class Executor:
                     return run_plan(self, log, step, origin)
             intent = {"step": _dump(step), "risk": step.risk}
             log.intent(step.id, intent)
-            held = self._person_first(step, origin) if step.risk is st.Risk.CONTROL else None
+            job_ids: Sequence[str] = getattr(step, "job_ids", ())
+            control = step.risk is st.Risk.CONTROL
+            held = self.judge.person_first(step.action, origin, job_ids) if control else None
             if held is not None:  # `jobsmith approve` runs it
                 log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": held}, step.id)
                 raise ApprovalNeeded(step.id, held)
@@ -386,22 +388,6 @@ class Executor:
         )
 
     # --- everything else -------------------------------------------------------------
-
-    def _person_first(self, step: st.Step, origin: Origin) -> str | None:
-        """Why a control step waits for a person (None: it runs): the judge's rules for
-        its origin, then the site's choice on acting on a job no jobsmith session
-        submitted."""
-        job_ids: Sequence[str] = getattr(step, "job_ids", ())
-        held = self.judge.person_first(step.action, origin, job_ids)
-        if (
-            held is not None
-            or f"{step.action}_foreign" not in self.site.policy.approval.risky_actions
-        ):
-            return held
-        foreign = [j for j in job_ids if self.ledger.get(j) is None]
-        if foreign:
-            return f"{step.action} of jobs jobsmith did not submit: {', '.join(foreign)}"
-        return None
 
     def run_approved_control(self, session_id: str, step: st.Step) -> st.StepResult:
         """Run a control step a person approved."""

@@ -372,11 +372,22 @@ class Judge:
     def person_first(self, action: str, origin: Origin, job_ids: Sequence[str] = ()) -> str | None:
         """Why a person must approve action first, whatever the policy's thresholds say
         (None: the policy alone decides): nothing a model reads may cancel or hold a
-        person's jobs, and a conversation that has read job text may not submit."""
+        person's jobs, a conversation that has read job text may not submit, and a site
+        may ask a person before jobsmith acts on jobs no jobsmith session submitted
+        (`approval.risky_actions`: cancel_foreign, hold_foreign, release_foreign)."""
         if origin.who is Who.MODEL and action in MODEL_CONTROLS:
             jobs = ", ".join(job_ids)
             return f"the model asks to {action} jobs {jobs}; only a person can allow that"
-        return tainted_reason(origin.read, action, self.site.model.tainted_actions)
+        tainted = tainted_reason(origin.read, action, self.site.model.tainted_actions)
+        if (
+            tainted is not None
+            or f"{action}_foreign" not in self.site.policy.approval.risky_actions
+        ):
+            return tainted
+        foreign = [j for j in job_ids if self.ledger.get(j) is None]
+        if foreign:
+            return f"{action} of jobs jobsmith did not submit: {', '.join(foreign)}"
+        return None
 
     def spend(
         self, cost: Cost, *, approval_given: bool = False, jobs: Sequence[JobOptions] = ()
@@ -460,12 +471,8 @@ class Judge:
         rest (`policy.canary`): an array above its canary size (a re-run never comes here:
         it re-runs tasks that already ran)."""
         canary = self.site.policy.canary
-        options = checked.job.options
-        return (
-            canary is not None
-            and options.array is not None
-            and options.array_size() > canary.above_tasks
-        )
+        is_array = checked.job.options.array is not None
+        return canary is not None and is_array and checked.cost.tasks > canary.above_tasks
 
     def _submit_limit_refusal(self, jobs: Sequence[JobOptions]) -> Ruling | None:
         """A refusal if the jobs' tasks would pass one of the scheduler's limits on queued
