@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from jobsmith.adapters.jobid import JobIdText, parse_job_ids
 from jobsmith.errors import InputError
-from jobsmith.workload_caps import MAX_ARRAY_TASKS, check_count
 
 # Characters a scheduler reads literally in a directive value; anything else (spaces,
 # quotes, '#', newlines, '=' inside a value) is refused rather than quoted, because
@@ -185,28 +184,29 @@ def array_last_index(spec: str) -> int:
     return last
 
 
-def array_indices(spec: str) -> list[int]:
-    """The indices an --array spec names, in order ('0-4:2,7' -> [0, 2, 4, 7])."""
-    # split_array and plan_array refuse such a spec first; this keeps the list bounded
-    check_count(array_task_count(spec), MAX_ARRAY_TASKS, "array tasks", "split the array")
-    out: list[int] = []
+def array_head(spec: str, n: int) -> tuple[str, str]:
+    """The first n tasks of an --array spec and the rest, as two specs, in the spec's
+    order, without listing a single index ('0-9:2,20', 2 -> '0-2:2', '4-8:2,20'): a
+    canary of an array of any size costs a few ranges. Either spec may be empty."""
+    head: list[str] = []
+    rest: list[str] = []
     for part in spec.split(","):
-        span, _, step = part.partition(":")
-        first, _, last = span.partition("-")
-        out += range(int(first), int(last or first) + 1, int(step) if step else 1)
-    return out
+        span, _, step_text = part.partition(":")
+        first_text, _, last_text = span.partition("-")
+        first, step = int(first_text), int(step_text or 1)
+        count = (int(last_text or first) - first) // step + 1
+        taken = min(max(n, 0), count)
+        n -= taken
+        if taken:
+            head.append(_range(first, taken, step))
+        if taken < count:
+            rest.append(_range(first + taken * step, count - taken, step))
+    return ",".join(head), ",".join(rest)
 
 
-def array_spec(indices: list[int]) -> str:
-    """The shortest --array spec of ranges for indices ([0, 1, 2, 5] -> '0-2,5')."""
-    parts: list[str] = []
-    ordered = sorted(set(indices))
-    start = prev = ordered[0]
-    for index in [*ordered[1:], None]:
-        if index is not None and index == prev + 1:
-            prev = index
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if index is not None:
-            start = prev = index
-    return ",".join(parts)
+def _range(first: int, count: int, step: int) -> str:
+    """count indices from first, step apart, as one part of an --array spec."""
+    if count == 1:
+        return str(first)
+    last = first + (count - 1) * step
+    return f"{first}-{last}" + (f":{step}" if step != 1 else "")

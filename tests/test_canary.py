@@ -16,17 +16,19 @@ from pathlib import Path
 import pytest
 from lab_cli import js
 
-from jobsmith.adapters.options import array_indices, array_spec
+from jobsmith.adapters.options import array_head
 from jobsmith.site_config.model import Canary
 
 lab = pytest.mark.usefixtures("lab_cluster")
 CANARY = "policy:\n  canary: {above_tasks: 5, tasks: 2}\n"
 
 
-def test_array_specs_expand_and_compress() -> None:
-    assert array_indices("0-4:2,7,9-10") == [0, 2, 4, 7, 9, 10]
-    assert array_spec([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
-    assert array_spec(array_indices("0-999")[2:]) == "2-999"
+def test_an_array_spec_is_split_into_its_first_tasks_and_the_rest() -> None:
+    assert array_head("0-4:2,7,9-10", 4) == ("0-4:2,7", "9-10")
+    assert array_head("0-9:2,20", 2) == ("0-2:2", "4-8:2,20")
+    assert array_head("0-999", 2) == ("0-1", "2-999")
+    assert array_head("0-999999999", 1) == ("0", "1-999999999")  # nothing is listed
+    assert array_head("3,5", 1) == ("3", "5") and array_head("3", 1) == ("3", "")
     with pytest.raises(ValueError, match=r"canary.tasks must be below canary.above_tasks"):
         Canary.model_validate({"above_tasks": 2, "tasks": 2})
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_indices, array_spec
+from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_head
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.documents import (
     PlanStatusDocument,
@@ -166,8 +166,7 @@ def run_canary(
     submission of the rest, naming the canary."""
     canary = executor.site.policy.canary
     assert canary is not None and checked.job.options.array is not None
-    indices = array_indices(checked.job.options.array)
-    first, rest = indices[: canary.tasks], indices[canary.tasks :]
+    first, rest = array_head(checked.job.options.array, canary.tasks)
     job = checked.job
     fields = {**step.job.model_dump(exclude={"dependencies"}), "template": job.template}
     plan = Plan.model_validate(
@@ -187,10 +186,11 @@ def run_canary(
 
 
 def _half(
-    executor: PlanHands, script: str, options: JobOptions, tasks: list[int], *, fresh_tag: bool
+    executor: PlanHands, script: str, options: JobOptions, tasks: str, *, fresh_tag: bool
 ) -> PlannedJob:
-    """The job with only tasks of its array (the canary gets a tag of its own)."""
-    update: dict[str, object] = {"array": array_spec(tasks)}
+    """The job with only the tasks of its array that the spec tasks names (the canary
+    gets a tag of its own)."""
+    update: dict[str, object] = {"array": tasks}
     if fresh_tag:
         base = TAG_PATTERN.sub("", options.job_name)
         update["job_name"] = f"{base}.js-{secrets.token_hex(6)}"
