@@ -418,3 +418,27 @@ class AgentHarness:
         from dataclasses import replace
 
         return replace(self.executor, site=site_config(self.root, policy))
+
+
+@dataclass
+class HarnessParts:
+    """The harness's real parts under the names the planes' small Protocols read (as
+    agent/app.py's App has them); a test adds what else its plane reads."""
+
+    h: AgentHarness
+
+    @property
+    def store(self) -> FileSessionStore:
+        return self.h.store
+
+    @property
+    def executor(self) -> Executor:
+        return self.h.executor
+
+    @property
+    def ledger(self) -> JobLedger:
+        return self.h.ledger
+
+    @property
+    def scheduler(self) -> SchedulerDouble:
+        return self.h.slurm

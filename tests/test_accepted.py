@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import AgentHarness
+from scheduler_double import AgentHarness, HarnessParts
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.records import JobRecord
@@ -97,29 +97,21 @@ class _Loaded:
 
 
 @dataclass
-class Parts:
-    """What a poll uses, from the harness's real parts (the double as Slurm)."""
+class Parts(HarnessParts):
+    """What a poll uses, from the harness's real parts (the double as Slurm), under a
+    site that may declare its plugins' adjustments."""
 
-    h: AgentHarness
-    executor: Executor
+    judged_by: Executor
     news: News
     folds: SessionFolds
 
     @property
-    def store(self) -> Any:
-        return self.h.store
-
-    @property
-    def ledger(self) -> Any:
-        return self.h.ledger
-
-    @property
-    def scheduler(self) -> Any:
-        return self.h.slurm
+    def executor(self) -> Executor:
+        return self.judged_by
 
     @property
     def site(self) -> _Loaded:
-        return _Loaded(self.executor.site)
+        return _Loaded(self.judged_by.site)
 
 
 def parts_for(h: AgentHarness, adjusts: list[str] | None = None) -> Parts:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import MIB, AgentHarness, SchedulerDouble
+from scheduler_double import MIB, AgentHarness, HarnessParts, SchedulerDouble
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
@@ -31,7 +31,6 @@ from jobsmith.agent.brains.rules import RuleBrain, retry_depth
 from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.jobstate import StateChange
-from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
@@ -519,25 +518,12 @@ def test_a_canary_rerun_policy_refuses_cancels_its_array_s_rest(tmp_path: Path) 
 
 
 @dataclass
-class Person:
+class Person(HarnessParts):
     """What `jobsmith rerun` uses (agent/app.py's App has these): the harness's parts, the
     person's environment, and the news an approval request leaves."""
 
-    h: AgentHarness
     environ: dict[str, str]
     told: list[tuple[str, dict[str, object]]] = field(default_factory=list)
-
-    @property
-    def store(self) -> FileSessionStore:
-        return self.h.store
-
-    @property
-    def executor(self) -> Executor:
-        return self.h.executor
-
-    @property
-    def ledger(self) -> JobLedger:
-        return self.h.ledger
 
     @property
     def news(self) -> Person:

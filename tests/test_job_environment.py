@@ -90,6 +90,18 @@ NEEDED = {"PATH": "/usr/bin:/bin", "HOME": "/home/alice", "LANG": "C.UTF-8", "MO
 
 
 @settings(max_examples=300, deadline=None)
+def _in_sh(rule: JobEnvironmentRule, environ: dict[str, str]) -> dict[str, str]:
+    """What the login node's snippet passes of environ, run in a real sh."""
+    res = subprocess.run(
+        ["sh", "-c", rule.shell_snippet() + '; exec env -i "$@" env -0'],
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(entry.split("=", 1) for entry in res.stdout.split("\0") if entry)
+
+
 @given(
     secrets=st.dictionaries(SECRET_NAMES, SECRET_VALUES, min_size=1, max_size=8),
     site_patterns=st.lists(st.sampled_from(["MYAPP_*", "LC_*", "*_URL", "CONDA_*"]), max_size=3),
@@ -162,14 +174,7 @@ def test_the_login_node_snippet_passes_exactly_what_the_rule_passes(
         "HTTP_PROXY": f"{proxy_user}@proxy.example:3128",
         "SQUEUE_FORMAT": "%i",
     }
-    res = subprocess.run(
-        ["sh", "-c", rule.shell_snippet() + '; exec env -i "$@" env -0'],
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seen = dict(entry.split("=", 1) for entry in res.stdout.split("\0") if entry)
+    seen = _in_sh(rule, environ)
     assert seen == rule.apply(environ)
 
 
@@ -187,14 +192,7 @@ def test_the_commands_read_the_sites_slurm_conf_never_the_callers(site_conf: str
     expected = {} if site_conf is None else {"SLURM_CONF": site_conf}
     passed = rule.apply(environ)
     assert {k: v for k, v in passed.items() if k.startswith("SLURM_")} == expected
-    res = subprocess.run(
-        ["sh", "-c", rule.shell_snippet() + '; exec env -i "$@" env -0'],
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seen = dict(entry.split("=", 1) for entry in res.stdout.split("\0") if entry)
+    seen = _in_sh(rule, environ)
     assert seen == passed
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import AgentHarness, SchedulerDouble, SimulatedCrash
+from scheduler_double import AgentHarness, HarnessParts, SimulatedCrash
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.transport import LocalTransport
@@ -31,9 +31,7 @@ from jobsmith.adapters.workflow import EngineKind, LaunchRequest
 from jobsmith.agent.runtime.recovery.resume import ResumeReport, resume
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.payloads import PipelineBudgetPayload, payload
-from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
@@ -146,23 +144,10 @@ def test_the_policy_can_cancel_the_head_job_at_the_budget_instead(tmp_path: Path
 
 
 @dataclass
-class ResumeHands:
+class ResumeHands(HarnessParts):
     """What `sessions resume` uses (agent/app.py's App has these)."""
 
-    h: AgentHarness
     pipelines: Pipelines
-
-    @property
-    def store(self) -> FileSessionStore:
-        return self.h.store
-
-    @property
-    def executor(self) -> Executor:
-        return self.h.executor
-
-    @property
-    def scheduler(self) -> SchedulerDouble:
-        return self.h.slurm
 
 
 def test_resume_relaunches_a_pipeline_whose_head_job_failed_with_nothing_in_flight(
