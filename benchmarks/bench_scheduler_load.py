@@ -52,10 +52,9 @@ from slurm_stats import (
     JOB_INFO_RPCS,
     RunAsTransport,
     calibrate,
-    count_delta,
+    job_info_rpcs,
     log,
-    subtract,
-    take_snapshot,
+    served_around,
     wait_for_accounting,
 )
 
@@ -94,7 +93,7 @@ class Window:
     @property
     def job_info_rpcs(self) -> int:
         """RPCs that read job records from slurmctld (any squeue variant)."""
-        return sum(self.ctld.get(k, 0) for k in JOB_INFO_RPCS)
+        return job_info_rpcs(self.ctld)
 
 
 @dataclass
@@ -114,18 +113,17 @@ class Meter:
     def measure(self, name: str, jobs: int, action: Callable[[], str | None]) -> Window:
         """Run action between two snapshots; its return value becomes the window's note."""
         self.user.reset_tally()
-        before = take_snapshot(self.root)
-        started = time.perf_counter()
-        note = action() or ""
-        wall = time.perf_counter() - started
-        after = take_snapshot(self.root)
+        with served_around(self.root, self.ctld_overhead, self.dbd_overhead) as served:
+            started = time.perf_counter()
+            note = action() or ""
+            wall = time.perf_counter() - started
         window = Window(
             name=name,
             jobs=jobs,
-            ctld=subtract(count_delta(before.ctld, after.ctld), self.ctld_overhead),
-            dbd=subtract(count_delta(before.dbd, after.dbd), self.dbd_overhead),
-            ctld_users=count_delta(before.ctld_users, after.ctld_users),
-            dbd_users=count_delta(before.dbd_users, after.dbd_users),
+            ctld=served.ctld,
+            dbd=served.dbd,
+            ctld_users=served.ctld_users,
+            dbd_users=served.dbd_users,
             commands=dict(self.user.calls),
             wall_s=wall,
             in_commands_s=self.user.seconds,

@@ -71,15 +71,12 @@ from types import FrameType
 from typing import Any
 
 from slurm_stats import (
-    JOB_INFO_RPCS,
     RunAsTransport,
     calibrate,
-    count_delta,
     floor_overhead,
+    job_info_rpcs,
     log,
-    net_time,
-    subtract,
-    take_snapshot,
+    served_around,
     wait_for_accounting,
 )
 
@@ -218,7 +215,7 @@ class Cycle:
     @property
     def job_info_rpcs(self) -> int:
         """RPCs that read job records from slurmctld (any squeue variant)."""
-        return sum(self.ctld.get(k, 0) for k in JOB_INFO_RPCS)
+        return job_info_rpcs(self.ctld)
 
 
 @dataclass
@@ -247,33 +244,29 @@ class Meter:
     ) -> Cycle:
         """Run action between two snapshots; under tracemalloc or a profiler (slower)."""
         self.user.reset_tally()
-        before = take_snapshot(self.root)
-        reset_peak_rss()
-        rss_start, _ = rss_kib()
-        if traced:
-            tracemalloc.start()
-        children = children_cpu_s()
-        cpu = time.process_time()
-        started = time.perf_counter()
-        if profiler is not None:
-            profiler.enable()
-        try:
-            note = action()
-        finally:
-            if profiler is not None:
-                profiler.disable()
-            wall = time.perf_counter() - started
-            cpu = time.process_time() - cpu
-            children = children_cpu_s() - children
-            traced_peak = tracemalloc.get_traced_memory()[1] // 1024 if traced else None
+        with served_around(self.root, self.ctld_overhead, self.dbd_overhead) as served:
+            reset_peak_rss()
+            rss_start, _ = rss_kib()
             if traced:
-                tracemalloc.stop()
-        _, rss_peak = rss_kib()
-        after = take_snapshot(self.root)
-        ctld_gross = count_delta(before.ctld, after.ctld)
-        dbd_gross = count_delta(before.dbd, after.dbd)
-        ctld = subtract(ctld_gross, self.ctld_overhead)
-        dbd = subtract(dbd_gross, self.dbd_overhead)
+                tracemalloc.start()
+            children = children_cpu_s()
+            cpu = time.process_time()
+            started = time.perf_counter()
+            if profiler is not None:
+                profiler.enable()
+            try:
+                note = action()
+            finally:
+                if profiler is not None:
+                    profiler.disable()
+                wall = time.perf_counter() - started
+                cpu = time.process_time() - cpu
+                children = children_cpu_s() - children
+                traced_peak = tracemalloc.get_traced_memory()[1] // 1024 if traced else None
+                if traced:
+                    tracemalloc.stop()
+            _, rss_peak = rss_kib()
+        ctld, dbd = served.ctld, served.dbd
         cycle = Cycle(
             name=name,
             kind=kind,
@@ -282,10 +275,10 @@ class Meter:
             commands=dict(self.user.calls),
             ctld=ctld,
             dbd=dbd,
-            ctld_us=net_time(ctld_gross, ctld, count_delta(before.ctld_us, after.ctld_us)),
-            dbd_us=net_time(dbd_gross, dbd, count_delta(before.dbd_us, after.dbd_us)),
-            ctld_users=count_delta(before.ctld_users, after.ctld_users),
-            dbd_users=count_delta(before.dbd_users, after.dbd_users),
+            ctld_us=served.ctld_us,
+            dbd_us=served.dbd_us,
+            ctld_users=served.ctld_users,
+            dbd_users=served.dbd_users,
             wall_s=wall,
             in_commands_s=self.user.seconds,
             cpu_s=cpu,

@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -163,6 +164,43 @@ def calibrate(root: LocalTransport, rounds: int = 3) -> tuple[dict[str, int], di
         dbd.append(count_delta(before.dbd, after.dbd))
         before = after
     return floor_overhead(ctld), floor_overhead(dbd)
+
+
+@dataclass
+class Served:
+    """What slurmctld and slurmdbd served between two snapshots, net of what taking the
+    snapshots cost (the overheads `calibrate` measured): counts and times per RPC type,
+    counts per user."""
+
+    ctld: dict[str, int] = field(default_factory=dict)
+    dbd: dict[str, int] = field(default_factory=dict)
+    ctld_us: dict[str, int] = field(default_factory=dict)
+    dbd_us: dict[str, int] = field(default_factory=dict)
+    ctld_users: dict[str, int] = field(default_factory=dict)
+    dbd_users: dict[str, int] = field(default_factory=dict)
+
+
+@contextmanager
+def served_around(
+    root: LocalTransport, ctld_overhead: Mapping[str, int], dbd_overhead: Mapping[str, int]
+) -> Iterator[Served]:
+    """A window of both daemons' statistics around the with-block: the Served it yields
+    is filled in when the block ends (the one measured window of both load benchmarks)."""
+    before = take_snapshot(root)
+    out = Served()
+    yield out
+    after = take_snapshot(root)
+    ctld_gross, dbd_gross = count_delta(before.ctld, after.ctld), count_delta(before.dbd, after.dbd)
+    out.ctld, out.dbd = subtract(ctld_gross, ctld_overhead), subtract(dbd_gross, dbd_overhead)
+    out.ctld_us = net_time(ctld_gross, out.ctld, count_delta(before.ctld_us, after.ctld_us))
+    out.dbd_us = net_time(dbd_gross, out.dbd, count_delta(before.dbd_us, after.dbd_us))
+    out.ctld_users = count_delta(before.ctld_users, after.ctld_users)
+    out.dbd_users = count_delta(before.dbd_users, after.dbd_users)
+
+
+def job_info_rpcs(ctld: Mapping[str, int]) -> int:
+    """RPCs that read job records from slurmctld (any squeue variant)."""
+    return sum(ctld.get(k, 0) for k in JOB_INFO_RPCS)
 
 
 def checked(transport: LocalTransport, command: list[str]) -> str:
