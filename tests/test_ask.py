@@ -34,7 +34,7 @@ from messages_server import (
     tool_use,
     usage,
 )
-from test_documents import README, documented_keys
+from test_documents import JSON_DOC, documented_keys
 
 from jobsmith.agent.app import build_app
 from jobsmith.agent.brains.conversation import AskResult
@@ -131,10 +131,10 @@ def test_a_tool_result_goes_back_as_data_and_the_prefix_is_identical_across_turn
     assert (fold.tokens.calls, fold.tokens.charged) == (2, charged)
 
 
-def test_the_readme_documents_the_json_of_ask() -> None:
+def test_docs_json_documents_the_json_of_ask() -> None:
     assert documented_keys("`ask`") == set(AskResult.model_fields)
     assert documented_keys("`ask`", "steps") == set(StepResult.model_fields)
-    row = next(line for line in README.read_text().splitlines() if line.startswith("| `ask` |"))
+    row = next(line for line in JSON_DOC.read_text().splitlines() if line.startswith("| `ask` |"))
     usage_cell = row.split('"usage": {', 1)[1].split("}", 1)[0]
     assert set(re.findall(r'"(\w+)"', usage_cell)) == set(TokenTotals.model_fields)
 

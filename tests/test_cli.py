@@ -221,7 +221,7 @@ def test_hold_release_cancel(run, workdir: Path) -> None:  # type: ignore[no-unt
 @lab
 def test_control_of_unknown_job_is_a_clear_error(run) -> None:  # type: ignore[no-untyped-def]
     result = run("hold", "999999")
-    assert result.exit_code == 6  # unknown job (README's exit-status table)
+    assert result.exit_code == 6  # unknown job (docs/exit-status.md)
     assert "999999" in one_error_line(result) or "Invalid job id" in result.stderr
 
 

@@ -2,7 +2,7 @@
 
 Hypothesis throws hostile text (control characters, newlines, quotes, option-looking
 words, non-ASCII) at one parameter at a time, the others left valid, and asserts per
-input class: no traceback, an exit status the README documents, and for the classes that
+input class: no traceback, an exit status docs/exit-status.md documents, and for the classes that
 have a parser (job ids, time windows) exactly the status their parser promises.
 
 Slurm here is a DOUBLE: a recording transport that answers like an idle cluster, so the

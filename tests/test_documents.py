@@ -1,6 +1,6 @@
-"""The view layer's documents are the shapes the README documents (issue 8, item 3).
+"""The view layer's documents are the shapes docs/json.md documents (issue 8, item 3).
 
-The README's JSON table is the interface promise; agent/views/documents.py builds each of these
+docs/json.md's table is the interface promise; agent/views/documents.py builds each of these
 documents in one place. This reads the table and checks, both ways, that the documented
 keys are the model's fields, so neither can drift from the other.
 """
@@ -30,14 +30,14 @@ from jobsmith.agent.runtime.documents import (
 )
 from jobsmith.agent.runtime.session.events import Event
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+JSON_DOC = Path(__file__).resolve().parent.parent / "docs" / "json.md"
 
 
 def documented_keys(command: str, inside: str | None = None) -> set[str]:
-    """The top-level keys of the JSON document the README shows for command (or of the
+    """The top-level keys of the JSON document docs/json.md shows for command (or of the
     objects in its list `inside`)."""
     row = next(
-        line for line in README.read_text().splitlines() if line.startswith(f"| {command} |")
+        line for line in JSON_DOC.read_text().splitlines() if line.startswith(f"| {command} |")
     )
     cell = row.split("|")[2].strip().strip("`")
     if inside is not None:

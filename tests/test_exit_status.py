@@ -1,4 +1,4 @@
-"""The README's exit-status table is what the code does (issue 7, item 8).
+"""docs/exit-status.md's table is what the code does (issue 7, item 8).
 
 Every expected error is a JobsmithError subclass whose `exit_code` the CLI exits with;
 the table names the classes of each status. This test reads the table, imports every
@@ -17,12 +17,12 @@ from pathlib import Path
 import jobsmith
 from jobsmith.errors import JobsmithError
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+EXIT_STATUS_DOC = Path(__file__).resolve().parent.parent / "docs" / "exit-status.md"
 
 
 def readme_table() -> dict[int, set[str]]:
     """status -> the error class names its row lists."""
-    text = README.read_text()
+    text = EXIT_STATUS_DOC.read_text()
     table = text.split("| status | meaning | error classes |", 1)[1]
     rows: dict[int, set[str]] = {}
     for line in table.splitlines()[2:]:
@@ -56,7 +56,7 @@ def test_each_class_named_exits_with_its_row() -> None:
     classes = error_classes()
     for status, names in readme_table().items():
         for name in names:
-            assert name in classes, f"README names {name}, which jobsmith does not define"
+            assert name in classes, f"exit-status.md names {name}, which jobsmith does not define"
             assert classes[name].exit_code == status, (name, classes[name].exit_code, status)
 
 

@@ -5,7 +5,7 @@
   scancel cannot change what jobsmith reads or touches.
 - Job ids: only Slurm's forms reach Slurm; an option-looking id is refused, exit 2.
 - dry-run, render and --test-only take the submit path's policy (exit 3 / 8 as submit).
-- Exit statuses: the README's table is what the code does.
+- Exit statuses: docs/exit-status.md's table is what the code does.
 """
 
 from __future__ import annotations
@@ -293,7 +293,7 @@ def test_dry_run_refuses_what_submit_refuses(mode: list[str], user_site, workdir
 def test_exit_statuses_of_the_readme_table(  # type: ignore[no-untyped-def]
     user_site, workdir: Path, monkeypatch, tmp_path: Path, jobsmith_home: Path
 ) -> None:
-    """One real case per status the README documents, run through the CLI."""
+    """One real case per status docs/exit-status.md documents, run through the CLI."""
     failed = js(
         "submit", "command", "-P", "command=exit 3", "--log-dir", str(workdir)
     ).stdout.strip()
