@@ -102,6 +102,12 @@ NOT_RUN: list[tuple[str, str, str]] = [
         "needs a login node that asks for a second factor",
     ),
     (
+        "docs/templates.md",
+        "jobsmith submit ffmpeg_chunks -P input=clip.mp4 -P output_dir=chunks "
+        "-P duration_s=600 --throttle 8",
+        "needs input files (clip.mp4, genome.fa, samples.tsv) and job ids",
+    ),
+    (
         "docs/testing.md",
         ".venv/bin/pytest -p no:cacheprovider tests/test_agent_logic_*.py -q   # ~2 s, no Slurm",
         "runs in a developer's checkout, with its .venv",
