@@ -102,6 +102,11 @@ class ParamSpec(BaseModel):
     columns: dict[str, ColumnType] | None = Field(
         None, description="table only: column name -> type; the header must name them all"
     )
+    inside: str | None = Field(
+        None,
+        description="str only: the value is a relative path the job writes inside this output "
+        "directory parameter, resolved and checked against the allowed roots as the directory is",
+    )
 
     @property
     def checks_existence(self) -> bool:
@@ -136,6 +141,8 @@ def _problems(spec: ParamSpec) -> list[str]:
         problems.append("path, paths and table parameters (only) need a 'role': input or output")
     if (kind is ParamType.TABLE) != bool(spec.columns):
         problems.append("table parameters (only) need 'columns'")
+    if spec.inside is not None and kind is not ParamType.STR:
+        problems.append("'inside' applies to str parameters only")
     problems += _pattern_problems(spec)
     bad_columns = [name for name in spec.columns or {} if not IDENTIFIER.match(name)]
     problems += [f"column name {name!r} is not snake_case" for name in bad_columns]

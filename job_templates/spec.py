@@ -12,7 +12,14 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobsmith.job_templates.arrays import ArrayRule
-from jobsmith.job_templates.params import IDENTIFIER, OneLine, ParamSpec, RawValue
+from jobsmith.job_templates.params import (
+    IDENTIFIER,
+    OneLine,
+    ParamSpec,
+    ParamType,
+    PathRole,
+    RawValue,
+)
 from jobsmith.job_templates.resources import ResourceDefaults
 
 # Names a parameter cannot take: Jinja keywords and the sandbox's globals would shadow
@@ -48,11 +55,21 @@ class TemplateSpec(BaseModel):
             if not IDENTIFIER.match(name) or name in RESERVED_NAMES
         ]
         problems += self.resources.check_references(self.params)
+        problems += [
+            f"params.{name}.inside: {spec.inside!r} is not a path parameter with role output"
+            for name, spec in self.params.items()
+            if spec.inside is not None and not _an_output_directory(self.params.get(spec.inside))
+        ]
         if self.array is not None:
             problems += self.array.check(self.params)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+def _an_output_directory(spec: ParamSpec | None) -> bool:
+    """spec is a single path the job writes (what an `inside` parameter is relative to)."""
+    return spec is not None and spec.type is ParamType.PATH and spec.role is PathRole.OUTPUT
 
 
 class Template(BaseModel):

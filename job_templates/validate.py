@@ -1,8 +1,10 @@
 """Validation of a whole parameter set against a template's schema and the path policy.
 
 Order per parameter: known name, present if required, coerced to its type, then for
-path types resolved inside the allowed roots and (inputs) checked to exist. Every error
-names the template and the parameter; unknown names and bad choices list what is valid.
+path types resolved inside the allowed roots and (inputs) checked to exist; then the
+files a job writes inside an output directory parameter (`inside`) resolved and checked
+as outputs are. Every error names the template and the parameter; unknown names and bad
+choices list what is valid.
 """
 
 from __future__ import annotations
@@ -43,9 +45,27 @@ def validate_params(
             value = _resolved(spec, value, where, policy, check_inputs)
             paths[spec.role] += _paths_in(value)
         values[name] = value
+    paths[PathRole.OUTPUT] += _written_inside(template, values, policy)
     return ValidatedParams(
         values=values, inputs=tuple(paths[PathRole.INPUT]), outputs=tuple(paths[PathRole.OUTPUT])
     )
+
+
+def _written_inside(
+    template: Template, values: Mapping[str, object], policy: PathPolicy
+) -> list[Path]:
+    """The files the job writes inside an output directory parameter (`inside`), each
+    resolved and checked against the roots as every output is: a symlink inside the
+    directory, pointing out of the roots, is refused (issue 24: a pipeline head job's
+    `.jobsmith` wrote its configuration and console log outside them). The value itself
+    stays relative: the job writes it after changing into the resolved directory."""
+    written = []
+    for name, spec in template.spec.params.items():
+        directory, value = values.get(spec.inside or ""), values[name]
+        if isinstance(directory, Path) and value is not None:
+            where = f"template {template.name!r}: parameter {name!r}"
+            written.append(policy.resolve(directory / str(value), where))
+    return written
 
 
 def _refuse_unknown(template: Template, raw: Mapping[str, object]) -> None:

@@ -21,6 +21,8 @@ from jobsmith.agent.runtime.session.payloads import PipelinePayload
 from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.workflows import pipelines as pl
 from jobsmith.errors import InputError, PolicyError
+from jobsmith.job_templates.loader import TemplateLibrary, shipped_library
+from jobsmith.job_templates.render import RenderedBody, render_body
 
 
 def test_the_engine_queue_is_capped_by_the_concurrency_limit_less_the_head_job(
@@ -129,7 +131,13 @@ def test_a_state_directory_linked_out_of_the_roots_is_refused(tmp_path: Path) ->
     resolved = pl.engine_site(site, partition=None, max_tasks=4, head_partition=None)
     request = _request(root)
     job = pl.head_job(SnakemakeEngine(), resolved, request, 1, JobRequest(template="x"))
-    pl.check_written(job, site)  # a plain directory: fine
+
+    def render() -> RenderedBody:
+        template = TemplateLibrary([shipped_library()]).get(pl.HEAD_TEMPLATE)
+        return render_body(template, job.params, allowed_roots=[root], base_dir=root)
+
+    written = render().output_paths  # a plain directory: fine
+    assert root / "run" / ".jobsmith" / "profile" / "config.yaml" in written
     (root / "run" / ".jobsmith").symlink_to(outside)
-    with pytest.raises(PolicyError, match=r"run/.jobsmith/profile/config.yaml is outside the"):
-        pl.check_written(job, site)
+    with pytest.raises(PolicyError, match=r"run/.jobsmith/profile/config.yaml' \(resolves to"):
+        render()

@@ -851,6 +851,17 @@ GOOD_PARAM = "params:\n  x:\n    type: int\n    default: 1\n    min: 1\n    desc
             "need a 'role'",
         ),
         (
+            "description: d\nparams:\n  x:\n    type: int\n    inside: d\n    description: n\n",
+            "",
+            "'inside' applies to str parameters only",
+        ),
+        (
+            "description: d\nparams:\n  d:\n    type: path\n    role: input\n"
+            "    description: n\n  x:\n    type: str\n    inside: d\n    description: n\n",
+            "",
+            "params.x.inside: 'd' is not a path parameter with role output",
+        ),
+        (
             "description: d\nparams:\n  Bad:\n    type: int\n    description: n\n",
             "",
             "params.Bad: not a usable name",

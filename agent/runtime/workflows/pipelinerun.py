@@ -282,9 +282,9 @@ class Pipelines:
         resources: JobRequest,
     ) -> StepResult:
         engine = self.engines[request.engine]
-        job = pl.head_job(engine, site, request, attempt, resources)
-        pl.check_written(job, self.executor.site)
-        step = Submit(job=job)
+        # the files the head job writes under the launch directory are the template's to
+        # check (pipeline_head's `inside: launch_dir`), at submission and again at approval
+        step = Submit(job=pl.head_job(engine, site, request, attempt, resources))
         data = PipelinePayload(request=request, site=site, attempt=attempt, step_id=step.id)
         SessionLog(self.store, session_id).append(
             EventKind.PIPELINE, data.model_dump(mode="json"), step.id

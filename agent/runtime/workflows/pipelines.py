@@ -186,18 +186,6 @@ def engine_missing(engine: EngineKind, result: CommandResult) -> EngineNotFound 
     )
 
 
-def check_written(job: JobRequest, site: SiteConfig) -> None:
-    """The files the head job writes inside its launch directory (the engine's
-    configuration, its console log) resolve inside the allowed roots: a `.jobsmith`
-    symlink out of them let the head job write there (issue 24). The launch directory
-    itself is checked by the template, as every output path is."""
-    launch_dir = Path(str(job.params["launch_dir"]))
-    for key in ("config_file", "console_log"):
-        written = job.params.get(key)
-        if written is not None:
-            inside_roots(launch_dir / str(written), site, "a file the pipeline's head job writes,")
-
-
 def head_job(
     engine: WorkflowEngine,
     site: EngineSite,
