@@ -27,7 +27,15 @@ def test_a_snakefile_that_is_no_file_is_refused_before_any_submission(
     name = {"missing": "nope.smk", "fifo": str(fifo), "empty": "", "directory": "rules"}[which]
     out = js("pipeline", "run", "snakemake", name)
     assert out.exit_code == 2, out.output
-    assert "is not a file (snakemake)" in out.stderr
+    said = {
+        "missing": "does not exist",
+        "fifo": "is a FIFO, device or socket, not a regular file",
+        "empty": "is an empty name",
+        "directory": "is a directory, not a regular file",
+    }[which]
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("jobsmith: error: pipeline: the Snakefile '"), line
+    assert f"' {said}: " in line, line
     assert not list((jobsmith_home / "state" / "jobs").glob("*.json"))  # nothing submitted
 
 

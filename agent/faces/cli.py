@@ -1103,7 +1103,8 @@ def pipeline_run(
     launch_dir = (kwargs["launch_dir"] or Path.cwd()).absolute()
     kind = EngineKind(engine)
     work_dir = kwargs["work_dir"] or (launch_dir / "work" if kind is EngineKind.NEXTFLOW else None)
-    snakefile = Path(pipeline_name).absolute() if kind is EngineKind.SNAKEMAKE else None
+    named = kind is EngineKind.SNAKEMAKE and pipeline_name.strip()  # "" is no Snakefile
+    snakefile = Path(pipeline_name).absolute() if named else None
     params_file = kwargs["params_file"]
     request = LaunchRequest(
         engine=kind,

@@ -12,15 +12,22 @@ files, template specs and bodies, sample sheets): `--params-file /dev/zero` grew
 GB, a FIFO blocked, and a 50 MB YAML list passed 4 GB. Such a file must be a regular
 file of at most a given size, judged on what was opened (no swap between check and
 read), opened without blocking and read with a bound.
+
+Names and paths handed to a job (name_problem, usable_check_argv) are checked before
+anything is submitted: a name too long for the file system, and what the job will find
+where it runs (a file it reads, a directory it writes), asked of that host through the
+transport, as the engine look-up is (agent/runtime/workflows/pipelines.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 #: the most a file a person names may hold (a site file, a plan, a params file, a
@@ -56,3 +63,107 @@ def replace_file(path: Path, data: bytes) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+# --- names, and what a job will find where it runs ---------------------------------------
+
+#: the longest name of one file or directory, and of a whole path, in bytes (Linux's
+#: NAME_MAX, and PATH_MAX less its NUL): a longer one is ENAMETOOLONG at the first stat,
+#: a traceback wherever that was not expected (issue 24)
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4095
+
+
+def name_problem(path: str) -> str | None:
+    """What is wrong with path as a name, before any file system is asked (None: nothing):
+    empty, a NUL (no command line can carry it), or too long for the file system."""
+    if not path.strip():
+        return "is an empty name"
+    if "\0" in path:
+        return "holds a NUL byte"
+    raw = os.fsencode(path)
+    if len(raw) > MAX_PATH_BYTES:
+        return f"is longer than {MAX_PATH_BYTES} bytes"
+    if any(len(part) > MAX_NAME_BYTES for part in raw.split(b"/")):
+        return f"has a name longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
+class Usable(enum.StrEnum):
+    """What a path handed to a job must be where the job runs (usable_check_argv)."""
+
+    #: a regular file you can read, not empty, of at most the limit: what an engine reads
+    FILE = "file"
+    #: a directory you can write, or one that can be created (its nearest existing
+    #: ancestor is a directory you can write): where a job writes
+    DIR = "dir"
+    #: if it is there at all, a directory you can read or a FILE (a pipeline given as a
+    #: path; absent, it is a name the engine fetches)
+    IF_THERE = "if_there"
+
+
+#: the check, in POSIX sh: the first path that is not what it must be is printed as
+#: "INDEX<TAB>WHY" (INDEX counts from 1) with status 1; all of them usable: status 0
+_USABLE_SH = r"""
+limit=$1; shift; i=0
+while [ $# -gt 0 ]; do
+  kind=$1 p=$2; shift 2; i=$((i + 1)); why=
+  if [ "$kind" = if_there ]; then
+    if [ ! -e "$p" ] && [ ! -L "$p" ]; then continue; fi
+    kind=file
+    if [ -d "$p" ]; then
+      kind=; { [ -r "$p" ] && [ -x "$p" ]; } || why="is a directory you cannot read"
+    fi
+  fi
+  case $kind in
+  file)
+    if [ ! -e "$p" ]; then why="does not exist"
+    elif [ -d "$p" ]; then why="is a directory, not a regular file"
+    elif [ ! -f "$p" ]; then why="is a FIFO, device or socket, not a regular file"
+    elif [ ! -r "$p" ]; then why="is not readable by you"
+    elif [ ! -s "$p" ]; then why="is empty"
+    elif size=$(wc -c <"$p") && [ "$((size))" -gt "$limit" ]; then
+      why="is larger than $limit bytes"
+    fi ;;
+  dir)
+    if [ -e "$p" ] || [ -L "$p" ]; then
+      if [ ! -d "$p" ]; then why="is not a directory"
+      elif [ ! -w "$p" ] || [ ! -x "$p" ]; then why="is a directory you cannot write"
+      fi
+    else
+      a=$p
+      while [ ! -e "$a" ] && [ ! -L "$a" ]; do a=$(dirname -- "$a"); done
+      if [ ! -d "$a" ]; then why="cannot be created: $a is not a directory"
+      elif [ ! -w "$a" ] || [ ! -x "$a" ]; then
+        why="cannot be created in $a, which you cannot write"
+      fi
+    fi ;;
+  esac
+  if [ -n "$why" ]; then printf '%s\t%s\n' "$i" "$why"; exit 1; fi
+done
+"""
+
+
+def usable_check_argv(
+    checks: Sequence[tuple[Usable, str]], limit: int = MAX_INPUT_BYTES
+) -> list[str]:
+    """The command that checks each (kind, path) as Usable says, judged by the user who
+    runs it: run it through the transport, so it is asked where the job will run (this
+    host, or the login node over SSH), never of a laptop's own files. Paths are passed as
+    arguments, never as code; nothing is opened but to count a regular file's bytes."""
+    argv = ["sh", "-c", _USABLE_SH, "sh", str(limit)]
+    for kind, path in checks:
+        argv += [kind.value, path]
+    return argv
+
+
+def usable_problem(returncode: int, stdout: str) -> tuple[int, str] | None:
+    """What usable_check_argv's answer says: None if every path is usable, else (the index
+    of the first that is not, counting from 0; why, one line); ValueError for any other
+    answer (the check did not run)."""
+    if returncode == 0:
+        return None
+    index, tab, why = stdout.partition("\t")
+    if returncode != 1 or not tab or not index.isdecimal():
+        raise ValueError(f"the check answered status {returncode}: {stdout.strip()[:200]!r}")
+    return int(index) - 1, why.rstrip("\n").replace("\n", "\\n")

@@ -37,6 +37,7 @@ from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.submission.steps import Cancel, Hold, StepResult, Submit
 from jobsmith.agent.runtime.workflows import pipelines as pl
 from jobsmith.errors import InputError, NotFound, SchedulerError
+from jobsmith.files import usable_check_argv
 
 #: what the session's metadata says a pipeline session is
 ORIGIN = "pipeline"
@@ -76,6 +77,7 @@ class Pipelines:
         submission); the engine is configured with the site's limits."""
         site = self.executor.site
         pl.check_paths(request, site)
+        self._check_inputs(request)
         self._check_engine(request.engine)
         sizing = pl.size_queue(site, max_tasks)
         engine_site = pl.engine_site(
@@ -106,7 +108,10 @@ class Pipelines:
                 f"{head.state.value}; resume it after it ends (or `jobsmith cancel "
                 f"{current.job_id}` first)"
             )
-        self._check_engine(run.request.engine)  # before anything of the last attempt is touched
+        # before anything of the last attempt is touched: its launch directory may have
+        # gone or been replaced since, and the engine may have left the PATH
+        self._check_inputs(run.request)
+        self._check_engine(run.request.engine)
         if head is not None:
             current.state = head.state  # as the poll just recorded it in the session
         run = self._follow(run)  # the ended attempt's last words first
@@ -262,6 +267,19 @@ class Pipelines:
     def sessions(self) -> list[str]:
         """Every pipeline session, oldest first."""
         return [i.id for i in self.store.list_sessions() if i.meta.get("origin") == ORIGIN]
+
+    def _check_inputs(self, request: LaunchRequest) -> None:
+        """InputError unless every path the request names is what the head job needs
+        (pl.input_checks), asked as the engine is, through the transport on the host that
+        submits (this one, or the login node over SSH): a FIFO, a file or an unwritable
+        place as --launch-dir, or an unreadable or empty Snakefile or params file, was
+        found only by the head job after its wait in the queue (issue 24)."""
+        checks = pl.input_checks(request)
+        argv = usable_check_argv([(kind, path) for _, kind, path in checks])
+        said = self.transport.run(argv, timeout=pl.ENGINE_CHECK_TIMEOUT_S)
+        refused = pl.inputs_refused(checks, said)
+        if refused is not None:
+            raise refused
 
     def _check_engine(self, engine: EngineKind) -> None:
         """EngineNotFound unless engine is on the PATH its head job will have, looked up

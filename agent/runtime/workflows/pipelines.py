@@ -47,7 +47,8 @@ from jobsmith.agent.runtime.session.payloads import (
     result_payload,
 )
 from jobsmith.agent.runtime.submission.jobs import JobRequest, default_partition, inside_roots
-from jobsmith.errors import InputError, NotFound, PolicyError
+from jobsmith.errors import InputError, NotFound, PolicyError, SchedulerError
+from jobsmith.files import MAX_INPUT_BYTES, Usable, name_problem, usable_problem
 from jobsmith.site_config import SiteConfig
 
 #: the template every head job is a submission of
@@ -126,28 +127,69 @@ def engine_site(
     )
 
 
+def input_checks(request: LaunchRequest) -> list[tuple[str, Usable, str]]:
+    """What each path the request names must be where the head job runs, with the words
+    that name it to a person: (what, must be, path). The launch and work directories are
+    written (or created) by the head job; the params file, the Snakefile and a Nextflow
+    pipeline given as a path are read by the engine."""
+    checks = [("--launch-dir", Usable.DIR, request.launch_dir)]
+    if request.work_dir is not None:
+        checks.append(("--work-dir", Usable.DIR, request.work_dir))
+    if request.engine is EngineKind.SNAKEMAKE:
+        checks.append(("the Snakefile", Usable.FILE, request.pipeline))
+    else:  # a path to a main.nf or a pipeline directory, else a name Nextflow fetches
+        checks.append(("the pipeline", Usable.IF_THERE, request.pipeline))
+    if request.params_file is not None:
+        checks.append(("--params-file", Usable.FILE, request.params_file))
+    return checks
+
+
+#: what to do, by what the path must be
+_FIX = {
+    Usable.FILE: f"name a readable, non-empty regular file of at most {MAX_INPUT_BYTES} bytes",
+    Usable.DIR: "name a directory you can write, or one that can be created in one",
+    Usable.IF_THERE: "name a pipeline directory you can read, a main.nf, or a pipeline's name",
+}
+
+
+def _unusable(what: str, kind: Usable, path: str, why: str) -> InputError:
+    return InputError(f"pipeline: {what} {path!r} {why}: {_FIX[kind]}")
+
+
 def check_paths(request: LaunchRequest, site: SiteConfig) -> None:
-    """Every local path the request names lies inside the site's allowed roots (the
-    launch directory is checked by the template, as every output path is), and the files
-    it reads exist as files: a Snakefile (a head job was submitted for `nope.yaml`, a FIFO
-    and an empty name: issue 24), a params file, a Nextflow pipeline given as a path."""
+    """Every path the request names is a name the file system takes (a 300-character
+    one was a traceback), and every local path lies inside the site's allowed roots (the
+    launch directory is checked by the template, as every output path is). What each
+    path is (a file to read, a directory to write) is asked where the head job runs:
+    input_checks, through the transport."""
+    for what, kind, path in input_checks(request):
+        why = name_problem(path)
+        if why is not None:
+            raise _unusable(what, kind, path, why)
     paths = [request.work_dir, request.params_file]
     if request.engine is EngineKind.SNAKEMAKE or Path(request.pipeline).exists():
         paths.append(request.pipeline)  # a Snakefile, or a Nextflow pipeline on disk
     for path in (p for p in paths if p is not None):
         inside_roots(Path(path), site, "pipeline path")
-    files = [request.params_file]
-    if request.engine is EngineKind.SNAKEMAKE:
-        files.append(request.pipeline)
-    elif Path(request.pipeline).exists() and not Path(request.pipeline).is_dir():
-        files.append(request.pipeline)  # a main.nf; a pipeline directory is also fine
-    for file in (f for f in files if f is not None):
-        try:  # is_file() raises ENAMETOOLONG (a 300-character name was a traceback)
-            a_file = bool(str(file).strip()) and Path(file).is_file()
-        except OSError as exc:
-            raise InputError(f"pipeline: {str(file)!r}: {exc.strerror}") from None
-        if not a_file:
-            raise InputError(f"pipeline: {str(file)!r} is not a file ({request.engine.value})")
+
+
+def inputs_refused(
+    checks: Sequence[tuple[str, Usable, str]], result: CommandResult
+) -> InputError | None:
+    """None when usable_check_argv found every path of checks usable; else the error
+    naming the first that is not, what is wrong and what to do."""
+    try:
+        problem = usable_problem(result.returncode, result.stdout)
+    except ValueError as exc:
+        said = result.stderr.strip().replace("\n", " ")[:200] or str(exc)
+        raise SchedulerError(
+            f"pipeline: cannot check its paths on the submitting host: {said}"
+        ) from None
+    if problem is None:
+        return None
+    index, why = problem
+    what, kind, path = checks[index]
+    return _unusable(what, kind, path, why)
 
 
 class EngineNotFound(InputError):
