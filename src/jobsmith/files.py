@@ -153,7 +153,8 @@ def usable_check_argv(
     arguments, never as code; nothing is opened but to count a regular file's bytes."""
     argv = ["sh", "-c", _USABLE_SH, "sh", str(limit)]
     for kind, path in checks:
-        argv += [kind.value, path]
+        # a name that starts with '-' names the same file as ./-name, and is never an option
+        argv += [kind.value, f"./{path}" if path.startswith("-") else path]
     return argv
 
 
