@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -152,18 +153,127 @@ class _Frozen:
         return self.fold
 
 
-def test_a_failed_model_call_is_reported_and_not_repeated(
+class _Clock:
+    """The waker's now, moved by the test (the backoff is minutes long)."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def after(self, delay: timedelta) -> None:
+        self.now += delay
+
+
+def clocked(app: App, clock: _Clock) -> Waker:
+    return Waker(app.conversation, app.store, app.folds, app.news.add, clock=clock)
+
+
+def test_a_failed_wake_is_tried_again_after_each_backoff_then_given_up(
+    server: MessagesServer, site_yaml: Path
+) -> None:
+    """Issue 23: a wake that failed was never tried again (brain_woken had taken its jobs
+    for good). Now it is tried after 1, 5 and 30 minutes, not sooner, then given up; the
+    session and the news say so, and no waker asks again."""
+    from messages_server import error
+
+    from jobsmith.agent.brains.waking import MAX_WAKE_TRIES, RETRY_BACKOFF
+
+    app, clock = app_with(KEY), _Clock()
+    session = ended_session(app)
+    server.script(*[error(529, "overloaded_error", "Overloaded") for _ in range(MAX_WAKE_TRIES)])
+    outcomes = []
+    for attempt, backoff in enumerate((*RETRY_BACKOFF, None), start=1):
+        (outcome,) = clocked(app_with(KEY), clock).wake([session])
+        assert (outcome.outcome, outcome.attempt) == ("failed", attempt)
+        assert KEY not in outcome.detail and "529" in outcome.detail
+        assert len(server.requests) == attempt
+        outcomes.append(outcome)
+        if backoff is None:
+            break
+        assert outcome.retry_at == clock.now + backoff
+        clock.after(backoff - timedelta(seconds=1))  # not yet: nobody asks
+        assert clocked(app_with(KEY), clock).wake([session]) == []
+        assert len(server.requests) == attempt
+        clock.after(timedelta(seconds=1))
+
+    last = outcomes[-1]
+    assert last.retry_at is None and f"given up after {MAX_WAKE_TRIES} tries" in last.detail
+    failures = [e for e in app.store.read(session) if e.kind is EventKind.BRAIN_FAILED]
+    assert [e.data["attempt"] for e in failures] == list(range(1, MAX_WAKE_TRIES + 1))
+    assert failures[-1].data["retry_at"] is None and "529" in str(failures[-1].data["reason"])
+    assert kinds(app, session).count("brain_woken") == MAX_WAKE_TRIES
+    assert "could not be asked in 1 conversation after every retry" in (app.news.take() or "")
+    clock.after(timedelta(days=1))
+    assert clocked(app_with(KEY), clock).wake([session]) == []
+    assert len(server.requests) == MAX_WAKE_TRIES
+
+
+def test_a_retry_that_answers_ends_the_retries(server: MessagesServer, site_yaml: Path) -> None:
+    from messages_server import error
+
+    app, clock = app_with(KEY), _Clock()
+    session = ended_session(app)
+    server.script(error(500, "api_error", "Internal error"), message(text("Done at last.")))
+    (failed,) = clocked(app, clock).wake([session])
+    assert failed.outcome == "failed" and failed.retry_at is not None
+    assert app_with(KEY).folds.of(session).unwoken == {"101"}
+    clock.after(timedelta(minutes=1))
+    (retried,) = clocked(app_with(KEY), clock).wake([session])
+    assert (retried.outcome, retried.attempt, retried.detail) == ("answered", 2, "Done at last.")
+    assert app_with(KEY).folds.of(session).unwoken == set()
+    clock.after(timedelta(hours=1))
+    assert clocked(app_with(KEY), clock).wake([session]) == []
+    assert len(server.requests) == 2
+
+
+def test_two_wakers_racing_for_a_retry_take_it_up_once(
     server: MessagesServer, site_yaml: Path
 ) -> None:
     from messages_server import error
 
+    first, clock = app_with(KEY), _Clock()
+    session = ended_session(first)
+    before_failure = SessionFolds(first.store).of(session)
+    server.script(error(500, "api_error", "Internal error"), message(text("Done.")))
+    (failed,) = clocked(first, clock).wake([session])
+    assert failed.outcome == "failed"
+    second = app_with(KEY)
+    stale = SessionFolds(second.store).of(session)  # read before the first retries
+    clock.after(timedelta(minutes=1))
+    assert [o.outcome for o in clocked(first, clock).wake([session])] == ["answered"]
+    late = Waker(second.conversation, second.store, _Frozen(stale), second.news.add, clock=clock)  # type: ignore[arg-type]
+    assert late.wake([session]) == []
+    # a waker whose fold is from before the first failure is one try behind: refused too
+    older = Waker(
+        second.conversation, second.store, _Frozen(before_failure), second.news.add, clock=clock
+    )  # type: ignore[arg-type]
+    assert older.wake([session]) == []
+    assert len(server.requests) == 2 and kinds(first, session).count("brain_woken") == 2
+
+
+def test_a_wake_whose_failure_cannot_be_recorded_is_still_an_outcome(
+    server: MessagesServer, site_yaml: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cycle never crashes on a wake: not even when its failure cannot be written (the
+    jobs then stay taken, as after a crash, and the outcome says so)."""
+    from messages_server import error
+
+    real_append = SessionLog.append
+
+    def full_disk(self: SessionLog, kind: EventKind, data: Any, step_id: str | None) -> Any:
+        if kind is EventKind.BRAIN_FAILED:
+            raise OSError(28, "No space left on device")
+        return real_append(self, kind, data, step_id)
+
     app = app_with(KEY)
     session = ended_session(app)
-    server.script(error(400, "invalid_request_error", "bad request"))
+    server.script(error(500, "api_error", "Internal error"))
+    monkeypatch.setattr(SessionLog, "append", full_disk)
     (outcome,) = waker(app).wake([session])
-    assert outcome.outcome == "failed" and "HTTP 400" in outcome.detail
-    assert KEY not in outcome.detail
-    assert waker(app_with(KEY)).wake([session]) == []  # a wake is paid for once at most
+    assert outcome.outcome == "failed" and "not tried again" in outcome.detail
+    assert outcome.retry_at is None
 
 
 # --- on the lab cluster: transcode in chunks, joined while nobody watches ---------------------
@@ -279,3 +389,36 @@ def test_a_waker_takes_up_a_few_conversations_at_a_time_oldest_first(
     rest = waker(app_with(KEY)).wake(sessions)
     assert [o.session_id for o in rest] == sorted(sessions)[MAX_WAKES_PER_CALL:]
     assert waker(app_with(KEY)).wake(sessions) == []
+
+
+@lab
+def test_a_watcher_cycle_whose_wake_fails_ends_well_and_asks_again_only_after_the_backoff(
+    server: MessagesServer,
+    model_yaml: str,
+    user_site: Callable[[str], None],
+    workdir: Path,
+) -> None:
+    """Issue 23: a failed wake is an outcome of the cycle (exit 0, `woken` says when it is
+    tried again), and the next cycle, within the backoff, does not call the model."""
+    from messages_server import error
+    from test_ask import _submit_call
+
+    user_site(model_yaml)
+    server.script(
+        message(text("Submitting."), tool_use("submit", _submit_call(workdir, "true"))),
+        message(text("Submitted; I will look when it ends.")),
+        error(529, "overloaded_error", "Overloaded"),
+    )
+    asked = js("ask", "run true, then tell me", "--json")
+    assert asked.exit_code == 0, asked.output
+    doc = json.loads(asked.stdout)
+    session, (job,) = doc["session_id"], [s["summary"]["job_id"] for s in doc["steps"]]
+    assert js("wait", job, "--timeout", "120").exit_code == 0
+    (woken,) = watch_until_woken()
+    assert (woken["session_id"], woken["outcome"], woken["attempt"]) == (session, "failed", 1)
+    assert woken["retry_at"] is not None and "529" in woken["detail"]
+    again = js("watch", "--once", "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["woken"] == []  # not before a minute has passed
+    assert len(server.requests) == 3
+    assert [e["kind"] for e in events(session)][-2:] == ["brain_woken", "brain_failed"]

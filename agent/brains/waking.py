@@ -15,6 +15,15 @@ one names any of the same jobs (a conditional append, agent/runtime/session/clai
 the model is called; a watcher and an open chat racing for the same session wake it once.
 A crash after that append loses that wake's turn rather than paying for it twice.
 
+A wake that fails (the API down, an unreadable reply, a bound reached, any surprise)
+records `brain_failed` with the reason and when to try again: its jobs are unwoken
+again, and a later waker takes them up once that time has come (RETRY_BACKOFF: after 1,
+5, then 30 minutes), in the same conditional way. After the last retry fails the event
+says it was given up, and so does the user's news. The attempt count is the log's own (the
+fold counts `brain_failed` events per job): no side file, and two wakers racing for a
+retry still wake the brain once. A wake lost to a crash between its `brain_woken` and its
+end stays lost, as before.
+
 Where there is no key (the watcher runs from cron, the key lives in a chat's
 environment), `brain_waiting` records that the session's brain waits, once for each set of
 jobs, and the news says so; the next waker with a key (a chat, an ask, a watcher) picks
@@ -23,18 +32,20 @@ it up, since the jobs stay unwoken until a `brain_woken` names them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from jobsmith.agent.brains.ask_tools import SESSION_VIEW_CHARS, as_data
 from jobsmith.agent.brains.conversation import Conversation
 from jobsmith.agent.runtime.documents import SessionDocument
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.jobstate import last_states
-from jobsmith.agent.runtime.session.payloads import WakePayload, payload
+from jobsmith.agent.runtime.session.payloads import WakeFailedPayload, WakePayload, payload
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
@@ -65,6 +76,10 @@ class WakeOutcome(BaseModel):
     )
     detail: str = Field("", description="the model's answer, the step held, or the reason")
     submitted: list[str] = Field(default_factory=list, description="job ids it submitted")
+    attempt: int = Field(1, description="which try at these jobs this was (1: the first)")
+    retry_at: AwareDatetime | None = Field(
+        None, description="failed: when a waker tries again (None: given up, or not failed)"
+    )
 
 
 class WakeTaken(JobsmithError):
@@ -75,6 +90,16 @@ class WakeTaken(JobsmithError):
 #: an open chat once woke 11 older ask sessions on opening, 11 model calls at once; the
 #: rest are taken up by the next cycles, oldest first, so none is left out for good
 MAX_WAKES_PER_CALL = 3
+#: how long after its first, second, third failure a wake is tried again; one more
+#: failure after the last is given up: a model API that is down for an hour costs four
+#: calls per session, not one per cycle, and a wake is not lost to a passing outage
+RETRY_BACKOFF = (timedelta(minutes=1), timedelta(minutes=5), timedelta(minutes=30))
+#: the most tries at one wake
+MAX_WAKE_TRIES = 1 + len(RETRY_BACKOFF)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -86,23 +111,27 @@ class Waker:
     folds: SessionFolds
     #: the user's news (kind, fields): what the next interactive command mentions
     tell: Callable[..., None]
+    #: now, for the retries' backoff (a test moves it)
+    clock: Callable[[], datetime] = field(default=_now)
 
     def wake(self, session_ids: Iterable[str]) -> list[WakeOutcome]:
         """Each given session with ended jobs its brain was not told of, taken up once."""
         outcomes: list[WakeOutcome] = []
         has_key: bool | None = None  # read once per call, and only if a session needs it
+        now = self.clock()
         for session_id in sorted(set(session_ids)):
             fold = self.folds.of(session_id)
-            if not (fold.conversational and fold.unwoken):
+            jobs = fold.wake_due(now) if fold.conversational else []
+            if not jobs:
                 continue
-            jobs = sorted(fold.unwoken)
             has_key = self.conversation.has_key() if has_key is None else has_key
             if not has_key:
                 outcomes.append(self._waiting(session_id, jobs, fold.waiting))
                 continue
             if sum(o.outcome != "waiting" for o in outcomes) >= MAX_WAKES_PER_CALL:
                 break  # the next call takes it up (the jobs stay unwoken until then)
-            outcome = self._wake_one(session_id, jobs)
+            tried = {j: r.failures for j in jobs if (r := fold.wake_retries.get(j)) is not None}
+            outcome = self._wake_one(session_id, jobs, tried)
             if outcome is not None:
                 outcomes.append(outcome)
         return outcomes
@@ -122,14 +151,18 @@ class Waker:
             f"{session_id}` (or a watcher with a key) goes on",
         )
 
-    def _wake_one(self, session_id: str, jobs: list[str]) -> WakeOutcome | None:
-        """One wake: claim the jobs, then one run of model turns (None: taken already)."""
+    def _wake_one(
+        self, session_id: str, jobs: list[str], tried: dict[str, int]
+    ) -> WakeOutcome | None:
+        """One wake: claim the jobs, then one run of model turns (None: taken already).
+        tried: the failed wakes of each job so far, as this waker's fold counts them."""
         log = SessionLog(self.store, session_id)
         try:
-            log.append_if(EventKind.BRAIN_WOKEN, {"job_ids": jobs}, None, _not_woken(jobs))
+            log.append_if(EventKind.BRAIN_WOKEN, {"job_ids": jobs}, None, _unclaimed(jobs, tried))
         except WakeTaken:
             return None
-        done = WakeOutcome(session_id=session_id, job_ids=jobs, outcome="answered")
+        attempt = 1 + max(tried.values(), default=0)
+        done = WakeOutcome(session_id=session_id, job_ids=jobs, outcome="answered", attempt=attempt)
         try:
             run = self.conversation.open("wake", "", session_id)
             result = run.exchange(wake_message(self.store.read(session_id), jobs))
@@ -137,25 +170,58 @@ class Waker:
             self.tell("approval_asked", step_id=err.step_id)
             return done.model_copy(update={"outcome": "held", "detail": str(err)})
         except JobsmithError as err:
-            return done.model_copy(update={"outcome": "failed", "detail": str(err)})
+            return self._failed(log, done, str(err))
         except Exception as err:  # a surprise ends this wake, never the watcher cycle
-            said = f"waking it failed: {type(err).__name__}: {err}"
-            return done.model_copy(update={"outcome": "failed", "detail": said})
+            return self._failed(log, done, f"waking it failed: {type(err).__name__}: {err}")
         self.tell("brain_answered", session_id=session_id)
         update = {"detail": result.answer, "submitted": result.job_ids()}
         return done.model_copy(update=update)
 
+    def _failed(self, log: SessionLog, done: WakeOutcome, reason: str) -> WakeOutcome:
+        """A failed wake, recorded with when to try again (or that it is given up)."""
+        attempt = done.attempt
+        retry_at = self.clock() + RETRY_BACKOFF[attempt - 1] if attempt < MAX_WAKE_TRIES else None
+        data = {
+            "job_ids": done.job_ids,
+            "reason": reason,
+            "attempt": attempt,
+            "retry_at": None if retry_at is None else retry_at.isoformat(),
+        }
+        failed = done.model_copy(update={"outcome": "failed", "retry_at": retry_at})
+        try:
+            log.append(EventKind.BRAIN_FAILED, data, None)
+        except (JobsmithError, OSError) as err:  # the jobs stay taken, as after a crash
+            said = f"{reason}; recording that failed too ({err}): not tried again"
+            return failed.model_copy(update={"detail": said, "retry_at": None})
+        if retry_at is None:
+            self.tell("brain_gave_up", session_id=log.session_id)
+            said = (
+                f"{reason}; given up after {attempt} tries (`jobsmith chat --session "
+                f"{log.session_id}` to go on)"
+            )
+        else:
+            said = f"{reason}; try {attempt} of {MAX_WAKE_TRIES}, again after {retry_at:%H:%M} UTC"
+        return failed.model_copy(update={"detail": said})
 
-def _not_woken(jobs: list[str]) -> Callable[[list[Event]], None]:
-    """Precondition of a brain_woken: no earlier one names any of these jobs."""
+
+def _unclaimed(jobs: list[str], tried: dict[str, int]) -> Callable[[list[Event]], None]:
+    """Precondition of a brain_woken: each job was woken as often as its wakes failed,
+    and as often as the waker's fold counted (tried): nobody holds it now, and nobody
+    took up this same try before (a waker with a stale fold is one try behind)."""
     wanted = set(jobs)
 
     def check(events: list[Event]) -> None:
+        woken: Counter[str] = Counter()
+        failed: Counter[str] = Counter()
         for event in events:
-            data = payload(event) if event.kind is EventKind.BRAIN_WOKEN else None
-            taken = wanted & set(data.job_ids) if isinstance(data, WakePayload) else set()
-            if taken:
-                raise WakeTaken(f"event {event.seq} took up jobs {sorted(taken)} already")
+            data = payload(event)
+            if event.kind is EventKind.BRAIN_WOKEN and isinstance(data, WakePayload):
+                woken.update(wanted & set(data.job_ids))
+            elif isinstance(data, WakeFailedPayload):
+                failed.update(wanted & set(data.job_ids))
+        taken = sorted(j for j in jobs if not woken[j] == failed[j] == tried.get(j, 0))
+        if taken:
+            raise WakeTaken(f"jobs {taken} were taken up already")
 
     return check
 

@@ -67,6 +67,7 @@ def summarise(items: list[dict[str, object]]) -> str | None:
     approvals = 0
     brains: Counter[str] = Counter()
     budgets: list[str] = []
+    gave_up: list[str] = []
     for item in items:
         if item.get("kind") == "job_ended":
             state = str(item.get("state", "?")).lower()
@@ -76,6 +77,8 @@ def summarise(items: list[dict[str, object]]) -> str | None:
             approvals += 1
         elif item.get("kind") in ("brain_waiting", "brain_answered"):
             brains[str(item["kind"])] += 1
+        elif item.get("kind") == "brain_gave_up":
+            gave_up.append(str(item.get("session_id")))
         elif item.get("kind") == "pipeline_budget":
             budgets.append(_budget_news(item))
         elif item.get("kind") == "job_altered":
@@ -92,6 +95,12 @@ def summarise(items: list[dict[str, object]]) -> str | None:
         n = brains["brain_waiting"]
         waits = "waits" if n == 1 else "wait"
         parts.append(f"{_conversations(n)} {waits} for a model key (jobsmith chat --session ID)")
+    if gave_up:
+        first = gave_up[0]
+        parts.append(
+            f"the model could not be asked in {_conversations(len(gave_up))} after every retry "
+            f"(jobsmith sessions show {first})"
+        )
     parts += budgets
     return "since you last looked: " + "; ".join(parts) if parts else None
 

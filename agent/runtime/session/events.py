@@ -41,6 +41,7 @@ class EventKind(StrEnum):
     UNBLOCKED = "unblocked"  # a person lifted a failure-streak stop
     BRAIN_WOKEN = "brain_woken"  # a conversation's brain taken up again: its jobs ended
     BRAIN_WAITING = "brain_waiting"  # its jobs ended, but no model key where they were seen
+    BRAIN_FAILED = "brain_failed"  # a wake's model turn failed: tried again later, or given up
     PLAN_JOB = "plan_job"  # a plan step's job was re-run: the step's job is now another
     PIPELINE = "pipeline"  # a workflow engine's head job is launched (or resumed)
     PIPELINE_PROGRESS = "pipeline_progress"  # what the engine's records said since

@@ -14,6 +14,7 @@ more; both still fold (tests/fixtures/sessions/ keeps a log of the current relea
 from __future__ import annotations
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -149,6 +150,19 @@ class WakePayload(_Payload):
     job_ids: list[str] = Field(description="the jobs that ended")
 
 
+class WakeFailedPayload(_Payload):
+    """`brain_failed` (agent/brains/waking.py): a wake's model turn failed. Its jobs are
+    unwoken again, and a later waker tries after a backoff, a bounded number of times;
+    `retry_at` None says that was the last try (the log says so, not a side file)."""
+
+    job_ids: list[str] = Field(description="the jobs the wake was for")
+    reason: str = Field("", description="why it failed, one line")
+    attempt: int = Field(1, ge=1, description="which try this was (1: the first)")
+    retry_at: AwareDatetime | None = Field(
+        None, description="when a waker may try again (None: given up)"
+    )
+
+
 class PlanJobPayload(_Payload):
     """`plan_job` (agent/runtime/workflows/planrun.py): a plan step's job was re-run (or submitted
     again after Slurm cancelled it for a dependency that failed), so the step's job is now
@@ -226,6 +240,7 @@ Payload = (
     | UnblockedPayload
     | OpenedPayload
     | WakePayload
+    | WakeFailedPayload
     | PlanJobPayload
     | PipelinePayload
     | PipelineProgressPayload
@@ -242,6 +257,7 @@ _MODELS: dict[EventKind, type[Payload]] = {
     EventKind.SESSION_OPENED: OpenedPayload,
     EventKind.BRAIN_WOKEN: WakePayload,
     EventKind.BRAIN_WAITING: WakePayload,
+    EventKind.BRAIN_FAILED: WakeFailedPayload,
     EventKind.PLAN_JOB: PlanJobPayload,
     EventKind.PIPELINE: PipelinePayload,
     EventKind.PIPELINE_PROGRESS: PipelineProgressPayload,

@@ -44,6 +44,7 @@ from jobsmith.agent.runtime.session.payloads import (
     ResultPayload,
     UnblockedPayload,
     UsagePayload,
+    WakeFailedPayload,
     WakePayload,
     payload,
 )
@@ -51,7 +52,7 @@ from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
 from jobsmith.files import replace_file
 
 #: the fold's on-disk format; another value is rebuilt from the log
-FORMAT = 7
+FORMAT = 8
 #: the origins of sessions a model converses in (ask, chat): their brains are woken
 CONVERSATIONS = frozenset({"ask", "chat"})
 #: what settles a step held for a person: an answer, or a result
@@ -104,6 +105,16 @@ class TokenTotals(BaseModel):
         self.charged += usage.charged
 
 
+class WakeRetry(BaseModel):
+    """A job whose wakes failed (agent/brains/waking.py): how often, and when the next
+    waker may try (None: given up, the job is no longer unwoken)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    failures: int = Field(ge=1, description="wakes for the job that failed")
+    retry_at: AwareDatetime | None = Field(description="when to try again (None: given up)")
+
+
 class SessionFold(BaseModel):
     """What one session's log adds up to, up to and including event `seq`."""
 
@@ -147,6 +158,9 @@ class SessionFold(BaseModel):
     waiting: set[str] = Field(
         default_factory=set, description="of those, the ones a brain_waiting event announced"
     )
+    wake_retries: dict[str, WakeRetry] = Field(
+        default_factory=dict, description="jobs whose wakes failed: how often, and what next"
+    )
     engine_jobs: set[str] = Field(
         default_factory=set, description="Slurm jobs a pipeline's engine submitted, as seen"
     )
@@ -174,6 +188,8 @@ class SessionFold(BaseModel):
             self.conversational = data.origin in CONVERSATIONS
         elif isinstance(data, WakePayload):
             self._woken(event.kind, data)
+        elif isinstance(data, WakeFailedPayload):
+            self._wake_failed(data)
         elif isinstance(data, DecidedPayload):
             self.decided.add(data.job_id)
             if data.usage is not None:
@@ -216,6 +232,24 @@ class SessionFold(BaseModel):
             self.waiting -= set(data.job_ids)
         else:
             self.waiting |= set(data.job_ids) & self.unwoken
+
+    def _wake_failed(self, data: WakeFailedPayload) -> None:
+        """The wake's jobs are unwoken again, to be tried at retry_at (unless given up)."""
+        for job in data.job_ids:
+            before = self.wake_retries.get(job)
+            failures = 1 + (before.failures if before is not None else 0)
+            self.wake_retries[job] = WakeRetry(failures=failures, retry_at=data.retry_at)
+            if data.retry_at is not None:
+                self.unwoken.add(job)
+
+    def wake_due(self, now: datetime) -> list[str]:
+        """The unwoken jobs a waker may take up now: never tried, or due for a retry."""
+        return sorted(
+            job
+            for job in self.unwoken
+            if (retry := self.wake_retries.get(job)) is None
+            or (retry.retry_at is not None and retry.retry_at <= now)
+        )
 
     def _spend_tokens(self, at: datetime, usage: UsagePayload) -> None:
         self.tokens.add(usage)
