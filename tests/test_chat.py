@@ -169,6 +169,59 @@ def test_what_others_add_meanwhile_is_shown_to_the_model(
     assert content.endswith("The person says now:\nand now?")
 
 
+def test_cost_counts_the_wakes_a_chats_poll_made_in_other_sessions(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    """An open chat woke older ask sessions on opening, and their model calls were in no
+    /cost (issue 23): the chat's poll is the user's watcher, and what its wakes cost is
+    counted and shown, with the sessions they were in."""
+    from datetime import datetime
+
+    from test_wake import ended_session
+
+    from jobsmith.adapters.options import JobOptions
+    from jobsmith.agent.runtime.session.ledger import SubmissionRecord
+    from jobsmith.agent.watcher.watcher import Watcher
+
+    app = build_app(LAB_SITE, {**os.environ, "ANTHROPIC_API_KEY": KEY})
+    older = {str(300 + i): ended_session(app, job=str(300 + i)) for i in range(2)}
+    for job, session in older.items():  # the ledger names them: the watcher's sessions
+        options = JobOptions(job_name="command.js-0123456789ab")
+        app.ledger.record(
+            SubmissionRecord(
+                job_id=job, cluster="lab", template="command", params={}, options=options,
+                script_sha256="0" * 64, submitted_at=datetime.now(), session_id=session,
+            )
+        )  # fmt: skip
+    server.script(
+        message(text("Job 300 is done."), tokens=usage(40, 4)),
+        message(text("Job 301 is done."), tokens=usage(60, 6)),
+        message(text("Hello."), tokens=usage(20, 2)),
+    )
+    out = io.StringIO()
+    opened = Chat(app, Pipes(io.StringIO(), out))
+    assert opened.cost_line() == "this chat made no model call"
+    watcher = Watcher.of(app, 30)  # what the chat's poller runs, between the person's lines
+    try:
+        cycle = watcher.cycle_if_free()
+    finally:
+        watcher.release()
+    assert cycle is not None and len(cycle.woken) == 2
+    opened.show_cycle(cycle)
+    assert "[the model went on (session " in out.getvalue()
+    said = opened.cost_line()
+    assert said.startswith("this chat made no model call; the wakes its polls made: ")
+    assert "2 model call(s), 110 tokens charged (100 in, 10 out" in said
+    assert all(session in said for session in older.values())
+    opened.turn("hello")
+    said = opened.cost_line()
+    assert said.startswith("this chat: 1 model call(s), 22 tokens charged")
+    assert "the wakes its polls made: 2 model call(s), 110 tokens" in said
+    wakes = opened.summary()["wakes"]
+    assert isinstance(wakes, dict) and (wakes["calls"], wakes["charged"]) == (2, 110)
+    assert wakes["sessions"] == sorted(older.values())
+
+
 # --- the stream as the API sends it ----------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,4 +139,23 @@ def test_sessions_show_says_what_the_sessions_model_calls_cost(
     assert (shown["usage"]["calls"], shown["usage"]["input_tokens"]) == (1, 70)
     assert shown["usage"]["output_tokens"] == 30 and shown["usage"]["charged"] == 100
     text_out = js("sessions", "show", session).stdout
-    assert "model: 1 call(s), 100 tokens charged (70 in, 30 out" in text_out
+    assert "1 model call(s), 100 tokens charged (70 in, 30 out" in text_out
+
+
+def test_report_says_what_the_sessions_model_calls_cost(
+    server: MessagesServer, offline: Callable[[str], None], tmp_path: Path
+) -> None:
+    """`report` showed no token totals (issue 23): it gives the fold's, as `sessions show`
+    does, at the terminal, in --json and on the page."""
+    server.script(message(text("One."), tokens={"input_tokens": 70, "output_tokens": 30}))
+    asked = js("ask", "hello", "--json")
+    assert asked.exit_code == 0, asked.output
+    session = json.loads(asked.stdout)["session_id"]
+    page = tmp_path / "report.html"
+    reported = js("report", session, "--output", str(page), "--json")
+    assert reported.exit_code == 0, reported.output
+    usage = json.loads(reported.stdout)["usage"]
+    assert (usage["calls"], usage["input_tokens"], usage["charged"]) == (1, 70, 100)
+    said = "1 model call(s), 100 tokens charged (70 in, 30 out"
+    assert f"model: {said}" in js("report", session, "--output", str(page)).stdout
+    assert said in page.read_text()

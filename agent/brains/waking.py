@@ -46,7 +46,7 @@ from jobsmith.agent.runtime.documents import SessionDocument
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.jobstate import last_states
 from jobsmith.agent.runtime.session.payloads import WakeFailedPayload, WakePayload, payload
-from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.readmodel import SessionFolds, TokenTotals
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
@@ -79,6 +79,10 @@ class WakeOutcome(BaseModel):
     attempt: int = Field(1, description="which try at these jobs this was (1: the first)")
     retry_at: AwareDatetime | None = Field(
         None, description="failed: when a waker tries again (None: given up, or not failed)"
+    )
+    usage: TokenTotals = Field(
+        default_factory=TokenTotals,
+        description="what its model calls cost (a chat's /cost counts the wakes it made)",
     )
 
 
@@ -163,18 +167,22 @@ class Waker:
             return None
         attempt = 1 + max(tried.values(), default=0)
         done = WakeOutcome(session_id=session_id, job_ids=jobs, outcome="answered", attempt=attempt)
+        spent = TokenTotals()  # the run's, whatever ends it (a failed call costs too)
         try:
             run = self.conversation.open("wake", "", session_id)
+            spent = run.totals
             result = run.exchange(wake_message(self.store.read(session_id), jobs))
         except ApprovalNeeded as err:
             self.tell("approval_asked", step_id=err.step_id)
-            return done.model_copy(update={"outcome": "held", "detail": str(err)})
+            update = {"outcome": "held", "detail": str(err), "usage": spent}
+            return done.model_copy(update=update)
         except JobsmithError as err:
-            return self._failed(log, done, str(err))
+            return self._failed(log, done.model_copy(update={"usage": spent}), str(err))
         except Exception as err:  # a surprise ends this wake, never the watcher cycle
-            return self._failed(log, done, f"waking it failed: {type(err).__name__}: {err}")
+            said = f"waking it failed: {type(err).__name__}: {err}"
+            return self._failed(log, done.model_copy(update={"usage": spent}), said)
         self.tell("brain_answered", session_id=session_id)
-        update = {"detail": result.answer, "submitted": result.job_ids()}
+        update = {"detail": result.answer, "submitted": result.job_ids(), "usage": spent}
         return done.model_copy(update=update)
 
     def _failed(self, log: SessionLog, done: WakeOutcome, reason: str) -> WakeOutcome:

@@ -160,6 +160,11 @@ class Chat:
     listener: ChatListener = field(init=False)
     #: held while the person's turn runs, and while a poll runs: never both at once
     busy: threading.Lock = field(default_factory=threading.Lock)
+    #: what the wakes this chat's polls made cost (other sessions' and its own): they
+    #: are this chat's model calls too, though no line of the person's asked for them
+    wakes: TokenTotals = field(default_factory=TokenTotals)
+    #: the sessions those wakes were in
+    woken_sessions: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.listener = ChatListener(self.app, self.term)
@@ -229,22 +234,25 @@ class Chat:
                 self.term.write(f"jobsmith: {err}\n")
 
     def cost_line(self) -> str:
-        """What the chat's model calls cost, in tokens."""
+        """What the chat's model calls cost, in tokens: its own turns, then the wakes its
+        polls made (an opening chat once woke 11 older sessions, uncounted)."""
         if self.run is None:
-            return "this chat made no model call"
-        t = self.run.totals
-        return (
-            f"this chat: {t.calls} model call(s), {t.charged} tokens charged "
-            f"({t.input_tokens} in, {t.output_tokens} out, {t.cache_read_input_tokens} read "
-            f"from the cache); session {self.run.session_id}"
-        )
+            said = "this chat made no model call"
+        else:
+            said = f"this chat: {self.run.totals.in_words()}; session {self.run.session_id}"
+        if self.wakes.calls:
+            sessions = ", ".join(sorted(self.woken_sessions))
+            said += f"; the wakes its polls made: {self.wakes.in_words()} (session {sessions})"
+        return said
 
     def summary(self) -> dict[str, object]:
-        """`chat --json`'s document: the session and what the chat's calls cost."""
+        """`chat --json`'s document: the session and what the chat's calls cost (usage:
+        its own turns; wakes: the wakes its polls made, in any session)."""
         run = self.run
         return {
             "session_id": None if run is None else run.session_id,
             "usage": (TokenTotals() if run is None else run.totals).model_dump(),
+            "wakes": {**self.wakes.model_dump(), "sessions": sorted(self.woken_sessions)},
         }
 
     def _open(self, session_id: str | None, first_line: str = "") -> Run:
@@ -252,11 +260,14 @@ class Chat:
         return conversation.open("chat", first_line, session_id, self.listener)
 
     def show_cycle(self, cycle: WatchCycle) -> None:
-        """What a poll saw, above the prompt."""
+        """What a poll saw, above the prompt; its wakes counted into /cost."""
         for change in cycle.changes:
             if change.state.is_terminal:
                 self.term.write(f"\n[job {change.job_id} {change.state.value}]\n")
         for woken in cycle.woken:
+            if woken.usage.calls:
+                self.wakes.plus(woken.usage)
+                self.woken_sessions.add(woken.session_id)
             own = self.run is not None and woken.session_id == self.run.session_id
             where = "" if own else f" (session {woken.session_id})"
             self.term.write(f"\n[the model went on{where}: {woken.outcome}] {woken.detail}\n")

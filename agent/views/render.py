@@ -391,11 +391,7 @@ def show_events(events: list[Event], as_json: bool, usage: TokenTotals | None = 
         outcome = f" {data['outcome']}" if "outcome" in data else ""
         print(f"{e.seq:>4} {e.at:%H:%M:%S} {e.kind.value}{step}{outcome} {detail}".rstrip())
     if usage is not None and usage.calls:
-        print(
-            f"model: {usage.calls} call(s), {usage.charged} tokens charged "
-            f"({usage.input_tokens} in, {usage.output_tokens} out, "
-            f"{usage.cache_read_input_tokens} read from the cache)"
-        )
+        print(usage.in_words())
 
 
 def show_prune(report: PruneReport, as_json: bool) -> None:

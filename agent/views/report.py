@@ -34,6 +34,7 @@ from jobsmith.agent.runtime.session.payloads import (
     payload,
     result_payload,
 )
+from jobsmith.agent.runtime.session.readmodel import TokenTotals, fold_events
 
 if TYPE_CHECKING:
     from jobsmith.agent.runtime.session.store import SessionStore
@@ -122,6 +123,9 @@ class RunReport(_Model):
     core_hours: float = Field(description="CPUs x elapsed over all tasks")
     gpu_hours: float = Field(description="GPUs x elapsed over all tasks")
     notes: tuple[str, ...] = Field(description="what the report could not show, and why")
+    usage: TokenTotals = Field(
+        default_factory=TokenTotals, description="the session's model calls and their tokens"
+    )
 
     def summary(self, path: str) -> ReportSummary:
         """The summary `report` prints (and `--json`), naming the page written at path."""
@@ -140,6 +144,7 @@ class RunReport(_Model):
             core_hours=self.core_hours,
             gpu_hours=self.gpu_hours,
             notes=self.notes,
+            usage=self.usage,
         )
 
 
@@ -165,6 +170,9 @@ class ReportSummary(_Model):
     core_hours: float = Field(description="CPUs x elapsed over all tasks")
     gpu_hours: float = Field(description="GPUs x elapsed over all tasks")
     notes: tuple[str, ...] = Field(description="what the report could not show, and why")
+    usage: TokenTotals = Field(
+        default_factory=TokenTotals, description="the session's model calls and their tokens"
+    )
 
 
 # --- what the session's log says ---------------------------------------------------------
@@ -388,6 +396,7 @@ def build_report(
         core_hours=round(sum(t.core_hours for t in tasks), 6),
         gpu_hours=round(sum(t.gpu_hours for t in tasks), 6),
         notes=tuple(_notes(jobs, tasks)),
+        usage=fold_events(events).tokens,  # the fold's totals, as `sessions show` has them
     )
 
 

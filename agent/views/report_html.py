@@ -120,6 +120,8 @@ def _overview(report: RunReport) -> str:
         ("core-hours used", f"{report.core_hours:.4f}"),
         ("GPU-hours used", f"{report.gpu_hours:.4f}"),
     ]
+    if report.usage.calls:
+        rows.append(("model", report.usage.in_words()))
     cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     table = (
         f"<table id='overview' data-core-hours='{report.core_hours}' "

@@ -29,6 +29,8 @@ def show_report(summary: ReportSummary, as_json: bool) -> None:
     console.print(
         Text(f"  used: {summary.core_hours:.4f} core-hours, {summary.gpu_hours:.4f} GPU-hours")
     )
+    if summary.usage.calls:
+        console.print(Text(f"  model: {summary.usage.in_words()}"))
     for line in summary.notes:
         console.print(Text(f"  note: {line}"))
     console.print(Text(f"report written to {summary.path}"), style="bold")

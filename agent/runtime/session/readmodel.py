@@ -104,6 +104,19 @@ class TokenTotals(BaseModel):
         self.cache_creation_input_tokens += usage.cache_creation_input_tokens
         self.charged += usage.charged
 
+    def plus(self, other: TokenTotals) -> None:
+        """Count another's calls in (a chat adds the wakes its polls made)."""
+        for name in type(self).model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def in_words(self) -> str:
+        """'3 model call(s), 1200 tokens charged (900 in, 300 out, 4000 read from the
+        cache)': how sessions show, report and chat's /cost say it, in one place."""
+        return (
+            f"{self.calls} model call(s), {self.charged} tokens charged ({self.input_tokens} in, "
+            f"{self.output_tokens} out, {self.cache_read_input_tokens} read from the cache)"
+        )
+
 
 class WakeRetry(BaseModel):
     """A job whose wakes failed (agent/brains/waking.py): how often, and when the next
