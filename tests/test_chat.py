@@ -222,6 +222,23 @@ def test_cost_counts_the_wakes_a_chats_poll_made_in_other_sessions(
     assert wakes["sessions"] == sorted(older.values())
 
 
+def test_stdin_ending_at_an_approval_prompt_leaves_the_step_pending_without_a_traceback(
+    server: MessagesServer, offline: Callable[[str], None]
+) -> None:
+    """`echo 'cancel job 1000' | jobsmith chat`: the input ends where the person would
+    answer the held cancel. It was an EOFError traceback; now the step waits, named with
+    how to approve it, and the chat ends as at any end of input (exit 0)."""
+    server.script(message(text("Cancelling."), tool_use("cancel", {"job_ids": ["1000"]})))
+    out = chat("cancel job 1000")
+    assert out.exit_code == 0, out.output
+    assert "Traceback" not in out.output and "EOFError" not in out.output
+    step = out.stdout.split("jobsmith approve ", 1)[1].split()[0].strip("`")
+    assert step.startswith("st-")
+    pending = json.loads(js("pending", "--json").stdout)
+    assert step in json.dumps(pending)
+    assert len(server.requests) == 1  # no model turn after the hold
+
+
 # --- the stream as the API sends it ----------------------------------------------------------
 
 

@@ -112,6 +112,12 @@ class ChatListener:
                 f"`jobsmith deny {step}`]\n"
             )
             raise
+        except EOFError:
+            # stdin ended (a script piped in, Ctrl-D): nobody is there to answer, as for
+            # an ask; the step stays pending and the turn ends naming it (it was a
+            # traceback: found by tests/test_model_turns_property_with_slurm_double.py)
+            self.term.write("\n")
+            return None
         if key == "y":
             return self._approve(item.step_id)
         said = self.term.line("what should change? ") if key == "e" else ""
