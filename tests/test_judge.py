@@ -13,14 +13,22 @@ and its origin's rule. test_advice_everywhere_lab.py shows the advice on the lab
 
 from __future__ import annotations
 
+import getpass
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import AgentHarness, SchedulerDouble
+from scheduler_double import MIB, AgentHarness, SchedulerDouble
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import TestOnlyResult
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.ledger import SubmissionRecord
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.submission.judge import (
     CheckedJob,
@@ -33,7 +41,7 @@ from jobsmith.agent.runtime.submission.judge import (
 )
 from jobsmith.agent.runtime.submission.policy import Cost, Ruling
 from jobsmith.agent.runtime.workflows.plans import Plan
-from jobsmith.errors import PolicyError
+from jobsmith.errors import PolicyError, TemplateError
 
 READ = "the log of job 12"
 
@@ -253,3 +261,222 @@ def test_a_checked_jobs_document_says_the_policys_verdict(tmp_path: Path) -> Non
     doc = checked.document()
     assert doc.policy["verdict"] == "approve" and doc.policy["rule"] == "approval threshold"
     assert doc.script_sha256 == checked.job.script_sha256 and doc.template == "command"
+
+
+# --- what a plan's judgement says (plan check) and records ----------------------------------
+
+
+def _plan_judge(tmp_path: Path, policy: dict[str, Any], **kw: Any) -> Judge:
+    return _judge(tmp_path, {"max_concurrent_jobs": 100, **policy}, **kw)
+
+
+def test_a_plan_step_the_policy_refuses_refuses_the_plan_naming_the_step(tmp_path: Path) -> None:
+    # step a costs 0.5 node-hours, above a daily budget of 0.4 on its own
+    judged = _plan_judge(tmp_path, {"budgets": {"node_hours_per_day": 0.4}}).plan(
+        Plan.model_validate(PLAN)
+    )
+    refused = (
+        "refused by policy: plan step a: refused by policy (node-hours per day): 0 node-hours "
+        "in the last 24 h plus 0.5 would pass the daily budget of 0.4"
+    )
+    assert judged.refusal() == refused
+    assert judged.document().policy == {"verdict": "refuse", "message": refused}
+
+
+def test_a_plan_whose_steps_fit_but_whose_total_does_not_is_refused_whole(tmp_path: Path) -> None:
+    # each step's 0.5 node-hours fits a budget of 0.75; the plan's 1.0 does not
+    judged = _plan_judge(tmp_path, {"budgets": {"node_hours_per_day": 0.75}}).plan(
+        Plan.model_validate(PLAN)
+    )
+    assert all(job.decision == Ruling("allow") for job in judged.checked.values())
+    refused = (
+        "refused by policy: plan two: refused by policy (node-hours per day): 0 node-hours "
+        "in the last 24 h plus 1 would pass the daily budget of 0.75"
+    )
+    assert judged.refusal() == refused
+    assert judged.document().policy == {"verdict": "refuse", "message": refused}
+
+
+def test_a_plan_above_a_threshold_waits_for_a_person_as_a_whole(tmp_path: Path) -> None:
+    # a: 1 core-hour, b: 0.5; the plan's 1.5 is above 1.2 (neither step is)
+    judged = _plan_judge(tmp_path, {"approval": {"core_hours": 1.2}}).plan(
+        Plan.model_validate(PLAN)
+    )
+    assert judged.refusal() is None and judged.decision.verdict == "approve"
+    wanted = "the plan as a whole: 1.5 core-hours is above the approval threshold of 1.2"
+    assert judged.approval_reason() == wanted
+    assert judged.document().policy == {"verdict": "approve", "message": wanted}
+
+
+def test_a_plan_over_a_submit_limit_is_refused_by_plan_check_before_it_runs(
+    tmp_path: Path,
+) -> None:
+    slurm = SchedulerDouble()
+    slurm.submit_limit = {"normal": 1}  # the plan's two jobs would pass it
+    judged = _plan_judge(tmp_path, {}, slurm=slurm).plan(Plan.model_validate(PLAN))
+    refused = judged.refusal()
+    assert refused is not None and refused.startswith(
+        "refused by policy: plan two: refused by policy (submit limit): QoS normal (per user) "
+        "allows at most 1 jobs"
+    )
+    assert "the plan's 2 jobs add 2" in refused
+    assert judged.document().policy["verdict"] == "refuse"
+
+
+def test_a_plans_intent_records_which_of_its_jobs_a_person_must_approve(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, {"max_concurrent_jobs": 100, "approval": {"core_hours": 0.75}})
+    session = h.store.create()
+    step = st.RunPlan(plan=Plan.model_validate(PLAN))
+    wanted = "the plan as a whole: 1.5 core-hours is above the approval threshold of 0.75"
+    with pytest.raises(ApprovalNeeded, match=re.escape(f"approval ({wanted})")):
+        h.executor.run(session, step)
+    assert h.slurm.count("submit") == 0
+    (intent,) = [e for e in h.store.read(session) if e.kind is EventKind.INTENT]
+    jobs = intent.data["jobs"]
+    assert jobs["a"]["person_first"] == "1 core-hours is above the approval threshold of 0.75"
+    assert jobs["b"]["person_first"] is None  # 0.5 core-hours: within the threshold
+
+
+def test_a_plans_jobs_take_the_advice_the_site_applies_unless_the_person_chose(
+    tmp_path: Path,
+) -> None:
+    slurm = _SmallStartsFirst()
+    judge = _judge(tmp_path, {"advice": {"earliest_start": "apply"}}, slurm=slurm)
+    plan = Plan.model_validate(PLAN)
+    taken = judge.plan(plan)
+    assert [job.job.options.partition for job in taken.checked.values()] == ["small", "small"]
+    asked = slurm.count("test_only")
+    chosen = judge.plan(plan, Origin(advised=True))
+    assert [job.job.options.partition for job in chosen.checked.values()] == ["debug", "debug"]
+    assert all(job.advice is None for job in chosen.checked.values())
+    assert slurm.count("test_only") == asked
+
+
+# --- the right-size the site applies, from the template's own runs ---------------------------
+
+
+def _ran(h: AgentHarness, job_id: str, template: str, params: dict[str, Any], **usage: Any) -> None:
+    """A job jobsmith submitted from template that completed having used usage."""
+    h.ledger.record(
+        SubmissionRecord(
+            job_id=job_id,
+            cluster="doublelab",
+            template=template,
+            params=params,
+            options=JobOptions(job_name=f"{template}.js-0123456789ab"),
+            script_sha256="0" * 64,
+            submitted_at=datetime.now(),
+        )
+    )
+    h.slurm.set_state(job_id, JobState.COMPLETED, **usage)
+
+
+def test_the_right_size_the_site_applies_learns_from_the_templates_runs(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, {"advice": {"right_size": "apply", "earliest_start": "off"}})
+    for job_id in ("1", "2", "3"):
+        _ran(h, job_id, "command", {"command": "true"}, max_rss_bytes=300 * MIB, elapsed_s=600)
+    checked = h.executor.judge.job(_request(mem_mb=2000))
+    assert checked.advice is not None and checked.advice.applied == ("right_size",)
+    assert checked.job.options.mem_mb == 768  # 300 MiB used: 300 + 256, to 256 MiB steps
+
+
+def test_a_resource_a_template_takes_from_a_parameter_is_never_right_sized(
+    tmp_path: Path,
+) -> None:
+    h = AgentHarness.build(tmp_path, {"advice": {"right_size": "apply", "earliest_start": "off"}})
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    params = {"script": str(tmp_path / "train.py"), "cpus": 2}
+    for job_id in ("1", "2", "3"):  # 2 CPUs allocated, 0.1 of one busy: far fewer would do
+        _ran(
+            h, job_id, "torch_train", params,
+            max_rss_bytes=300 * MIB, elapsed_s=600, total_cpu_s=60, alloc_cpus=2,
+        )  # fmt: skip
+    request = JobRequest(
+        template="torch_train", params=params, partition="gpu", mem_mb=4000, time_limit_s=3600
+    )
+    checked = h.executor.judge.job(request)
+    assert checked.advice is not None and checked.advice.sizing is not None
+    assert "cpus_per_task" not in checked.advice.sizing.proposed()  # set by the cpus parameter
+    assert checked.job.options.cpus_per_task == 2 and checked.job.options.mem_mb == 768
+
+
+# --- a held approval judged again ------------------------------------------------------------
+
+
+def _asked(judge: Judge, request: JobRequest, cwd: Path) -> dict[str, Any]:
+    """What an approval request records of request, checked in cwd."""
+    judge.cwd, before = cwd, judge.cwd
+    try:
+        options = judge.job(request).job.options
+    finally:
+        judge.cwd = before
+    return {
+        "options": options.model_dump(mode="json"),
+        "template": request.template,
+        "step": {"action": "submit", "job": request.model_dump(mode="json")},
+        "cwd": str(cwd),
+    }
+
+
+def test_a_held_approval_resolves_its_inputs_where_it_was_asked_as_they_are_now(
+    tmp_path: Path,
+) -> None:
+    judge = _judge(tmp_path)  # its own directory has no in0.txt
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "in0.txt").write_text("x")
+    request = JobRequest(template="file_array", params={"files": "in0.txt", "program": "gzip"})
+    asked = _asked(judge, request, work)
+    judge.again(asked)  # found where the person asked: no error
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("secret")
+    (work / "in0.txt").unlink()
+    (work / "in0.txt").symlink_to(outside)  # replaced by a link out of the allowed roots
+    with pytest.raises(PolicyError, match="is outside the allowed roots"):
+        judge.again(asked)
+    # a request recorded before its directory was: the judge's own, where in0.txt is not
+    with pytest.raises(TemplateError, match=r"in0\.txt"):
+        judge.again({k: v for k, v in asked.items() if k != "cwd"})
+
+
+def test_a_held_array_is_judged_again_against_the_queued_jobs_limit(tmp_path: Path) -> None:
+    slurm = SchedulerDouble()
+    judge = _judge(tmp_path, slurm=slurm)
+    for i in range(3):
+        (tmp_path / f"in{i}.txt").write_text("x")
+    files = ",".join(f"in{i}.txt" for i in range(3))
+    asked = _asked(
+        judge, JobRequest(template="file_array", params={"files": files, "program": "gzip"}),
+        tmp_path,
+    )  # fmt: skip
+    judge.again(asked)
+    slurm.submit_limit = {"normal": 2}  # since it was asked, the QoS allows 2 queued
+    with pytest.raises(PolicyError, match=r"\(submit limit\).*this submission adds 3"):
+        judge.again(asked)
+
+
+# --- the scheduler's limits on queued jobs ---------------------------------------------------
+
+
+def test_each_qos_of_a_plan_is_asked_once_for_this_users_limits(tmp_path: Path) -> None:
+    slurm = SchedulerDouble()
+    slurm.submit_limit = {"normal": 5, "tiny": 1}
+    slurm.submit(_script(), JobOptions(job_name="other.js-0123456789ab", qos="tiny"))
+    judge = _judge(tmp_path, slurm=slurm)
+    plan = {
+        "name": "mixed",
+        "steps": {
+            "a": {"template": "command", "params": {"command": "true"}},
+            "b": {"template": "command", "params": {"command": "true"}, "after_ok": ["a"]},
+            "c": {"template": "command", "params": {"command": "true"}, "qos": "tiny"},
+        },
+    }
+    refused = judge.plan(Plan.model_validate(plan)).refusal()
+    assert refused is not None and "QoS tiny (per user) allows at most 1 jobs" in refused
+    asked = [args for name, args in slurm.calls if name == "submit_limits"]
+    assert [opts.qos for _, opts in asked] == [None, "tiny"]  # a and b share normal's answer
+    assert {user for user, _ in asked} == {getpass.getuser()}
+
+
+def _script() -> str:
+    return "#!/bin/bash\ntrue\n"
