@@ -17,9 +17,19 @@ import pytest
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import Event, EventKind
-from jobsmith.agent.runtime.submission.policy import Cost, History, Ruling, evaluate
+from jobsmith.agent.runtime.session.readmodel import SessionFold, TokenSpend, TokenTotals
+from jobsmith.agent.runtime.submission.policy import (
+    BudgetUse,
+    Cost,
+    History,
+    ModelTokens,
+    Ruling,
+    budget_use,
+    evaluate,
+    model_tokens_from_folds,
+)
 from jobsmith.agent.runtime.submission.policy import history_from_events as history
-from jobsmith.site_config.model import Policy
+from jobsmith.site_config.model import Budgets, Policy
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -269,3 +279,42 @@ def test_hard_rules_are_tried_in_order_and_all_come_before_approval(
     # breaks every rule whose history the case still has: the first one named decides
     everything = cost(tasks=2, nodes=2, gpu_hours=1, node_hours=1)
     assert evaluate(everything, p, hist, active).rule == rule
+
+
+# --- what a running pipeline and a model brain read of the budgets ----------------------------
+
+
+def test_budget_use_names_each_budget_the_site_sets_with_what_is_spent() -> None:
+    budgets = Budgets.model_validate(
+        {"submissions_per_hour": 10, "node_hours_per_day": 5.0, "gpu_hours_per_day": 2.0}
+    )
+    spent = History(submissions_last_hour=3, node_hours_last_day=1.5, gpu_hours_last_day=0.25)
+    assert budget_use(budgets, spent) == [
+        BudgetUse("submissions_per_hour", 3, 10),
+        BudgetUse("node_hours_per_day", 1.5, 5.0),
+        BudgetUse("gpu_hours_per_day", 0.25, 2.0),
+    ]
+    unset = Budgets.model_validate(
+        {"submissions_per_hour": None, "node_hours_per_day": None, "gpu_hours_per_day": 2.0}
+    )
+    assert budget_use(unset, spent) == [BudgetUse("gpu_hours_per_day", 0.25, 2.0)]
+
+
+def _tokens(session_id: str, charged: int, *spent: tuple[timedelta, int]) -> SessionFold:
+    """A session whose model calls cost charged tokens in all, spent ago as given."""
+    return SessionFold(
+        session_id=session_id,
+        tokens=TokenTotals(charged=charged),
+        token_spending=[TokenSpend(at=NOW - ago, tokens=n) for ago, n in spent],
+    )
+
+
+def test_model_tokens_are_the_sessions_own_ever_and_every_sessions_last_24_hours() -> None:
+    mine = _tokens("s1", 1000, (timedelta(hours=30), 600), (timedelta(hours=2), 400))
+    other = _tokens("s2", 250, (timedelta(hours=24), 200), (timedelta(hours=24, seconds=1), 50))
+    # the session's own fold read twice (it is also among the active ones) counts once
+    assert model_tokens_from_folds([mine, other, mine], "s1", NOW) == ModelTokens(
+        session=1000, last_day=600
+    )
+    # a session with no fold yet (no model call) has used nothing itself
+    assert model_tokens_from_folds([other], "s3", NOW) == ModelTokens(session=0, last_day=200)

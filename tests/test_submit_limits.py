@@ -190,7 +190,46 @@ def test_the_refusal_names_the_limit_what_is_queued_what_is_added_and_what_to_do
     full = SubmitLimit(rule="MaxSubmitJobs", holder="association a/lab", limit=5, queued=5)
     waiting = submit_limit_refusal([(full, 2)], 1)
     assert waiting is not None and waiting.message.endswith(
+        "(it limits running tasks, not queued ones): "
         "wait until 2 of your queued jobs have ended (squeue --me)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("queued", "adds", "jobs", "said"),
+    [
+        # more than the limit itself: no wait makes it fit whole
+        (
+            0, 6, 3,
+            "you have 0 and the plan's 3 jobs add 6, so Slurm would refuse its last jobs after "
+            "the first were queued; --throttle does not help (it limits running tasks, not "
+            "queued ones): split it into parts of at most 5 tasks, each submitted once the "
+            "ones before have ended",
+        ),
+        # exactly the limit: it fits once the queue is empty
+        (
+            2, 5, 1,
+            "you have 2 and this submission adds 5, so Slurm would refuse it; --throttle does "
+            "not help (it limits running tasks, not queued ones): submit at most 3 tasks now "
+            "(split it), or wait until 2 of your queued jobs have ended (squeue --me)",
+        ),
+        # room for one
+        (
+            4, 3, 1,
+            "you have 4 and this submission adds 3, so Slurm would refuse it; --throttle does "
+            "not help (it limits running tasks, not queued ones): submit at most 1 tasks now "
+            "(split it), or wait until 2 of your queued jobs have ended (squeue --me)",
+        ),
+    ],
+)  # fmt: skip
+def test_the_refusal_says_what_would_fit_now_and_after_how_many_jobs_end(
+    queued: int, adds: int, jobs: int, said: str
+) -> None:
+    limit = SubmitLimit(rule="MaxSubmitPU", holder="QoS normal (per user)", limit=5, queued=queued)
+    refused = submit_limit_refusal([(limit, adds)], jobs)
+    assert refused is not None and refused.message == (
+        "QoS normal (per user) allows at most 5 jobs queued or running (MaxSubmitPU, each "
+        f"array task counting one): {said}"
     )
 
 
