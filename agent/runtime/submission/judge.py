@@ -350,9 +350,7 @@ class Judge:
 
     # --- a plan ----------------------------------------------------------------------
 
-    def plan(
-        self, plan: Plan, origin: Origin | None = None, *, approval_given: bool = False
-    ) -> Judgement:
+    def plan(self, plan: Plan, origin: Origin | None = None) -> Judgement:
         """Every job of plan judged (without its dependencies) and its total cost
         judged, at one look at the queue; nothing recorded. The origin's rules hold the
         plan as a whole (run_plan), not each of its jobs."""
@@ -362,7 +360,7 @@ class Judge:
             text = approval_text(plan, {name: job.job.script for name, job in checked.items()})
             total = total_cost(job.cost for job in checked.values())
             options = [job.job.options for job in checked.values()]
-            decision = self.spend(total, approval_given=approval_given, jobs=options)
+            decision = self.spend(total, jobs=options)
         return Judgement(
             plan, checked, text, total, decision, self.person_first("run_plan", origin)
         )
