@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import AgentHarness
+from scheduler_double import AgentHarness, SchedulerDouble
 
+from jobsmith.adapters.capabilities import Capabilities
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.app import App, UserDirs
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.ledger import SubmissionRecord
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.submission import answers
+from jobsmith.agent.runtime.submission import answers, orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.approvals import (
     AlreadyAnswered,
@@ -38,7 +39,9 @@ from jobsmith.agent.runtime.submission.approvals import (
 )
 from jobsmith.agent.runtime.submission.executor import job_ids_of
 from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.judge import Origin, Who
 from jobsmith.agent.runtime.submission.orders import Recorded
+from jobsmith.agent.runtime.workflows.plans import Plan
 from jobsmith.errors import (
     InputError,
     NotFound,
@@ -826,3 +829,164 @@ def test_without_a_concurrency_limit_no_squeue_is_asked_before_a_submission(
     limited = AgentHarness.build(tmp_path / "limited", OPEN)
     limited.executor.run(limited.store.create(), st.Submit(job=request()))
     assert limited.slurm.count("active_tasks") == 1
+
+
+# --- every door into a submission: what it judges, what it records -------------------------
+
+
+def test_a_checked_job_is_submitted_as_checked_with_its_budgets_judged_again(
+    h: AgentHarness,
+) -> None:
+    ex = h.with_policy(with_(budgets={"submissions_per_hour": 1}))
+    checked = ex.check(request())  # MCP's check: the budget is not spent yet
+    assert checked.decision.verdict == "allow"
+    session = h.store.create()
+    ex.submit(session, orders.Checked(st.Submit(job=request()), checked))
+    assert h.slurm.scripts["1000"] == checked.job.script  # the bytes checked, not a new render
+    later = st.Submit(job=request())
+    with pytest.raises(PolicyError, match=r"^refused by policy \(submissions per hour\): 1 sub"):
+        ex.submit(session, orders.Checked(later, checked))  # time passed: the budget is spent
+    assert h.slurm.count("submit") == 1
+    assert only([e for e in h.store.read(session) if e.step_id == later.id], EventKind.RESULT)
+
+
+def files_request(h: AgentHarness, tasks: int) -> JobRequest:
+    names = []
+    for i in range(tasks):
+        (h.root / f"in{i}.txt").write_text("x")
+        names.append(f"in{i}.txt")
+    return JobRequest(template="file_array", params={"files": ",".join(names), "program": "gzip"})
+
+
+def test_a_checked_array_is_judged_again_against_the_queued_jobs_limit(h: AgentHarness) -> None:
+    checked = h.executor.check(files_request(h, 3))
+    session = h.store.create()
+    h.slurm.submit_limit = {"normal": 4}
+    h.executor.run(session, st.Submit(job=files_request(h, 2)))  # 2 queued since the check
+    with pytest.raises(PolicyError, match=r"you have 2 and this submission adds 3"):
+        h.executor.submit(session, orders.Checked(st.Submit(job=files_request(h, 3)), checked))
+    assert h.slurm.count("submit") == 1
+
+
+def test_a_rerun_of_an_arrays_failed_tasks_is_judged_against_the_queued_jobs_limit(
+    h: AgentHarness,
+) -> None:
+    session = h.store.create()
+    array_id = h.executor.run(session, st.Submit(job=files_request(h, 3))).summary["job_id"]
+    h.slurm.set_tasks(array_id, dict.fromkeys(range(3), JobState.FAILED), JobState.FAILED)
+    h.slurm.submit_limit = {"normal": 2}
+    with pytest.raises(
+        PolicyError, match=r"\(submit limit\).*you have 0 and this submission adds 3"
+    ):
+        h.executor.run(session, st.Rerun(job_id=array_id))
+    assert h.slurm.count("submit") == 1
+
+
+def test_an_approved_array_is_judged_against_the_queued_jobs_limit_as_it_is_now(
+    strict: AgentHarness,
+) -> None:
+    session = strict.store.create()
+    step = st.Submit(job=files_request(strict, 3), id="st-array")
+    with pytest.raises(ApprovalNeeded):
+        strict.executor.run(session, step)
+    asked = find_pending(strict.store, step.id).data
+    strict.slurm.submit_limit = {"normal": 2}
+    with pytest.raises(PolicyError, match=r"\(submit limit\).*this submission adds 3"):
+        strict.executor.submit(session, Recorded.approved(step.id, asked))
+    assert strict.slurm.count("submit") == 0
+    assert only(strict.store.read(session), EventKind.RESULT).data["outcome"] == "refused"
+
+
+def ledger_params(h: AgentHarness, job_id: str) -> dict[str, object]:
+    record = h.ledger.get(job_id)
+    assert record is not None
+    return record.params
+
+
+def test_the_ledger_keeps_every_submissions_template_parameters(strict: AgentHarness) -> None:
+    h = strict
+    ex = h.with_policy(OPEN)
+    session = h.store.create()
+    # a new job: its parameters as asked
+    first = ex.run(session, st.Submit(job=files_request(h, 1)))
+    params = {"files": "in0.txt", "program": "gzip"}
+    assert ledger_params(h, first.summary["job_id"]) == params
+    # its re-run: the same parameters, so right-sizing can tell runs apart
+    h.slurm.set_tasks(first.summary["job_id"], {0: JobState.FAILED}, JobState.FAILED)
+    again = ex.run(session, st.Rerun(job_id=first.summary["job_id"]))
+    assert ledger_params(h, again.summary["job_id"]) == params
+    # a plan's jobs
+    plan = Plan.model_validate(
+        {"name": "one", "steps": {"a": {"template": "command", "params": {"command": "x"}}}}
+    )
+    planned = ex.run(session, st.RunPlan(plan=plan)).summary["jobs"]["a"]
+    assert ledger_params(h, planned) == {"command": "x"}
+    # an approved one
+    held_session, step_id = held(h, command="y")
+    approved = h.executor.submit(
+        held_session, Recorded.approved(step_id, find_pending(h.store, step_id).data)
+    )
+    assert ledger_params(h, approved.summary["job_id"]) == {"command": "y"}
+    # one found by its tag after sbatch's answer was lost
+    intent = dict(only(h.store.read(held_session), EventKind.INTENT).data)
+    ex.record_found(h.store.create(), step_id, intent, "4321")
+    assert ledger_params(h, "4321") == {"command": "y"}
+
+
+class _LoginNode(SchedulerDouble):
+    """A scheduler that runs sbatch on a login node (over SSH)."""
+
+    def submission_host(self) -> str:
+        return "login1.cluster"
+
+
+class _NoProbe(SchedulerDouble):
+    """A scheduler without a SubmissionProbe: it submits from this process."""
+
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities(), submissions=None)
+
+
+def test_the_intent_names_the_host_where_sbatch_runs(tmp_path: Path) -> None:
+    remote = AgentHarness.build(tmp_path / "remote", OPEN, slurm=_LoginNode())
+    session = remote.store.create()
+    remote.executor.run(session, st.Submit(job=request()))
+    intent = only(remote.store.read(session), EventKind.INTENT).data
+    assert intent["submit_host"] == "login1.cluster" and intent["host"] == socket.gethostname()
+    local = AgentHarness.build(tmp_path / "local", OPEN, slurm=_NoProbe())
+    session = local.store.create()
+    local.executor.run(session, st.Submit(job=request()))
+    assert only(local.store.read(session), EventKind.INTENT).data["submit_host"] == (
+        socket.gethostname()
+    )
+
+
+def test_a_rerun_of_a_plans_job_is_what_the_plans_later_jobs_wait_for(h: AgentHarness) -> None:
+    plan = Plan.model_validate(
+        {
+            "name": "two",
+            "steps": {
+                "a": {"template": "command", "params": {"command": "a"}},
+                "b": {"template": "command", "params": {"command": "b"}, "after_ok": ["a"]},
+            },
+        }
+    )
+    session = h.store.create()
+    jobs = h.executor.run(session, st.RunPlan(plan=plan)).summary["jobs"]
+    h.slurm.set_state(jobs["a"], JobState.OUT_OF_MEMORY)
+    again = h.executor.run(session, st.Rerun(job_id=jobs["a"], mem_mb=3000))
+    new = again.summary["job_id"]
+    intent = next(e for e in h.store.read(session) if e.step_id == again.step_id)
+    assert intent.kind is EventKind.INTENT and intent.data["rerun_of"] == jobs["a"]
+    ((job, deps),) = [args for name, args in h.slurm.calls if name == "set_dependencies"]
+    assert job == jobs["b"] and [(d.kind, d.job_ids) for d in deps] == [("afterok", (new,))]
+
+
+def test_a_models_cancel_waits_for_a_person_naming_the_jobs(h: AgentHarness) -> None:
+    session = h.store.create()
+    step = st.Cancel(job_ids=["7", "8_1"])
+    reason = "the model asks to cancel jobs 7, 8_1; only a person can allow that"
+    with pytest.raises(ApprovalNeeded, match=re.escape(f"approval ({reason})")):
+        h.executor.run(session, step, origin=Origin(who=Who.MODEL))
+    assert h.slurm.count("cancel") == 0
+    assert only(h.store.read(session), EventKind.APPROVAL_ASKED).data["reason"] == reason
