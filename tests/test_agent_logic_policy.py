@@ -25,10 +25,13 @@ from jobsmith.agent.runtime.submission.policy import (
     ModelTokens,
     Ruling,
     budget_use,
+    check_limits,
     evaluate,
     model_tokens_from_folds,
 )
 from jobsmith.agent.runtime.submission.policy import history_from_events as history
+from jobsmith.errors import PolicyError
+from jobsmith.site_config import SiteConfig
 from jobsmith.site_config.model import Budgets, Policy
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -318,3 +321,88 @@ def test_model_tokens_are_the_sessions_own_ever_and_every_sessions_last_24_hours
     )
     # a session with no fold yet (no model call) has used nothing itself
     assert model_tokens_from_folds([other], "s3", NOW) == ModelTokens(session=0, last_day=200)
+
+
+# --- check_limits: what one job may ask for -------------------------------------------------
+
+LIMITS = SiteConfig.model_validate(
+    {
+        "cluster": "c",
+        "paths": {"scratch": "/tmp", "allowed_roots": ["/tmp"]},
+        "partitions": {
+            "gpu": {
+                "max_time": 3600,
+                "max_nodes": 2,
+                "max_cpus_per_node": 8,
+                "max_mem_per_node": 4000,
+                "max_gpus_per_node": 2,
+                "gpu_type": "a100",
+            },
+            "cpu": {"default": True},
+        },
+        "accounts": {"allowed": ["lab", "other"]},
+        "qos": {"allowed": ["normal", "high"]},
+    }
+)
+
+
+def refusal_of(site: SiteConfig = LIMITS, **asked: Any) -> str:
+    with pytest.raises(PolicyError) as err:
+        check_limits(opts(**asked), site)
+    return str(err.value)
+
+
+def test_a_job_at_every_ceiling_of_its_partition_is_within_the_limits() -> None:
+    at_ceilings = opts(
+        partition="gpu", account="other", qos="high", time_limit_s=3600, nodes=2,
+        cpus_per_task=8, mem_mb=4000, gpus=2, gpu_type="a100",
+    )  # fmt: skip
+    check_limits(at_ceilings, LIMITS)
+    check_limits(opts(partition="gpu", gpus=0), LIMITS)  # no GPUs asked
+    check_limits(opts(partition="gpu", gpus=1, gpu_type=None), LIMITS)  # any type
+    check_limits(opts(partition="cpu", time_limit_s=10**6, mem_mb=10**6), LIMITS)  # no ceilings
+    open_choice = LIMITS.model_copy(
+        update={"accounts": LIMITS.accounts.model_copy(update={"allowed": []})}
+    )
+    check_limits(opts(partition="cpu", account="anyone"), open_choice)  # none listed: Slurm's
+
+
+@pytest.mark.parametrize(
+    ("asked", "refused", "rule"),
+    [
+        ({"time_limit_s": 3660}, "time limit 01:01:00", "allows at most 01:00:00"),
+        ({"nodes": 3}, "3 nodes", "allows at most 2 nodes"),
+        ({"cpus_per_task": 9}, "9 CPUs per task", "has at most 8 CPUs per node"),
+        ({"mem_mb": 4001}, "memory 4001 MiB", "allows at most 4000 MiB per node"),
+        ({"gpus": 3}, "3 GPUs", "has 2 GPUs per node"),
+    ],
+)  # fmt: skip
+def test_one_past_a_ceiling_is_refused_naming_the_partition_and_its_limit(
+    asked: dict[str, Any], refused: str, rule: str
+) -> None:
+    assert refusal_of(partition="gpu", **asked) == f"{refused} refused: partition 'gpu' {rule}"
+
+
+def test_another_gpu_type_than_the_partitions_is_refused() -> None:
+    assert refusal_of(partition="gpu", gpus=1, gpu_type="v100") == (
+        "GPU type 'v100': partition 'gpu' has 'a100' GPUs"
+    )
+
+
+def test_gpus_on_a_partition_without_any_are_refused() -> None:
+    assert (
+        refusal_of(partition="cpu", gpus=1) == "1 GPUs refused: partition 'cpu' has 0 GPUs per node"
+    )
+
+
+def test_account_qos_and_partition_must_be_ones_the_site_allows_in_that_order() -> None:
+    assert refusal_of(partition="cpu", account="x", qos="low") == (
+        "account 'x' is not allowed here; allowed: lab, other"
+    )
+    assert refusal_of(partition=None, qos="low") == (
+        "qos 'low' is not allowed here; allowed: normal, high"
+    )
+    assert refusal_of(partition=None, account="lab") == (
+        "no partition given and the site config names no default partition"
+    )
+    assert refusal_of(partition="long") == "partition 'long' is not allowed here; allowed: gpu, cpu"
