@@ -307,7 +307,7 @@ def check_limits(opts: JobOptions, site: SiteConfig) -> None:
         raise PolicyError("no partition given and the site config names no default partition")
     part = site.partitions.get(opts.partition)
     if part is None:
-        valid = ", ".join(site.partitions) or "none configured"
+        valid = ", ".join(site.partitions)  # the site file names at least one
         raise PolicyError(f"partition {opts.partition!r} is not allowed here; allowed: {valid}")
     where = f"partition {opts.partition!r}"
     _ceiling(
