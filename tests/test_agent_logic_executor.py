@@ -990,3 +990,22 @@ def test_a_models_cancel_waits_for_a_person_naming_the_jobs(h: AgentHarness) -> 
         h.executor.run(session, step, origin=Origin(who=Who.MODEL))
     assert h.slurm.count("cancel") == 0
     assert only(h.store.read(session), EventKind.APPROVAL_ASKED).data["reason"] == reason
+
+
+def test_a_plan_refused_while_judged_records_what_was_asked_and_the_refusal(
+    h: AgentHarness,
+) -> None:
+    plan = Plan.model_validate(
+        {"name": "big", "steps": {"a": {"template": "command", "params": {"command": "x"}}}}
+    )
+    ex = h.with_policy(with_(budgets={"node_hours_per_day": 0.1}))
+    session = h.store.create()
+    step = st.RunPlan(plan=plan)
+    with pytest.raises(PolicyError) as err:
+        ex.run(session, step)
+    assert str(err.value).startswith("refused by policy: plan step a: refused by policy (node")
+    intent, done = h.store.read(session)[1:]
+    assert intent.step_id == done.step_id == step.id
+    assert intent.data == {"step": step.model_dump(mode="json"), "risk": "submit"}
+    assert done.data == {"outcome": "refused", "action": "run_plan", "error": str(err.value)}
+    assert h.slurm.count("submit") == 0

@@ -1,6 +1,7 @@
 """Canary arrays (issue 10): with `policy.canary` set, an array above its size runs its
 first tasks as a job of their own, and the rest waits for them through Slurm's afterok,
-judged and approved as one. On the lab cluster: a good array runs whole, the rest
+judged and approved as one (and without Slurm, the double: a checked array and a tainted
+conversation's take the same path). On the lab cluster: a good array runs whole, the rest
 visibly waiting for the canary; a broken command fails in the canary, the watcher's
 decision cancels the rest, so two tasks ran, not twelve. And the array helpers (pure).
 """
@@ -15,8 +16,15 @@ from pathlib import Path
 
 import pytest
 from lab_cli import js
+from scheduler_double import AgentHarness
 
 from jobsmith.adapters.options import array_head
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.submission import orders
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.judge import Origin, Who
 from jobsmith.site_config.model import Canary
 
 lab = pytest.mark.usefixtures("lab_cluster")
@@ -91,3 +99,40 @@ def test_a_broken_command_fails_in_the_canary_and_the_rest_never_runs(
     # cancelled while pending: no task of the rest ever ran
     assert all(line.split("|")[2] == "00:00:00" for line in sacct.splitlines()), sacct
     assert len(list((workdir / "logs").glob("file_array_*.err"))) == 2  # two tasks ran
+
+
+# --- without Slurm: the scheduler double (tests/scheduler_double.py) --------------------------
+
+CANARY_POLICY = {"max_concurrent_jobs": 1000, "canary": {"above_tasks": 3, "tasks": 1}}
+
+
+def array_of(h: AgentHarness, tasks: int) -> JobRequest:
+    names = []
+    for i in range(tasks):
+        (h.root / f"in{i}.txt").write_text("x")
+        names.append(f"in{i}.txt")
+    return JobRequest(template="file_array", params={"files": ",".join(names), "program": "gzip"})
+
+
+def test_a_checked_array_above_the_canary_size_runs_its_canary_first(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, CANARY_POLICY)
+    checked = h.executor.check(array_of(h, 5))  # MCP's check, then its submission
+    step = st.Submit(job=array_of(h, 5))
+    doc = h.executor.submit(h.store.create(), orders.Checked(step, checked)).summary
+    assert (doc["canary_tasks"], doc["array_tasks"]) == (1, 4)
+    canary, rest = doc["canary_job_id"], doc["job_id"]
+    assert h.slurm.options[canary].array == "0" and h.slurm.options[rest].array == "1-4"
+    assert [c for c, _ in h.slurm.calls if c == "submit"] == ["submit", "submit"]
+
+
+def test_a_canary_array_asked_by_a_conversation_that_read_job_text_waits_whole(
+    tmp_path: Path,
+) -> None:
+    h = AgentHarness.build(tmp_path, CANARY_POLICY)
+    session = h.store.create()
+    tainted = Origin(who=Who.MODEL, read="the log of job 12")
+    with pytest.raises(ApprovalNeeded, match="the log of job 12"):
+        h.executor.run(session, st.Submit(job=array_of(h, 5)), origin=tainted)
+    assert h.slurm.count("submit") == 0
+    (asked,) = [e for e in h.store.read(session) if e.kind is EventKind.APPROVAL_ASKED]
+    assert asked.data["plan"] == "canary-file_array"  # the canary and the rest, as one

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import AgentHarness
+from scheduler_double import AgentHarness, SchedulerDouble
 
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.scheduler import SubmitLimit
+from jobsmith.adapters.scheduler import SubmitLimit, SubmitLimits
 from jobsmith.adapters.slurm.qoslimits import (
     SubmitFacts,
     applicable,
@@ -334,3 +334,28 @@ def test_a_canary_array_is_refused_whole_before_its_canary_is_submitted(
     assert h.slurm.count("submit") == 0
     executor.run(h.store.create(), st.Submit(job=array_request(tmp_path, 5)))
     assert h.slurm.count("submit") == 2  # the canary, then the rest after it
+
+
+def test_an_array_of_two_tasks_is_judged_against_the_limit(h: AgentHarness, tmp_path: Path) -> None:
+    h.slurm.submit_limit = {"normal": 1}
+    with pytest.raises(PolicyError, match="this submission adds 2"):
+        h.executor.run(h.store.create(), st.Submit(job=array_request(tmp_path, 2)))
+    assert h.slurm.count("submit") == 0
+
+
+class _TwoLimits(SchedulerDouble):
+    """A job under its QoS's limit (10, none queued) and its association's (5, 2 queued)."""
+
+    def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
+        self._call("submit_limits", user, options)
+        qos = SubmitLimit(rule="MaxSubmitPU", holder="QoS normal (per user)", limit=10, queued=0)
+        assoc = SubmitLimit(rule="MaxSubmitJobs", holder="association alice/lab", limit=5, queued=2)
+        return SubmitLimits(qos="normal", account="lab", limits=(qos, assoc))
+
+
+def test_a_job_under_two_limits_adds_its_tasks_to_each_once(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, OPEN, slurm=_TwoLimits())
+    h.executor.run(h.store.create(), st.Submit(job=array_request(tmp_path, 3)))  # 2 + 3 = 5
+    with pytest.raises(PolicyError, match=r"association alice/lab allows at most 5 .* adds 4"):
+        h.executor.run(h.store.create(), st.Submit(job=array_request(tmp_path, 4)))
+    assert h.slurm.count("submit") == 1
