@@ -175,6 +175,14 @@ def test_streak_follows_time_not_the_order_sessions_are_read_in() -> None:
     assert history([*early_failures[::-1]], NOW).failures_in_a_row == 2
 
 
+def test_a_failure_at_the_very_time_of_another_sessions_unblock_is_cleared_with_it() -> None:
+    # as within one session (a reset clears the failures up to and at its time)
+    failed = job("FAILED", timedelta(minutes=1))
+    unblocked = Event(session_id="other", seq=1, kind=EventKind.UNBLOCKED, at=failed.at, data={})
+    assert history([failed, unblocked], NOW).failures_in_a_row == 0
+    assert history([failed, job("FAILED", timedelta(0))], NOW).failures_in_a_row == 2
+
+
 # --- evaluate: each rule at its boundary ---------------------------------------------
 
 

@@ -136,3 +136,10 @@ def test_a_canary_array_asked_by_a_conversation_that_read_job_text_waits_whole(
     assert h.slurm.count("submit") == 0
     (asked,) = [e for e in h.store.read(session) if e.kind is EventKind.APPROVAL_ASKED]
     assert asked.data["plan"] == "canary-file_array"  # the canary and the rest, as one
+
+
+def test_an_array_of_exactly_the_canary_size_is_submitted_whole(tmp_path: Path) -> None:
+    h = AgentHarness.build(tmp_path, CANARY_POLICY)  # above 3 tasks: a canary first
+    doc = h.executor.run(h.store.create(), st.Submit(job=array_of(h, 3))).summary
+    assert doc["array_tasks"] == 3 and "canary_job_id" not in doc
+    assert h.slurm.count("submit") == 1

@@ -79,8 +79,11 @@ def test_a_conversation_that_read_job_text_may_not_submit_or_run_a_plan(tmp_path
     judge = _judge(tmp_path)
     tainted = Origin(who=Who.MODEL, read=READ)
     for action in ("submit", "run_plan"):
-        reason = judge.person_first(action, tainted)
-        assert reason is not None and READ in reason and "tainted_actions" in reason
+        assert judge.person_first(action, tainted) == (
+            f"this conversation has read text that jobs, files or logs wrote ({READ}), which "
+            "may carry instructions that are not yours: what it submits waits for you "
+            "(model.tainted_actions in the site file)"
+        )
     for action in ("render", "test_only", "status", "rerun"):
         assert judge.person_first(action, tainted) is None
     assert _with_model(judge, "policy").person_first("submit", tainted) is None

@@ -359,3 +359,13 @@ def test_a_job_under_two_limits_adds_its_tasks_to_each_once(tmp_path: Path) -> N
     with pytest.raises(PolicyError, match=r"association alice/lab allows at most 5 .* adds 4"):
         h.executor.run(h.store.create(), st.Submit(job=array_request(tmp_path, 4)))
     assert h.slurm.count("submit") == 1
+
+
+def test_what_policy_refuses_costs_no_question_about_the_queued_jobs_limit(
+    h: AgentHarness, tmp_path: Path
+) -> None:
+    h.slurm.submit_limit = {"normal": 1}  # the array would pass it too
+    closed = h.with_policy({**OPEN, "budgets": {"submissions_per_hour": 0}})
+    with pytest.raises(PolicyError, match=r"^refused by policy \(submissions per hour\)"):
+        closed.run(h.store.create(), st.Submit(job=array_request(tmp_path, 3)))
+    assert h.slurm.count("submit_limits") == 0
