@@ -10,6 +10,7 @@ limit nothing changes. test_submit_limits_lab.py shows the same against the lab'
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -291,6 +292,8 @@ def test_an_array_that_fits_is_submitted_and_a_single_job_is_never_asked_about(
     session = h.store.create()
     h.executor.run(session, st.Submit(job=array_request(tmp_path, 5)))
     assert h.slurm.count("submit") == 1 and h.slurm.count("submit_limits") == 1
+    ((user, _),) = [args for name, args in h.slurm.calls if name == "submit_limits"]
+    assert user == getpass.getuser()  # the limits of the user who submits
     # over the limit now, but a single job costs no question: Slurm refuses it whole itself
     plain = JobRequest(template="command", params={"command": "true"})
     h.executor.run(session, st.Submit(job=plain))
