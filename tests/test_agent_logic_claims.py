@@ -29,6 +29,7 @@ from jobsmith.agent.runtime.session.claims import (
     StepClaimed,
     StepSettled,
     _start_time,
+    append_once_per_job,
     append_result,
     claimable,
     holder,
@@ -297,3 +298,17 @@ def test_a_late_answer_is_refused_with_who_was_first(store: FileSessionStore, se
         f"step {STEP} was already denied by erin on {first.writer} at "
         f"{first.at:%H:%M:%S} UTC; nothing more to do"
     )
+
+
+def test_a_per_job_event_is_appended_once_per_job_whoever_polls(tmp_path: Path) -> None:
+    # two pollers of one session: the accepted-job check records each job's comparison once
+    store = FileSessionStore(tmp_path / "sessions")
+    session = store.create()
+    first, second = SessionLog(store, session), SessionLog(store, session)
+    seen = {"job_id": "7", "altered": [], "action": None}
+    assert append_once_per_job(first, EventKind.JOB_ACCEPTED, seen) is True
+    assert append_once_per_job(second, EventKind.JOB_ACCEPTED, seen) is False
+    other = {"job_id": "8", "altered": [], "action": None}
+    assert append_once_per_job(second, EventKind.JOB_ACCEPTED, other) is True
+    accepted = [e.data["job_id"] for e in store.read(session) if e.kind is EventKind.JOB_ACCEPTED]
+    assert accepted == ["7", "8"]
