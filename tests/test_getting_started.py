@@ -44,6 +44,11 @@ UNINSTALL = "Uninstall"
 #: `<!-- not run: … -->` in the source, the same words
 NOT_RUN: list[tuple[str, str, str]] = [
     (
+        "README.md",
+        "scripts/setup   # installs, starts a lab Slurm cluster, runs a real end-to-end job",
+        "needs root; the test suite is what runs the other blocks",
+    ),
+    (
         "docs/following-jobs.md",
         "jobsmith report SESSION_ID                  # writes ./report-SESSION_ID.html, "
         "prints a summary",
@@ -215,7 +220,19 @@ def test_the_readme_is_for_a_user() -> None:
         assert extra in text
     for name in ("JOBSMITH_STATE_DIR", "JOBSMITH_CONFIG_DIR", "CONTRIBUTING.md"):
         assert name in text
-    assert "scripts/setup" not in text
+    # the two commands are the README's, in one short section at its end (project rule:
+    # .ci/run calls the README's test command); the lab's details stay in CONTRIBUTING.md
+    ci = [
+        line.strip()
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.strip().startswith("scripts/")
+    ]
+    assert ci == ["scripts/test"]
+    section = text.split("## From a checkout", 1)[1].split("\n## ", 1)[0]
+    for command in ("scripts/setup", "scripts/test"):
+        assert f"\n{command} " in section
+        assert text.count(command) == section.count(command)
+    assert len(section.splitlines()) <= 15
 
 
 # --- as root: the blocks run, as a second user ---------------------------------------------
