@@ -13,6 +13,7 @@ do the same (a script without directives), the stand-in lives below (OptionsComm
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -78,6 +79,48 @@ class BatchScripts(Protocol):
 
 
 @dataclass(frozen=True)
+class ScriptOption:
+    """One option of a user's batch script or submit command line, as the scheduler's
+    submit command would take it: its long name, its value, and where it was."""
+
+    name: str  # the long name, without '--'
+    value: str | None
+    where: str  # 'line 3' or 'the command line'
+
+    def spelled(self) -> str:
+        """The option as one word: --name or --name=value."""
+        return f"--{self.name}" if self.value is None else f"--{self.name}={self.value}"
+
+
+@dataclass(frozen=True)
+class ScriptParts:
+    """A user's batch script taken apart: the shebang, its directives, and the rest as
+    written (every line after the shebang but the directive lines, in order)."""
+
+    shebang: str
+    options: tuple[ScriptOption, ...]
+    rest: str
+    #: line numbers of directive lines the submit command ignores (after the first command)
+    ignored: tuple[int, ...]
+
+
+class OwnScripts(Protocol):
+    """A user's own batch script read as the scheduler's submit command reads it (for
+    Slurm, its `#SBATCH` lines and sbatch's option syntax): what `jobsmith sbatch` needs."""
+
+    def parse_script(self, text: str, name: str) -> ScriptParts:
+        """text, the script called name, taken apart; InputError naming the line."""
+        ...
+
+    def split_command_line(
+        self, words: list[str], own: Collection[str] = ()
+    ) -> tuple[list[ScriptOption], str, list[str]]:
+        """`[OPTIONS] SCRIPT [ARGS]`: the options, the script, its arguments; own: the
+        calling tool's flags, given back among the options with where 'own'."""
+        ...
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """The capabilities a scheduler has; None where it lacks one. What the agent does
     then is said where it asks (e.g. resume leaves a lost submission undecided without a
@@ -87,6 +130,7 @@ class Capabilities:
     controller: ControllerFacts | None = None
     submissions: SubmissionProbe | None = None
     scripts: BatchScripts | None = None
+    own_scripts: OwnScripts | None = None
 
 
 class OptionsComment:

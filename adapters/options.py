@@ -28,6 +28,11 @@ SafeToken = Annotated[str, StringConstraints(pattern=rf"^{_SAFE}$", max_length=1
 ConstraintText = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9_.,:@%+\-\[\]&|*()]+$", max_length=1024)
 ]
+#: an sbatch option jobsmith does not model, passed as written (`jobsmith sbatch`, where the
+#: site allows it): '--name' or '--name=value', the value one directive word
+PassedOption = Annotated[
+    str, StringConstraints(pattern=rf"^--[a-z][a-z-]*(={_SAFE})?$", max_length=1100)
+]
 #: an --array index spec without its %throttle: '0-999', '1,3,7', '0-20:5'
 ARRAY_SPEC = r"^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$"
 ArraySpec = Annotated[str, StringConstraints(pattern=ARRAY_SPEC, max_length=1024)]
@@ -136,6 +141,11 @@ class JobOptions(BaseModel):
     mail_user: SafeToken | None = Field(None, description="--mail-user address")
     constraint: ConstraintText | None = Field(None, description="--constraint node features")
     exclude: SafeToken | None = Field(None, description="--exclude nodes, e.g. 'n[01-03],n7'")
+    passed: tuple[PassedOption, ...] = Field(
+        (),
+        description="sbatch options jobsmith does not model, passed as written: those the "
+        "site allows in a user's own script (jobsmith sbatch)",
+    )
 
     @model_validator(mode="after")
     def _throttle_needs_array(self) -> JobOptions:

@@ -26,6 +26,8 @@ The limits (CEILINGS, the one list of them):
   names one (another copy could carry a plugin that rewrites checked jobs); and
   scheduler.adjusts, the changes its plugins make on purpose that are not held against a
   job, may only be fewer (none, where the centre's file declares none);
+- jobs.sbatch_options, the sbatch options a user's own script may pass unjudged, may only
+  be fewer (none, where the centre's file names none);
 - paths.allowed_roots: each root of a later layer must lie within one of the centre's,
   compared resolved (symlinks and `..` followed), as submission resolves paths against
   the roots (agent/runtime/submission/jobs.py, job_templates/paths.py).
@@ -130,6 +132,7 @@ CEILINGS: tuple[Ceiling, ...] = (
     Ceiling(("paths", "allowed_roots"), "within"),
     Ceiling(("scheduler", "slurm_conf"), "same", str),
     Ceiling(("scheduler", "adjusts"), "fewer_of", always=True),
+    Ceiling(("jobs", "sbatch_options"), "fewer_of", always=True),
 )
 
 

@@ -20,7 +20,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    ValidationInfo,
+)
 from pydantic_core import PydanticCustomError
 
 from jobsmith.site_config.expand import expand_path
@@ -162,3 +169,7 @@ def _expand(value: object, info: ValidationInfo) -> object:
 
 #: an absolute directory, `~`/`$USER`/`$HOME` expanded at load time (see expand.py)
 Dir = Annotated[Path, BeforeValidator(_expand)]
+
+
+#: one of sbatch's long option names, without its dashes (exclusive, reservation)
+SbatchOptionName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z-]*$", max_length=40)]

@@ -39,6 +39,7 @@ from jobsmith.site_config.fieldtypes import (
     EnvPattern,
     Memory,
     Name,
+    SbatchOptionName,
     SetupLine,
 )
 from jobsmith.units import format_duration, format_memory
@@ -328,6 +329,13 @@ class Jobs(_Section):
 
     environment: JobEnvironment = Field(
         default_factory=JobEnvironment, description="the environment a job starts with"
+    )
+    sbatch_options: list[SbatchOptionName] = Field(
+        default_factory=list,
+        description="more of sbatch's options (long names, without --: exclusive, "
+        "reservation) a user's own script may pass to sbatch as written (jobsmith sbatch), "
+        "beyond those jobsmith models or passes itself (docs/batch-scripts.md); the policy "
+        "does not judge what they ask for",
     )
 
 

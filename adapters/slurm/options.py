@@ -49,6 +49,7 @@ def render_directives(opts: JobOptions) -> list[str]:
         ("mail-user", opts.mail_user),
     ]
     lines += [f"--{key}={value}" for key, value in tail if value is not None]
+    lines += opts.passed
     return [f"#SBATCH {line}" for line in lines]
 
 

@@ -59,6 +59,7 @@ from jobsmith.adapters.slurm.qoslimits import (
     parse_queued,
     parse_user_assoc,
 )
+from jobsmith.adapters.slurm.sbatch_script import SbatchScripts
 from jobsmith.adapters.slurm.slurmenv import environment_inputs
 from jobsmith.adapters.slurm.status import controller_status, merge_status
 from jobsmith.adapters.transport import CommandResult, Transport
@@ -423,7 +424,13 @@ class SlurmScheduler:
     def capabilities(self) -> Capabilities:
         """Slurm has them all: #SBATCH directives, MinJobAge and slurmdbd's lag, an sbatch
         that can outlive its caller, and the batch script of a job the controller holds."""
-        return Capabilities(directives=self, controller=self, submissions=self, scripts=self)
+        return Capabilities(
+            directives=self,
+            controller=self,
+            submissions=self,
+            scripts=self,
+            own_scripts=SbatchScripts(),
+        )
 
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Partitions, nodes and the user's associations (three read-only commands)."""

@@ -497,6 +497,75 @@ def submit(
     views.show_submitted(*onestep.submit(app, request, advised=True), as_json, advice)
 
 
+#: jobsmith's own flags of `jobsmith sbatch`, found among sbatch's options too
+_SBATCH_FLAGS = ("--dry-run", "--test-only", "--no-advice", "--right-size", "--earliest", "--json")
+
+
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    epilog="""\b
+Examples:
+  jobsmith sbatch align.sh                  # as `sbatch align.sh`, judged by the policy
+  jobsmith sbatch -p long --mem=8G align.sh sample1   # options win over #SBATCH lines
+  jobsmith sbatch --dry-run align.sh        # the script sbatch would get; nothing submitted""",
+)
+@click.option("--dry-run", is_flag=True, help="Check the script and policy; submit nothing.")
+@click.option("--test-only", is_flag=True, help="Ask Slurm (sbatch --test-only); submit nothing.")
+@click.option("--no-advice", is_flag=True, help="Skip the history and start estimates.")
+@click.option("--right-size", is_flag=True, help="Take the smaller request from past runs.")
+@click.option("--earliest", is_flag=True, help="Take the partition that starts it earliest.")
+@click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[SBATCH OPTIONS] SCRIPT [ARGS]")
+@json_command
+@click.pass_context
+def sbatch(
+    ctx: click.Context,
+    /,
+    words: tuple[str, ...],
+    as_json: bool,
+    dry_run: bool,
+    test_only: bool,
+    no_advice: bool,
+    right_size: bool,
+    earliest: bool,
+) -> None:
+    """Submit your own batch script, as sbatch does, under jobsmith's policy.
+
+    The script's #SBATCH lines and sbatch's options before SCRIPT (which win) are read
+    as sbatch reads them; the script runs as written. The job gets jobsmith's tag,
+    ledger, watcher, diagnosis and `rerun`. docs/batch-scripts.md says what is passed,
+    what is refused, and where the tag goes."""
+    from jobsmith.agent.runtime.submission import onestep
+    from jobsmith.agent.runtime.submission.user_scripts import read_request
+    from jobsmith.agent.views import render as views
+    from jobsmith.agent.views.output import note
+    from jobsmith.errors import InputError
+
+    app = _app(ctx)
+    reader = app.scheduler.capabilities().own_scripts
+    if reader is None:
+        raise InputError("this site's scheduler cannot read batch scripts: use `jobsmith submit`")
+    allowed = app.site.config.jobs.sbatch_options
+    read = read_request(reader, words, allowed, Path.cwd(), own=_SBATCH_FLAGS)
+    request, flags = read.request, read.flags
+    for line in read.notes:
+        note(f"jobsmith: {line}")
+    as_json = as_json or "--json" in flags
+    dry_run, test_only = dry_run or "--dry-run" in flags, test_only or "--test-only" in flags
+    advice = None
+    if not (no_advice or "--no-advice" in flags):
+        right, early = right_size or "--right-size" in flags, earliest or "--earliest" in flags
+        advice = _advice(app, request, right, early)
+        request = advice.apply_to(
+            request,
+            right_size="right_size" in advice.applied,
+            earliest="earliest" in advice.applied,
+        )
+    if dry_run or test_only:
+        _show_checked(app, request, as_json, test_only=test_only, advice=advice)
+        return
+    views.show_submitted(*onestep.submit(app, request, advised=True), as_json, advice)
+
+
 def _advice(app: App, request: Any, right_size: bool, earliest: bool) -> Any:
     """The advice for request, marked with what the user's flags or the policy take."""
     settings = app.site.config.policy.advice

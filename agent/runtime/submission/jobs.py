@@ -35,6 +35,7 @@ from jobsmith.adapters.options import (
     ConstraintText,
     Dependency,
     JobOptions,
+    PassedOption,
     SafeToken,
     array_last_index,
     array_task_count,
@@ -94,11 +95,33 @@ class JobFields(BaseModel):
         return self
 
 
+class ScriptJob(BaseModel):
+    """What a user's own script adds to a request: its lines, its arguments, and the
+    options a template's job would have from jobsmith (where its output goes)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="the script's file name, as given")
+    shebang: str = Field(description="the script's first line")
+    rest: str = Field(description="the script's other lines, its directives taken out")
+    args: tuple[str, ...] = Field((), description="arguments to the script ($1, $2, ...)")
+    output: str | None = Field(None, description="-o as the script or command line gave it")
+    error: str | None = Field(None, description="-e as given")
+    chdir: str | None = Field(None, description="-D as given")
+    mail_type: SafeToken | None = Field(None, description="--mail-type as given")
+    mail_user: SafeToken | None = Field(None, description="--mail-user as given")
+    passed: tuple[PassedOption, ...] = Field((), description="options passed as written")
+
+
 class JobRequest(JobFields):
     """What the user asked for: a template, its parameters, resource overrides, and the
-    jobs it waits for."""
+    jobs it waits for; or, instead of a template, a user's own batch script (`jobsmith
+    sbatch`: agent/runtime/submission/user_scripts.py)."""
 
     dependencies: tuple[Dependency, ...] = Field((), description="jobs to wait for")
+    script: ScriptJob | None = Field(
+        None, description="a user's own batch script (then template is 'sbatch:NAME')"
+    )
 
     @classmethod
     def from_cli(cls, **kw: Any) -> JobRequest:
@@ -139,7 +162,7 @@ class JobRequest(JobFields):
                 exclude=kw.get("exclude"),
             )
         except ValidationError as exc:
-            raise InputError(_first_error(exc)) from None
+            raise InputError(first_error(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -203,7 +226,7 @@ def _options(
         if v is not None
     }
     partition = req.partition or default_partition(site)
-    defaults = _fit_partition(
+    defaults = fit_partition(
         {**site.defaults.model_dump(), **rendered.sbatch_fields()}, site, partition
     )
     array = _array(name, rendered, req)
@@ -228,13 +251,13 @@ def _options(
         "exclude": req.exclude,
     }
     if req.gpus_per_job is not None:
-        fields["gpus"] = _gpus_per_node(req.gpus_per_job, fields.get("nodes"))
+        fields["gpus"] = gpus_per_node(req.gpus_per_job, fields.get("nodes"))
     for what, key in (("log dir", "output"), ("working directory", "chdir")):
-        _directive_safe(what, str(fields[key]))
+        directive_safe(what, str(fields[key]))
     try:
         return JobOptions.model_validate(fields)
     except ValidationError as exc:
-        raise TemplateError(f"template {name!r}: {_first_error(exc)}") from None
+        raise TemplateError(f"template {name!r}: {first_error(exc)}") from None
 
 
 def _array(name: str, rendered: RenderedBody, req: JobRequest) -> str | None:
@@ -256,7 +279,7 @@ def _array(name: str, rendered: RenderedBody, req: JobRequest) -> str | None:
     return req.array
 
 
-def _gpus_per_node(per_job: int, nodes: object) -> int:
+def gpus_per_node(per_job: int, nodes: object) -> int:
     """-G/--gpus counts GPUs for the whole job, as sbatch's does; jobsmith asks Slurm for
     the same count on each node (--gres), which its limits and GPU-hours are written in,
     so a count the nodes cannot share evenly is refused rather than guessed."""
@@ -273,7 +296,7 @@ def _gpus_per_node(per_job: int, nodes: object) -> int:
 _DIRECTIVE_PATH = re.compile(r"[A-Za-z0-9_.,:/@%+\-\[\]]")
 
 
-def _directive_safe(what: str, path: str) -> None:
+def directive_safe(what: str, path: str) -> None:
     """A path that must go into an #SBATCH line, refused in a sentence if it cannot.
 
     sbatch's directive parser is not a shell and its quoting differs between versions, so
@@ -289,7 +312,7 @@ def _directive_safe(what: str, path: str) -> None:
         )
 
 
-def _fit_partition(
+def fit_partition(
     defaults: dict[str, int | str], site: SiteConfig, partition: str | None
 ) -> dict[str, int | str]:
     """Defaults (not the user's explicit requests) shrink to the partition's ceilings.
@@ -417,7 +440,7 @@ def parse_unit(parse: Any, option: str, value: str | None) -> int | None:
     return result
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"])
     return f"{where}: {err['msg']}" if where else str(err["msg"])

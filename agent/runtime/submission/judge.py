@@ -61,6 +61,7 @@ from jobsmith.agent.runtime.submission.policy import (
     history_from_folds,
     submit_limit_refusal,
 )
+from jobsmith.agent.runtime.submission.user_scripts import assemble_script, is_script
 from jobsmith.agent.runtime.workflows.plans import Plan, approval_text
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import TemplateLibrary
@@ -333,6 +334,8 @@ class Judge:
 
     def _adviser(self) -> Adviser:
         def fixed(template: str) -> set[str]:
+            if is_script(template):  # a user's script takes its resources as it asks them
+                return set()
             return set(self.library.get(template).spec.resources.references())
 
         return Adviser(
@@ -344,8 +347,10 @@ class Judge:
         )
 
     def _assemble(self, request: Any) -> AssembledJob:
-        template = self.library.get(request.template)
         header = directives_of(self.scheduler.capabilities()).script_header
+        if getattr(request, "script", None) is not None:
+            return assemble_script(request, self.site, cwd=self.cwd, header=header)
+        template = self.library.get(request.template)
         return assemble(template, request, self.site, cwd=self.cwd, header=header)
 
     # --- a plan ----------------------------------------------------------------------

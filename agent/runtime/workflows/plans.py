@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import difflib
 import heapq
-import unicodedata
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
@@ -47,13 +46,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.options import Dependency, DependencyKind
-from jobsmith.agent.runtime.submission import hashing
 from jobsmith.agent.runtime.submission.jobs import JobFields, JobRequest, split_array
 from jobsmith.errors import InputError
 from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import Name
 from jobsmith.site_config.layers import Provenance
 from jobsmith.site_config.yamlfile import DocumentKind, YamlDocument, read_yaml
+from jobsmith.text import slurm_word
 from jobsmith.units import format_duration, format_memory, parse_duration, parse_memory
 from jobsmith.workload_caps import MAX_PLAN_STEPS, OverCap, check_count
 
@@ -174,11 +173,7 @@ def plan_name(kind: str, path: Path) -> str:
     may hold: accents dropped (scène -> scene), any other character '_', and a stem with
     no ASCII letter or digit left (映画.mp4) named by its hash instead (an accented name
     crashed building the plan: issue 24)."""
-    folded = unicodedata.normalize("NFKD", path.stem).encode("ascii", "ignore").decode()
-    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in folded)[:40]
-    if not stem.strip("_-"):
-        stem = hashing.script_sha256(path.stem)[:12]
-    return f"{kind}_{stem}"
+    return f"{kind}_{slurm_word(path.stem)}"
 
 
 #: a plan file's resource names that differ from the step's field (sbatch's names, as the
