@@ -33,6 +33,7 @@ from jobsmith.agent.runtime.submission.user_scripts import (
     read_request,
     script_request,
 )
+from jobsmith.agent.runtime.workflows.plans import ScriptSource, read_plan_file
 from jobsmith.errors import InputError, PolicyError
 
 CLI = "the command line"
@@ -328,3 +329,53 @@ def test_the_cli_refuses_in_one_line(args: list[str], said: str) -> None:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.output, result.stderr
     assert said in lines[0]
+
+
+# --- a plan step may name a script ----------------------------------------------------------
+
+
+def _plan(tmp_path: Path, step: str) -> Path:
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    (tmp_path / "scripts" / "use.sh").write_text(
+        "#!/bin/bash\n#SBATCH -p long\n#SBATCH --mem=1G\n#SBATCH -J use\necho $1\n"
+    )
+    (tmp_path / "deps.sh").write_text("#!/bin/bash\n#SBATCH -d afterok:5\ntrue\n")
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        "name: mixed\nsteps:\n  make:\n    template: command\n"
+        "    params: {command: 'true'}\n  use:\n" + step
+    )
+    return path
+
+
+def test_a_plan_step_names_a_script_whose_fields_the_step_overrides(tmp_path: Path) -> None:
+    path = _plan(
+        tmp_path,
+        "    script: scripts/use.sh\n    args: [s1, 2]\n    mem: 2G\n    after_ok: [make]\n",
+    )
+    plan, _ = read_plan_file(path, ScriptSource(SbatchScripts()))
+    request = plan.request("use", {"make": "41"})
+    assert request.template == "sbatch:use.sh" and request.script is not None
+    assert (request.partition, request.mem_mb, request.job_name) == ("long", 2048, "use")
+    assert request.script.args == ("s1", "2")
+    assert request.dependencies == (Dependency(kind=DependencyKind.AFTEROK, job_ids=("41",)),)
+
+
+@pytest.mark.parametrize(
+    ("step", "said"),
+    [
+        ("    script: scripts/use.sh\n    template: command\n", "a template or a script, not both"),
+        ("    template: command\n    args: [x]\n", "args go with script: FILE"),
+        ("    script: deps.sh\n", "its --dependency is the plan's to say"),
+        ("    script: nope.sh\n", "batch script nope.sh: cannot read it"),
+        ("    script: scripts/use.sh\n    args: {a: 1}\n", "expected a list of words"),
+    ],
+)
+def test_a_plan_script_step_is_refused_naming_the_file_line_and_key(
+    tmp_path: Path, step: str, said: str
+) -> None:
+    with pytest.raises(InputError) as err:
+        read_plan_file(_plan(tmp_path, step), ScriptSource(SbatchScripts()))
+    assert said in str(err.value) and "plan.yaml:" in str(err.value)
+    with pytest.raises(InputError, match="cannot read batch scripts"):
+        read_plan_file(_plan(tmp_path, "    script: scripts/use.sh\n"), None)

@@ -113,3 +113,22 @@ def test_a_script_waits_on_another_with_its_dependency_and_arguments(workdir: Pa
     ended = datetime.fromisoformat(rows[first][1])
     started = datetime.fromisoformat(rows[then][0])
     assert started >= ended
+
+
+def test_a_plan_step_runs_a_users_script_after_a_template_step(workdir: Path) -> None:
+    (workdir / "use.sh").write_text(
+        "#!/bin/bash\n#SBATCH -t 5\n#SBATCH --mem=50M\n#SBATCH -o use.out\n"
+        'echo "$1: $(cat made.txt)"\n'
+    )
+    (workdir / "plan.yaml").write_text(
+        "name: mixed\nsteps:\n"
+        "  make:\n    template: command\n    params: {command: 'echo made > made.txt'}\n"
+        "  use:\n    script: use.sh\n    args: [used]\n    after_ok: [make]\n"
+    )
+    ran = js("plan", "run", "plan.yaml")
+    assert ran.exit_code == 0, ran.output
+    ids = dict(line.split("\t")[::-1] for line in ran.stdout.splitlines())
+    assert f"Dependency=afterok:{ids['make']}" in _scontrol(ids["use"])
+    waited = json.loads(js("wait", ids["use"], "--json", "--timeout", "120").stdout)["jobs"]
+    assert waited[0]["state"] == "COMPLETED"
+    assert (workdir / "use.out").read_text() == "used: made\n"

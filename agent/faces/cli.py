@@ -1072,7 +1072,7 @@ def plan_check(ctx: click.Context, file: Path, as_json: bool) -> None:
     from jobsmith.agent.views import render as views
 
     app = _app(ctx)
-    plan = _plan_file(file)
+    plan = _plan_file(_app(ctx), file)
     views.show_plan_check(app.executor.judge.plan(plan), as_json)
 
 
@@ -1086,16 +1086,19 @@ def plan_run(ctx: click.Context, file: Path, as_json: bool) -> None:
     from jobsmith.agent.runtime.submission.onestep import run_plan
     from jobsmith.agent.views import render as views
 
-    plan = _plan_file(file)
+    plan = _plan_file(_app(ctx), file)
     views.show_plan_run(*run_plan(_app(ctx), plan, f"plan {plan.name}"), as_json)
 
 
-def _plan_file(file: Path) -> Plan:
-    """The plan in file, with a note on stderr for each older field name it uses."""
-    from jobsmith.agent.runtime.workflows.plans import read_plan_file
+def _plan_file(app: App, file: Path) -> Plan:
+    """The plan in file, with a note on stderr for each older field name it uses; a
+    step's own batch script (`script:`) read as `jobsmith sbatch` reads one."""
+    from jobsmith.agent.runtime.workflows.plans import ScriptSource, read_plan_file
     from jobsmith.agent.views.output import note
 
-    plan, notes = read_plan_file(file)
+    reader = app.scheduler.capabilities().own_scripts
+    allows = tuple(app.site.config.jobs.sbatch_options)
+    plan, notes = read_plan_file(file, ScriptSource(reader, allows) if reader else None)
     for line in notes:
         note(f"jobsmith: note: {line}")
     return plan

@@ -53,6 +53,24 @@ from jobsmith.units import parse_duration, parse_memory
 from jobsmith.workload_caps import MAX_ARRAY_TASKS, MAX_PARAMS_ENTRIES, OverCap, check_count
 
 
+class ScriptJob(BaseModel):
+    """What a user's own script adds to a request: its lines, its arguments, and the
+    options a template's job would have from jobsmith (where its output goes)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="the script's file name, as given")
+    shebang: str = Field(description="the script's first line")
+    rest: str = Field(description="the script's other lines, its directives taken out")
+    args: tuple[str, ...] = Field((), description="arguments to the script ($1, $2, ...)")
+    output: str | None = Field(None, description="-o as the script or command line gave it")
+    error: str | None = Field(None, description="-e as given")
+    chdir: str | None = Field(None, description="-D as given")
+    mail_type: SafeToken | None = Field(None, description="--mail-type as given")
+    mail_user: SafeToken | None = Field(None, description="--mail-user as given")
+    passed: tuple[PassedOption, ...] = Field((), description="options passed as written")
+
+
 class JobFields(BaseModel):
     """What a job is asked with: a template, its parameters, and resource overrides (a
     JobRequest adds the jobs it waits for; a plan's step, the steps: plans.py). The
@@ -85,6 +103,9 @@ class JobFields(BaseModel):
     )
     constraint: ConstraintText | None = Field(None, description="node features required")
     exclude: SafeToken | None = Field(None, description="nodes not to use")
+    script: ScriptJob | None = Field(
+        None, description="a user's own batch script (then template is 'sbatch:NAME')"
+    )
 
     @model_validator(mode="after")
     def _one_gpu_count(self) -> JobFields:
@@ -95,33 +116,12 @@ class JobFields(BaseModel):
         return self
 
 
-class ScriptJob(BaseModel):
-    """What a user's own script adds to a request: its lines, its arguments, and the
-    options a template's job would have from jobsmith (where its output goes)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(description="the script's file name, as given")
-    shebang: str = Field(description="the script's first line")
-    rest: str = Field(description="the script's other lines, its directives taken out")
-    args: tuple[str, ...] = Field((), description="arguments to the script ($1, $2, ...)")
-    output: str | None = Field(None, description="-o as the script or command line gave it")
-    error: str | None = Field(None, description="-e as given")
-    chdir: str | None = Field(None, description="-D as given")
-    mail_type: SafeToken | None = Field(None, description="--mail-type as given")
-    mail_user: SafeToken | None = Field(None, description="--mail-user as given")
-    passed: tuple[PassedOption, ...] = Field((), description="options passed as written")
-
-
 class JobRequest(JobFields):
     """What the user asked for: a template, its parameters, resource overrides, and the
     jobs it waits for; or, instead of a template, a user's own batch script (`jobsmith
     sbatch`: agent/runtime/submission/user_scripts.py)."""
 
     dependencies: tuple[Dependency, ...] = Field((), description="jobs to wait for")
-    script: ScriptJob | None = Field(
-        None, description="a user's own batch script (then template is 'sbatch:NAME')"
-    )
 
     @classmethod
     def from_cli(cls, **kw: Any) -> JobRequest:

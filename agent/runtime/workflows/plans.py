@@ -38,6 +38,7 @@ from __future__ import annotations
 import difflib
 import heapq
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from jobsmith.adapters.capabilities import OwnScripts
 from jobsmith.adapters.options import Dependency, DependencyKind
 from jobsmith.agent.runtime.submission.jobs import JobFields, JobRequest, split_array
+from jobsmith.agent.runtime.submission.user_scripts import read_request
 from jobsmith.errors import InputError
 from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import Name
@@ -193,9 +196,12 @@ def load_plan(path: Path) -> Plan:
     return read_plan_file(path)[0]
 
 
-def read_plan_file(path: Path) -> tuple[Plan, tuple[str, ...]]:
+def read_plan_file(
+    path: Path, scripts: ScriptSource | None = None
+) -> tuple[Plan, tuple[str, ...]]:
     """The plan in path and a note for each older field name it still uses (the caller
-    shows them); InputError naming the file, line and field on any problem."""
+    shows them); InputError naming the file, line and field on any problem. scripts: how
+    a step's `script:` is read (none: such a step is refused)."""
     doc = read_yaml(path, PLAN_FILE)
     steps = doc.data.get("steps") if isinstance(doc.data, dict) else None
     old: dict[str, list[str]] = {}
@@ -205,7 +211,9 @@ def read_plan_file(path: Path) -> tuple[Plan, tuple[str, ...]]:
             check_count(len(steps), MAX_STEPS, "steps", "a larger workflow is a workflow engine's")
         except OverCap as exc:
             raise InputError(f"{path}: {exc}") from None
-        read = {name: _file_step(doc, str(name), step, old) for name, step in steps.items()}
+        read = {
+            name: _file_step(doc, str(name), step, old, scripts) for name, step in steps.items()
+        }
         data = {**doc.data, "steps": read}
     try:
         plan = Plan.model_validate(data)
@@ -222,15 +230,31 @@ def read_plan_file(path: Path) -> tuple[Plan, tuple[str, ...]]:
     return plan, notes
 
 
+@dataclass(frozen=True)
+class ScriptSource:
+    """How a plan step's `script: FILE` is read: the scheduler's reader of batch scripts
+    and the sbatch options the site passes as written (user_scripts.read_request)."""
+
+    reader: OwnScripts
+    site_allows: tuple[str, ...] = ()
+
+
 def _file_keys() -> list[str]:
     """A plan file step's keys, in the order the fields are declared (older names left out)."""
     renamed = {field: key for key, (field, _) in _FILE_NAMES.items()}
-    return [renamed.get(f, f) for f in PlanStep.model_fields]
+    return [renamed.get(f, f) for f in PlanStep.model_fields] + ["args"]
 
 
-def _file_step(doc: YamlDocument, name: str, step: object, old: dict[str, list[str]]) -> object:
+def _file_step(
+    doc: YamlDocument,
+    name: str,
+    step: object,
+    old: dict[str, list[str]],
+    scripts: ScriptSource | None = None,
+) -> object:
     """A step as the file has it, in the step's field names: sbatch's names and units
-    read, an older name kept and listed in old."""
+    read, an older name kept and listed in old, a `script:` file read with its `#SBATCH`
+    lines (the step's own fields win over them, as sbatch's command line does)."""
     if not isinstance(step, dict):
         return step  # the model's own error names it
 
@@ -264,7 +288,39 @@ def _file_step(doc: YamlDocument, name: str, step: object, old: dict[str, list[s
     for field in _OLD_NAMES:
         if field in step:
             old.setdefault(field, []).append(name)
+    if isinstance(step.get("script"), str):
+        out = _script_step(doc.file.parent, step, out, scripts, fault)
+    elif "args" in step:
+        raise fault("args", "args go with script: FILE (a template takes parameters)")
     return out
+
+
+def _script_step(
+    base: Path,
+    step: Mapping[str, Any],
+    out: dict[str, Any],
+    scripts: ScriptSource | None,
+    fault: Callable[[str, str], InputError],
+) -> dict[str, Any]:
+    """A step naming its own batch script: the script's request (its directives) under the
+    step's own fields; the script's path is relative to the plan file."""
+    if "template" in step:
+        raise fault("script", "a step names a template or a script, not both")
+    if scripts is None:
+        raise fault("script", "this site's scheduler cannot read batch scripts")
+    args = step.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
+        raise fault("args", "expected a list of words, e.g. [sample1, 8]")
+    words = ["--", str(step["script"]), *(str(a) for a in args)]
+    try:
+        request = read_request(scripts.reader, words, scripts.site_allows, base).request
+    except InputError as exc:
+        raise fault("script", str(exc)) from None
+    if request.dependencies:
+        raise fault("script", "its --dependency is the plan's to say: use after_ok and the like")
+    given = request.model_dump(exclude_none=True, exclude={"dependencies", "params"})
+    kept = {k: v for k, v in out.items() if k not in ("script", "args")}
+    return {**given, **kept}
 
 
 def file_step(fields: Mapping[str, Any]) -> dict[str, Any]:
