@@ -259,8 +259,12 @@ def test_an_option_jobsmith_cannot_judge_is_refused_naming_it_and_the_line(
 
 def test_the_site_may_pass_more_options_as_written(site, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     script = parse_script("#!/bin/bash\n#SBATCH --exclusive\n#SBATCH --reservation=r1\nx\n", "s")
-    request = script_request(script, "s", [], [], site_allows=["exclusive", "reservation"])
-    text, _ = _assemble(request, site, tmp_path)
+    allows = ["exclusive", "reservation"]
+    request = script_request(script, "s", [], [], site_allows=allows)
+    with pytest.raises(PolicyError, match="--exclusive is not passed to sbatch at this site"):
+        _assemble(request, site, tmp_path)  # a site file that allows none of them
+    jobs = site.jobs.model_copy(update={"sbatch_options": allows})
+    text, _ = _assemble(request, site.model_copy(update={"jobs": jobs}), tmp_path)
     assert "#SBATCH --exclusive\n#SBATCH --reservation=r1\n" in text
 
 
@@ -379,3 +383,51 @@ def test_a_plan_script_step_is_refused_naming_the_file_line_and_key(
     assert said in str(err.value) and "plan.yaml:" in str(err.value)
     with pytest.raises(InputError, match="cannot read batch scripts"):
         read_plan_file(_plan(tmp_path, "    script: scripts/use.sh\n"), None)
+
+
+# --- however a request is made (a model's or an MCP client's JSON), nothing is smuggled -----
+
+
+@pytest.mark.parametrize(
+    ("job", "said"),
+    [
+        ({"rest": "#SBATCH -p long\ntrue\n"}, "line 2 is a directive (#SBATCH)"),
+        ({"rest": "# c\n  #PBS -q long\ntrue\n"}, "line 3 is a directive (#PBS)"),
+        ({"rest": "\n#BSUB -q x\n"}, "line 3 is a directive (#BSUB)"),
+        ({"shebang": "#!/bin/bash\n#SBATCH -p long"}, "the first line must be #! and a path"),
+        ({"shebang": "echo"}, "the first line must be #! and a path"),
+        ({"args": ["a\0b"]}, "NUL byte"),
+        ({"rest": "true\n\udcff\n"}, "not UTF-8"),
+    ],
+)
+def test_a_script_job_sent_as_json_cannot_carry_a_directive(
+    job: dict[str, object], said: str
+) -> None:
+    from pydantic import ValidationError
+
+    from jobsmith.agent.runtime.submission.jobs import JobRequest
+
+    sent = {"name": "x.sh", "shebang": "#!/bin/bash", "rest": "true\n", **job}
+    with pytest.raises(ValidationError) as err:
+        JobRequest.model_validate({"template": "sbatch:x.sh", "script": sent})
+    assert said in str(err.value)
+    # a directive after the first command is a comment to sbatch: allowed
+    late = {"name": "x.sh", "shebang": "#!/bin/bash", "rest": "true\n#SBATCH -p long\n"}
+    JobRequest.model_validate({"template": "sbatch:x.sh", "script": late})
+
+
+def test_options_passed_as_written_are_the_sites_to_allow_however_sent(
+    site, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from jobsmith.agent.runtime.submission.jobs import JobRequest
+
+    sent = {"name": "x.sh", "shebang": "#!/bin/bash", "rest": "true\n"}
+    ok = JobRequest.model_validate(
+        {"template": "sbatch:x.sh", "script": {**sent, "passed": ["--signal=B:USR1@60"]}}
+    )
+    assert "#SBATCH --signal=B:USR1@60" in _assemble(ok, site, tmp_path)[0]
+    smuggled = JobRequest.model_validate(
+        {"template": "sbatch:x.sh", "script": {**sent, "passed": ["--exclusive"]}}
+    )
+    with pytest.raises(PolicyError, match="--exclusive is not passed to sbatch at this site"):
+        _assemble(smuggled, site, tmp_path)

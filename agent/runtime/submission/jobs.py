@@ -52,6 +52,12 @@ from jobsmith.text import holds_undecodable
 from jobsmith.units import parse_duration, parse_memory
 from jobsmith.workload_caps import MAX_ARRAY_TASKS, MAX_PARAMS_ENTRIES, OverCap, check_count
 
+#: a shebang: '#!' and an interpreter's path, one line
+_SHEBANG = re.compile(r"#![^\n\r]*\S[^\n\r]*")
+#: a line of a script's header that a scheduler reads as a directive (sbatch reads #PBS
+#: and #BSUB lines too, unless told not to)
+_HEADER_DIRECTIVE = re.compile(r"^\s*#(SBATCH|PBS|BSUB)(\s|$)")
+
 
 class ScriptJob(BaseModel):
     """What a user's own script adds to a request: its lines, its arguments, and the
@@ -69,6 +75,27 @@ class ScriptJob(BaseModel):
     mail_type: SafeToken | None = Field(None, description="--mail-type as given")
     mail_user: SafeToken | None = Field(None, description="--mail-user as given")
     passed: tuple[PassedOption, ...] = Field((), description="options passed as written")
+
+    @model_validator(mode="after")
+    def _no_directive_but_jobsmiths(self) -> ScriptJob:
+        """However it was made (read from a file, or sent by a model or an MCP client as
+        JSON), nothing in it may reach sbatch as a directive but jobsmith's own lines: a
+        `#SBATCH` (or `#PBS`, `#BSUB`) line before the first command of `rest` would be
+        read after them, and override what was judged."""
+        if not _SHEBANG.fullmatch(self.shebang):
+            raise ValueError(f"script {self.name!r}: the first line must be #! and a path")
+        texts = (self.name, self.shebang, self.rest, *self.args)
+        if any("\0" in text or holds_undecodable(text) for text in texts):
+            raise ValueError(f"script {self.name!r} holds a NUL byte or bytes that are not UTF-8")
+        for number, line in enumerate(self.rest.split("\n"), 2):
+            if line.strip() and not line.lstrip().startswith("#"):
+                break
+            if _HEADER_DIRECTIVE.match(line):
+                raise ValueError(
+                    f"script {self.name!r}: line {number} is a directive ({line.split()[0]}) "
+                    "in the script's header; jobsmith writes the directives itself"
+                )
+        return self
 
 
 class JobFields(BaseModel):

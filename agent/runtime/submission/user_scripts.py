@@ -55,7 +55,7 @@ from jobsmith.agent.runtime.submission.jobs import (
     split_array,
 )
 from jobsmith.agent.runtime.submission.policy import check_limits
-from jobsmith.errors import InputError
+from jobsmith.errors import InputError, PolicyError
 from jobsmith.files import read_bounded
 from jobsmith.job_templates import RenderedBody, Resources
 from jobsmith.site_config import SiteConfig
@@ -293,6 +293,7 @@ def assemble_script(
     if request.gpus_per_job is not None:
         fields["gpus"] = gpus_per_node(request.gpus_per_job, fields.get("nodes"))
     directive_safe("working directory", str(chdir))
+    _check_passed(job.name, job.passed, site)
     try:
         options = JobOptions.model_validate(fields)
     except ValidationError as exc:
@@ -309,6 +310,19 @@ def assemble_script(
         output_paths=(),
     )
     return AssembledJob(template=request.template, rendered=body, options=options, script=script)
+
+
+def _check_passed(name: str, passed: Sequence[str], site: SiteConfig) -> None:
+    """Every option passed as written is one jobsmith passes or the site allows, however
+    the request was made (a model's or an MCP client's JSON too): PolicyError naming it."""
+    allowed = PASSED | set(site.jobs.sbatch_options)
+    for option in passed:
+        option_name = option.removeprefix("--").partition("=")[0]
+        if option_name not in allowed:
+            raise PolicyError(
+                f"{name}: --{option_name} is not passed to sbatch at this site "
+                "(jobs.sbatch_options names the options it allows)"
+            )
 
 
 def compose(job: ScriptJob, directives: Sequence[str]) -> str:
