@@ -104,7 +104,10 @@ class App:
                 known_hosts=access.known_hosts,
                 environment=rule,
             )
-        from jobsmith.adapters.ssh.transport import ParamikoTransport
+        from jobsmith.extras import needs_extra
+
+        with needs_extra("ssh", "scheduler.kind: ssh"):
+            from jobsmith.adapters.ssh.transport import ParamikoTransport
 
         return ParamikoTransport(
             access.host,

@@ -963,15 +963,10 @@ def mcp(
         # from the start: a SIGTERM while the SDK loads (a second or more on a busy login
         # node) ends the server as cleanly as one while it serves
         with StopSignals():
-            try:
+            from jobsmith.extras import needs_extra
+
+            with needs_extra("mcp", "`jobsmith mcp`"):
                 from jobsmith.agent.faces import mcp_server
-            except ImportError as exc:
-                click.echo(
-                    f"jobsmith: error: the MCP server needs the mcp extra ({exc}): "
-                    "pip install 'jobsmith[mcp]'",
-                    err=True,
-                )
-                sys.exit(2)
             session_id = session_id and app.store.resolve(session_id)
             options = mcp_server.ServeOptions(session_id, interval_s, token_ttl_s)
             if session_id is not None:
