@@ -536,15 +536,29 @@ def _show_checked(
         sys.exit(8)
 
 
+def _renamed(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A hidden option's callback: its old spelling still works, with a note of the new
+    one (`--all` means one thing, status's "every job of every session"; issue 25)."""
+
+    def note_it(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value:
+            old = param.opts[0]
+            click.echo(f"jobsmith: note: {old} is now {name} here ({old} is deprecated)", err=True)
+        return value
+
+    return note_it
+
+
 @cli.command()
 @click.argument("job_id")
 @click.option(
-    "--failed/--all",
+    "--failed/--every-task",
     "failed_only",
     default=True,
     show_default=True,
     help="For arrays: only the failed tasks, or every task.",
 )
+@click.option("--all", "every_task", is_flag=True, hidden=True, callback=_renamed("--every-task"))
 @click.option("--mem", help="New memory per node: 500M, 4G.")
 @click.option("-t", "--time", "time_limit", help="New wall time, Slurm syntax.")
 @json_command
@@ -553,6 +567,7 @@ def rerun(
     ctx: click.Context,
     job_id: str,
     failed_only: bool,
+    every_task: bool,
     mem: str | None,
     time_limit: str | None,
     as_json: bool,
@@ -562,6 +577,7 @@ def rerun(
     from jobsmith.agent.runtime.submission.jobs import JobRequest
     from jobsmith.agent.views import render as views
 
+    failed_only = failed_only and not every_task
     req = JobRequest.from_cli(template="-", mem=mem, time_limit=time_limit)
     views.show_submitted(
         *rerun_by_hand(
@@ -1127,18 +1143,21 @@ def pipeline_run(
 
 @pipeline.command("status")
 @click.argument("session_id", required=False)
-@click.option("--all", "every", is_flag=True, help="Every pipeline, one line each.")
+@click.option("--list", "every", is_flag=True, help="Every pipeline, one line each.")
+@click.option("--all", "listed", is_flag=True, hidden=True, callback=_renamed("--list"))
 @json_command
 @click.pass_context
-def pipeline_status(ctx: click.Context, session_id: str | None, every: bool, as_json: bool) -> None:
+def pipeline_status(
+    ctx: click.Context, session_id: str | None, every: bool, listed: bool, as_json: bool
+) -> None:
     """A pipeline's head job and tasks, read from the engine's own records (default: the
-    newest pipeline); --all: every pipeline in one line."""
+    newest pipeline); --list: every pipeline, one line each."""
     from jobsmith.agent.runtime.workflows import pipelinerun
     from jobsmith.agent.views import render as views
     from jobsmith.agent.watcher.polling import session_poll
 
     app = _app(ctx)
-    if every:
+    if every or listed:
         pipelines = app.pipelines
         docs = pipelinerun.pipeline_statuses(pipelines, pipelines.sessions(), session_poll(app))
         views.show_pipeline_lines(docs, as_json)
