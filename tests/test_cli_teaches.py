@@ -102,3 +102,84 @@ def test_pipeline_status_list_and_its_old_spelling(
     assert shown == [[], []]  # both listed (no pipeline in a fresh home)
     assert "note:" not in new.stderr
     assert "jobsmith: note: --all is now --list here" in old.stderr
+
+
+# --- examples and the root's help ---------------------------------------------------------
+
+
+def _help(path: str) -> str:
+    result = CliRunner().invoke(cli, [*path.split()[1:], "--help"])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _examples_of(text: str) -> list[str]:
+    """The example lines at the end of a --help, [] if it ends otherwise."""
+    _, sep, tail = text.rpartition("\n  Examples:\n\n")
+    return [line.strip() for line in tail.splitlines() if line.strip()] if sep else []
+
+
+@pytest.mark.parametrize("path", ["jobsmith", *(p for p, _ in _commands())])
+def test_every_help_ends_with_one_or_two_examples_of_its_command(path: str) -> None:
+    examples = _examples_of(_help(path))
+    assert 1 <= len(examples) <= 2, f"{path} --help ends with no examples"
+    if path != "jobsmith":
+        assert all(e.startswith(path.split()[0]) for e in examples), examples
+        assert all(path.split()[-1] in e.split() for e in examples), examples
+
+
+def _parse(example: str) -> click.Context:
+    """click's parsing of an example command line (no command runs), through each group
+    to the command; a bad option, value or argument count raises click's UsageError."""
+    import shlex
+
+    words = shlex.split(example)
+    if ">" in words:  # the shell's redirection, not jobsmith's
+        words = words[: words.index(">")]
+    assert words[0] == "jobsmith", example
+    command: click.Command = cli
+    ctx = cli.make_context("jobsmith", words[1:])
+    while isinstance(command, click.Group):
+        rest = [*ctx._protected_args, *ctx.args]
+        name, sub, rest = command.resolve_command(ctx, rest)
+        assert sub is not None and name is not None, example
+        command = sub
+        ctx = sub.make_context(name, rest, parent=ctx)
+    return ctx
+
+
+@pytest.mark.parametrize(
+    "example",
+    sorted({e for p in ["jobsmith", *(p for p, _ in _commands())] for e in _examples_of(_help(p))}),
+)
+def test_every_example_parses(
+    example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for word in example.split():  # the input files an example names, where click wants one
+        if word.endswith((".mp4", ".blend")):
+            (tmp_path / word).touch()
+    ctx = _parse(example)
+    assert ctx.command.name and ctx.command.name in example
+
+
+def test_a_wrong_example_would_be_caught() -> None:
+    """The check above can fail: an option a command lacks is refused by the parser."""
+    with pytest.raises(click.UsageError):
+        _parse("jobsmith status --no-such-option")
+    with pytest.raises(click.UsageError):
+        _parse("jobsmith templates show")  # NAME is required
+
+
+def test_the_root_help_names_every_exit_status_and_the_docs() -> None:
+    from test_exit_status import readme_table
+
+    text = _help("jobsmith")
+    statuses = " ".join(text.split("Exit statuses", 1)[1].split("Docs,", 1)[0].split())
+    named = [int(item.split()[0]) for item in statuses.split(":", 1)[1].split(";")]
+    assert named == sorted(readme_table()) == list(range(11))
+    repo = Path(__file__).resolve().parent.parent
+    docs = [word.strip(",.():`") for word in text.split() if word.strip(",.():`").endswith(".md")]
+    assert {"docs/exit-status.md", "docs/cli.md", "README.md"} <= set(docs)
+    for doc in docs:
+        assert (repo / doc).is_file(), doc

@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _examples(*lines: str) -> str:
+    """A command's epilog: one or two example command lines, kept as written (click's
+    \\b), the end of its --help (tests/test_cli_teaches.py runs click's parser on each)."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _app(ctx: click.Context) -> App:
     from jobsmith.agent.app import App
 
@@ -153,7 +159,22 @@ def _undecodable(args: Sequence[str]) -> str | None:
     return None
 
 
-@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+_ROOT_EPILOG = (
+    "\b\nExit statuses (docs/exit-status.md):\n"
+    "  0 ok; 1 a job did not complete; 2 bad input; 3 refused by policy;\n"
+    "  4 Slurm refused; 5 Slurm did not answer (retry);\n"
+    "  6 unknown job, session or step; 7 wait timed out;\n"
+    "  8 waiting for a person's approval; 9 undecided; 10 another watcher runs\n\n"
+    "\b\nDocs, in jobsmith's source (https://github.com/jobsmith/jobsmith):\n"
+    "  README.md, docs/cli.md (every command and option), docs/exit-status.md,\n"
+    "  docs/site-file.md, docs/policy.md, docs/following-jobs.md\n\n"
+    + _examples("jobsmith templates list", "jobsmith submit command -P command=hostname")
+)
+
+
+@click.group(
+    cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_ROOT_EPILOG
+)
 @click.option(
     "--site",
     "site_file",
@@ -175,12 +196,14 @@ def cli(ctx: click.Context, site_file: Path | None) -> None:
 # --- templates -----------------------------------------------------------------------
 
 
-@cli.group()
+@cli.group(epilog=_examples("jobsmith templates list", "jobsmith templates show command"))
 def templates() -> None:
     """List and inspect job templates."""
 
 
-@templates.command("list")
+@templates.command(
+    "list", epilog=_examples("jobsmith templates list", "jobsmith templates list --json")
+)
 @json_command
 @click.pass_context
 def templates_list(ctx: click.Context, as_json: bool) -> None:
@@ -190,7 +213,12 @@ def templates_list(ctx: click.Context, as_json: bool) -> None:
     views.show_templates(_app(ctx).library.list(), as_json)
 
 
-@templates.command("show")
+@templates.command(
+    "show",
+    epilog=_examples(
+        "jobsmith templates show command", "jobsmith templates show file_array --json"
+    ),
+)
 @click.argument("name")
 @json_command
 @click.pass_context
@@ -435,7 +463,12 @@ def _request(kwargs: dict[str, Any]) -> Any:
     return JobRequest.from_cli(**kwargs)
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith render command -P command='python3 --version'",
+        "jobsmith render file_array -P files=a.txt,b.txt -P program=gzip -c 2 -t 30",
+    )
+)
 @job_options
 @json_command
 @click.pass_context
@@ -445,7 +478,12 @@ def render(ctx: click.Context, /, as_json: bool, **kwargs: Any) -> None:
     _show_checked(_app(ctx), _request(kwargs), as_json, test_only=False)
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith submit command -t 10 --mem 500M -P command='echo hello'",
+        "jobsmith submit command -a 0-3%2 -P command='echo task $SLURM_ARRAY_TASK_ID' --dry-run",
+    )
+)
 @job_options
 @click.option("--dry-run", is_flag=True, help="Render and check policy; submit nothing.")
 @click.option("--test-only", is_flag=True, help="Ask Slurm (sbatch --test-only); submit nothing.")
@@ -549,7 +587,11 @@ def _renamed(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return note_it
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith rerun 12345 --mem 8G", "jobsmith rerun 12345 -t 2:00:00 --every-task"
+    )
+)
 @click.argument("job_id")
 @click.option(
     "--failed/--every-task",
@@ -594,7 +636,7 @@ def rerun(
 # --- following jobs ------------------------------------------------------------------
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith status", "jobsmith status 12345 12346 --since 30d"))
 @click.argument("job_ids", nargs=-1)
 @click.option(
     "--since",
@@ -631,7 +673,7 @@ def status(
     views.show_status(statuses, as_json, sessions, headlines)
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith wait 12345", "jobsmith wait 12345 12346 --timeout 600"))
 @click.argument("job_ids", nargs=-1, required=True)
 @click.option("--since", default="7d", show_default=True, help="Accounting window, as for status.")
 @click.option(
@@ -661,7 +703,7 @@ def wait(
         sys.exit(9)
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith adopt 12345"))
 @click.argument("job_id")
 @json_command
 @click.pass_context
@@ -681,7 +723,7 @@ def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
         click.echo(f"adopted job {record.job_id} into session {session_id}")
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith diagnose 12345", "jobsmith diagnose 12345_7 --json"))
 @click.argument("job_id")
 @json_command
 @click.pass_context
@@ -713,7 +755,7 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
         click.echo(f"  remedy: {d.remedy}")
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith logs 12345", "jobsmith logs 12345_3 --stderr --tail 200"))
 @click.argument("job_id")
 @click.option(
     "--tail",
@@ -735,7 +777,11 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
     views.show_logs(read_log(_app(ctx), _one_id(job_id), which, tail_lines), as_json)
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith report 3f2a9c --open", "jobsmith report 3f2a9c -o ~/reports/run1.html"
+    )
+)
 @click.argument("session_id")
 @click.option(
     "-o",
@@ -787,10 +833,11 @@ def _control(action: str) -> Callable[..., None]:
 
 
 for _action in ("cancel", "hold", "release"):
-    cli.command(_action)(_control(_action))
+    _example = _examples(f"jobsmith {_action} 12345", f"jobsmith {_action} 12345_4 12346")
+    cli.command(_action, epilog=_example)(_control(_action))
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith watch --install", "jobsmith watch --once"))
 @click.option("--once", is_flag=True, help="One cycle, then exit (for cron or scrontab).")
 @click.option(
     "--interval",
@@ -837,7 +884,7 @@ def watch(
 # --- approvals and sessions -----------------------------------------------------------
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith pending", "jobsmith pending --json"))
 @json_command
 @click.pass_context
 def pending(ctx: click.Context, as_json: bool) -> None:
@@ -849,7 +896,7 @@ def pending(ctx: click.Context, as_json: bool) -> None:
     views.show_pending(pending_approvals(app.store, app.folds), as_json)
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith approve 3f2a9c-s1"))
 @click.argument("step_id")
 @json_command
 @click.pass_context
@@ -861,7 +908,7 @@ def approve(ctx: click.Context, step_id: str, as_json: bool) -> None:
     views.show_step_result(answers.approve(_app(ctx), step_id), as_json)
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith deny 3f2a9c-s1 --reason 'too many GPUs'"))
 @click.argument("step_id")
 @click.option("--reason", default="", help="Why (kept in the session log).")
 @json_command
@@ -878,7 +925,12 @@ def deny(ctx: click.Context, step_id: str, reason: str, as_json: bool) -> None:
         click.echo(f"denied {item.step_id} (session {item.session_id})")
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith ask 'why did job 12345 fail?'",
+        "jobsmith ask 'run python train.py on a GPU' --session 3f2a9c",
+    )
+)
 @click.argument("text")
 @click.option("--session", "session_id", help="Continue this session instead of opening one.")
 @json_command
@@ -898,7 +950,7 @@ def ask(ctx: click.Context, text: str, session_id: str | None, as_json: bool) ->
     note(f"jobsmith: session {result.session_id} (jobsmith sessions show {result.session_id})")
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith chat", "jobsmith chat --session 3f2a9c"))
 @click.option("--session", "session_id", help="Continue this session (its log is the memory).")
 @click.option(
     "--interval",
@@ -930,7 +982,7 @@ def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json:
         term.write(session.cost_line() + "\n")
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith mcp", "jobsmith mcp --http --port 8765"))
 @click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
 @click.option(
     "--port", type=_IntRange(1, 65535), default=8765, show_default=True, help="HTTP port."
@@ -999,12 +1051,12 @@ def mcp(
         sys.exit(err.exit_code)
 
 
-@cli.group()
+@cli.group(epilog=_examples("jobsmith plan check plan.yaml", "jobsmith plan run plan.yaml"))
 def plan() -> None:
     """Several jobs and their dependencies, run as Slurm's own dependencies."""
 
 
-@plan.command("check")
+@plan.command("check", epilog=_examples("jobsmith plan check plan.yaml"))
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @json_command
 @click.pass_context
@@ -1018,7 +1070,7 @@ def plan_check(ctx: click.Context, file: Path, as_json: bool) -> None:
     views.show_plan_check(app.executor.judge.plan(plan), as_json)
 
 
-@plan.command("run")
+@plan.command("run", epilog=_examples("jobsmith plan run plan.yaml"))
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @json_command
 @click.pass_context
@@ -1043,7 +1095,9 @@ def _plan_file(file: Path) -> Plan:
     return plan
 
 
-@plan.command("status")
+@plan.command(
+    "status", epilog=_examples("jobsmith plan status", "jobsmith plan status 3f2a9c --json")
+)
 @click.argument("session_id", required=False)
 @json_command
 @click.pass_context
@@ -1058,12 +1112,24 @@ def plan_status(ctx: click.Context, session_id: str | None, as_json: bool) -> No
     views.show_plan_status(plan_document(app.store, sid, session_poll(app)), as_json)
 
 
-@cli.group()
+@cli.group(
+    epilog=_examples(
+        "jobsmith pipeline run nextflow nf-core/rnaseq --profile singularity",
+        "jobsmith pipeline status --list",
+    )
+)
 def pipeline() -> None:
     """Nextflow and Snakemake pipelines, run as head jobs under the site's policy."""
 
 
-@pipeline.command("run", context_settings={"ignore_unknown_options": True})
+@pipeline.command(
+    "run",
+    context_settings={"ignore_unknown_options": True},
+    epilog=_examples(
+        "jobsmith pipeline run snakemake workflow/Snakefile --launch-dir runs/c1",
+        "jobsmith pipeline run nextflow nf-core/rnaseq --revision 3.14.0 -- --outdir results",
+    ),
+)
 @click.argument("engine", type=click.Choice(["nextflow", "snakemake"]))
 @click.argument("pipeline_name", metavar="PIPELINE")
 @click.argument("extra_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ENGINE_ARGS]...")
@@ -1141,7 +1207,9 @@ def pipeline_run(
     views.show_pipeline_launched(launched, as_json)
 
 
-@pipeline.command("status")
+@pipeline.command(
+    "status", epilog=_examples("jobsmith pipeline status", "jobsmith pipeline status --list")
+)
 @click.argument("session_id", required=False)
 @click.option("--list", "every", is_flag=True, help="Every pipeline, one line each.")
 @click.option("--all", "listed", is_flag=True, hidden=True, callback=_renamed("--list"))
@@ -1167,7 +1235,7 @@ def pipeline_status(
         views.show_pipeline_status(doc, as_json)
 
 
-@pipeline.command("resume")
+@pipeline.command("resume", epilog=_examples("jobsmith pipeline resume 3f2a9c"))
 @click.argument("session_id")
 @json_command
 @click.pass_context
@@ -1230,7 +1298,12 @@ def _check_or_run(
         views.show_plan_run(*run_plan(app, plan, title), as_json)
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith transcode clip.mp4 clip.mkv --preset fast",
+        "jobsmith transcode clip.mp4 clip.mkv --crf 20 --dry-run",
+    )
+)
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
@@ -1280,7 +1353,13 @@ def transcode(
     return plan, f"transcode {source.name}"
 
 
-@cli.command(name="render-frames")
+@cli.command(
+    name="render-frames",
+    epilog=_examples(
+        "jobsmith render-frames scene.blend renders/ --frames 1-250",
+        "jobsmith render-frames scene.blend renders/ --frames 1-250 --missing-only",
+    ),
+)
 @click.argument("blend_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("output_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--frames", "frames_text", required=True, help="FIRST-LAST, e.g. 1-250.")
@@ -1333,12 +1412,16 @@ def render_frames(
     return plan_for(request, missing_only=missing_only), f"render {blend_file.name}"
 
 
-@cli.group()
+@cli.group(
+    epilog=_examples("jobsmith sessions list", "jobsmith sessions prune --older-than 30d --dry-run")
+)
 def sessions() -> None:
     """Inspect, export and prune session logs."""
 
 
-@sessions.command("list")
+@sessions.command(
+    "list", epilog=_examples("jobsmith sessions list", "jobsmith sessions list --json")
+)
 @json_command
 @click.pass_context
 def sessions_list(ctx: click.Context, as_json: bool) -> None:
@@ -1349,7 +1432,7 @@ def sessions_list(ctx: click.Context, as_json: bool) -> None:
     views.show_sessions(app.store.list_sessions(), app.store.size_bytes(), as_json)
 
 
-@sessions.command("show")
+@sessions.command("show", epilog=_examples("jobsmith sessions show 3f2a9c"))
 @click.argument("session_id")
 @json_command
 @click.pass_context
@@ -1362,7 +1445,7 @@ def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
     views.show_events(app.store.read(sid), as_json, app.folds.of(sid).tokens)
 
 
-@sessions.command("export")
+@sessions.command("export", epilog=_examples("jobsmith sessions export 3f2a9c > session.jsonl"))
 @click.argument("session_id")
 @click.pass_context
 def sessions_export(ctx: click.Context, session_id: str) -> None:
@@ -1378,7 +1461,12 @@ def sessions_export(ctx: click.Context, session_id: str) -> None:
         click.echo(event.model_dump_json())
 
 
-@sessions.command("prune")
+@sessions.command(
+    "prune",
+    epilog=_examples(
+        "jobsmith sessions prune --dry-run", "jobsmith sessions prune --older-than 12h"
+    ),
+)
 @click.option("--older-than", default="30d", show_default=True, help="Idle for: 30d, 12h.")
 @click.option("--dry-run", is_flag=True, help="Report what would go; remove nothing.")
 @json_command
@@ -1392,7 +1480,7 @@ def sessions_prune(ctx: click.Context, older_than: str, dry_run: bool, as_json: 
     views.show_prune(report, as_json)
 
 
-@sessions.command("resume")
+@sessions.command("resume", epilog=_examples("jobsmith sessions resume 3f2a9c"))
 @click.argument("session_id")
 @click.option(
     "--wait",
@@ -1429,7 +1517,12 @@ def sessions_resume(
         sys.exit(9)
 
 
-@sessions.command("replay")
+@sessions.command(
+    "replay",
+    epilog=_examples(
+        "jobsmith sessions replay 3f2a9c", "jobsmith --site other.yaml sessions replay 3f2a9c"
+    ),
+)
 @click.argument("session_id")
 @json_command
 @click.pass_context
@@ -1451,7 +1544,9 @@ def sessions_replay(ctx: click.Context, session_id: str, as_json: bool) -> None:
         click.echo(f"{s.step_id} {s.action}: then {s.then or '-'}, now {s.now}  {s.detail}")
 
 
-@sessions.command("unblock")
+@sessions.command(
+    "unblock", epilog=_examples("jobsmith sessions unblock 3f2a9c --note 'fixed the input path'")
+)
 @click.argument("session_id")
 @click.option("--note", default="", help="What was looked at (kept in the log).")
 @json_command
@@ -1473,12 +1568,15 @@ def sessions_unblock(ctx: click.Context, session_id: str, note: str, as_json: bo
 # --- site ----------------------------------------------------------------------------
 
 
-@cli.group()
+@cli.group(epilog=_examples("jobsmith site init", "jobsmith site check"))
 def site() -> None:
     """Inspect and create the site configuration."""
 
 
-@site.command("check")
+@site.command(
+    "check",
+    epilog=_examples("jobsmith site check", "jobsmith --site /etc/jobsmith/site.yaml site check"),
+)
 @json_command
 @click.pass_context
 def site_check(ctx: click.Context, as_json: bool) -> None:
@@ -1496,7 +1594,7 @@ def site_check(ctx: click.Context, as_json: bool) -> None:
         sys.exit(1)
 
 
-@site.command("show")
+@site.command("show", epilog=_examples("jobsmith site show", "jobsmith site show --explain"))
 @click.option(
     "--explain",
     is_flag=True,
@@ -1512,7 +1610,7 @@ def site_show(ctx: click.Context, explain: bool, as_json: bool) -> None:
     views.show_site(show(_app(ctx).site, explain=explain), as_json)
 
 
-@site.command("init")
+@site.command("init", epilog=_examples("jobsmith site init", "jobsmith site init -o - > site.yaml"))
 @click.option(
     "-o",
     "--output",
