@@ -466,16 +466,37 @@ def _request(kwargs: dict[str, Any]) -> Any:
 @cli.command(
     epilog=_examples(
         "jobsmith render command -P command='python3 --version'",
-        "jobsmith render file_array -P files=a.txt,b.txt -P program=gzip -c 2 -t 30",
+        "jobsmith render file_array -P files=a.txt,b.txt -P program=gzip -c 2 --no-slurm",
     )
 )
 @job_options
+@click.option(
+    "--no-slurm",
+    is_flag=True,
+    help="Run no Slurm command (the queue's limits go unchecked); with no site file, "
+    "jobsmith's built-in defaults.",
+)
 @json_command
 @click.pass_context
-def render(ctx: click.Context, /, as_json: bool, **kwargs: Any) -> None:
+def render(ctx: click.Context, /, as_json: bool, no_slurm: bool, **kwargs: Any) -> None:
     """Print the sbatch script a template renders to (submits nothing)."""
+    from jobsmith.agent.views.output import note
 
-    _show_checked(_app(ctx), _request(kwargs), as_json, test_only=False)
+    app = _app(ctx)
+    if no_slurm:
+        app = app.without_slurm(kwargs["partition"])
+        if not app.site.files:
+            placeholder = "" if kwargs["partition"] else "; the partition is a placeholder: give -p"
+            note(
+                "jobsmith: note: no site file: rendered with jobsmith's built-in defaults "
+                f"(no partition limits, your home and this directory allowed{placeholder}); "
+                "`jobsmith site init` writes a site file"
+            )
+        note(
+            "jobsmith: note: --no-slurm: Slurm was not asked, so the queue's limits "
+            "(max_concurrent_jobs, MaxSubmit) were not checked; submit checks them"
+        )
+    _show_checked(app, _request(kwargs), as_json, test_only=False)
 
 
 @cli.command(
