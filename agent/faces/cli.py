@@ -858,7 +858,7 @@ for _action in ("cancel", "hold", "release"):
     cli.command(_action, epilog=_example)(_control(_action))
 
 
-@cli.command(epilog=_examples("jobsmith watch --install", "jobsmith watch --once"))
+@cli.command(epilog=_examples("jobsmith watch --install", "jobsmith watch --uninstall"))
 @click.option("--once", is_flag=True, help="One cycle, then exit (for cron or scrontab).")
 @click.option(
     "--interval",
@@ -874,6 +874,16 @@ for _action in ("cancel", "hold", "release"):
     help="Run `watch --once` from your crontab (on this machine, also for an SSH site).",
 )
 @click.option(
+    "--uninstall",
+    is_flag=True,
+    help="Remove the line --install wrote (only jobsmith's) from scrontab and crontab.",
+)
+@click.option(
+    "--crontab",
+    is_flag=True,
+    help="With --install or --uninstall: your crontab, not Slurm's scrontab.",
+)
+@click.option(
     "--remote",
     is_flag=True,
     help="With --install and an SSH site: the login node's crontab, run by its jobsmith.",
@@ -881,17 +891,33 @@ for _action in ("cancel", "hold", "release"):
 @json_command
 @click.pass_context
 def watch(
-    ctx: click.Context, once: bool, interval_s: float, install: bool, remote: bool, as_json: bool
+    ctx: click.Context,
+    once: bool,
+    interval_s: float,
+    install: bool,
+    uninstall: bool,
+    crontab: bool,
+    remote: bool,
+    as_json: bool,
 ) -> None:
-    """Follow every session's jobs: record state changes, re-run what the rules can fix."""
+    """Follow every session's jobs: record state changes, re-run what the rules can fix.
+
+    --install runs `watch --once` every --interval from Slurm's scrontab where the site
+    allows it, else your crontab, says which, and logs to watch.log in your state
+    directory; --uninstall removes it."""
     from jobsmith.agent.watcher import running as watching
     from jobsmith.errors import InputError
 
     app = _app(ctx)
-    if remote and not install:
-        raise InputError("--remote goes with --install: watch --install --remote")
+    if install and uninstall:
+        raise InputError("give --install or --uninstall, not both")
+    for flag, given in (("--remote", remote), ("--crontab", crontab)):
+        if given and not (install or uninstall):
+            raise InputError(f"{flag} goes with --install or --uninstall: watch --install {flag}")
     if install:
-        watching.install_cron(app, interval_s, as_json, remote=remote)
+        watching.install_cron(app, interval_s, as_json, remote=remote, crontab=crontab)
+    elif uninstall:
+        watching.uninstall_cron(app, as_json, remote=remote, crontab=crontab)
     elif once:
         watching.run_once(app, interval_s, as_json)
     else:
