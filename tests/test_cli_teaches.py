@@ -183,3 +183,75 @@ def test_the_root_help_names_every_exit_status_and_the_docs() -> None:
     assert {"docs/exit-status.md", "docs/cli.md", "README.md"} <= set(docs)
     for doc in docs:
         assert (repo / doc).is_file(), doc
+
+
+# --- shell completion -------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _completion_env(**extra: str) -> dict[str, str]:
+    import os
+    import sys
+
+    import jobsmith
+
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",  # the venv's `jobsmith`
+        "PYTHONPATH": str(Path(jobsmith.__file__).resolve().parent.parent),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        **extra,
+    }
+
+
+def test_the_readmes_completion_line_names_the_console_script_and_turns_it_on() -> None:
+    """The README's block, run by bash as the getting-started test runs it, registers
+    click's completion for the command pyproject.toml installs."""
+    import subprocess
+    import tomllib
+
+    [script] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    from test_getting_started import README, shell_blocks
+
+    [block] = [b for b in shell_blocks(README) if "_COMPLETE=" in b.code]
+    assert (
+        block.not_run is None and f"_{script.upper()}_COMPLETE=bash_source {script}" in block.code
+    )
+    shown = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.code + f"complete -p {script}\n"],
+        capture_output=True, text=True, env=_completion_env(), timeout=60, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == f"complete -o nosort -F _{script}_completion {script}"
+
+
+@pytest.mark.parametrize(
+    ("words", "cword", "expected"),
+    [
+        ("jobsmith sta", 1, {"status"}),
+        ("jobsmith render fil", 2, {"file_array"}),
+        ("jobsmith templates show ffmpeg_c", 3, {"ffmpeg_chunks", "ffmpeg_concat"}),
+        ("jobsmith watch --un", 2, {"--uninstall"}),
+    ],
+)
+def test_completion_offers_commands_options_and_template_names(
+    words: str, cword: int, expected: set[str], jobsmith_home: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = _completion_env(
+        _JOBSMITH_COMPLETE="bash_complete",
+        COMP_WORDS=words,
+        COMP_CWORD=str(cword),
+        JOBSMITH_CONFIG_DIR=os.environ["JOBSMITH_CONFIG_DIR"],
+        JOBSMITH_STATE_DIR=os.environ["JOBSMITH_STATE_DIR"],
+    )
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "jobsmith")],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    offered = {line.split(",", 1)[1] for line in out.stdout.splitlines()}
+    assert offered == expected

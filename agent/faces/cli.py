@@ -48,6 +48,21 @@ def _session(ctx: click.Context, text: str) -> str:
     return _app(ctx).store.resolve(text)
 
 
+def _complete_template(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of a template's name: the user's and the site's templates and the
+    shipped ones (only the shipped ones if the site file cannot be read)."""
+    from jobsmith.agent.app import build_app
+    from jobsmith.errors import JobsmithError
+    from jobsmith.job_templates.loader import TemplateLibrary, shipped_library
+
+    site = ctx.find_root().params.get("site_file")
+    try:
+        names = build_app(site_file=site).library.names()
+    except (JobsmithError, OSError):
+        names = TemplateLibrary([shipped_library()]).names()
+    return sorted(n for n in names if n.startswith(incomplete))
+
+
 def json_command(fn: F) -> F:
     """Add --json and translate JobsmithError into one clear line and an exit status."""
 
@@ -219,7 +234,7 @@ def templates_list(ctx: click.Context, as_json: bool) -> None:
         "jobsmith templates show command", "jobsmith templates show file_array --json"
     ),
 )
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_template)
 @json_command
 @click.pass_context
 def templates_show(ctx: click.Context, name: str, as_json: bool) -> None:
@@ -361,7 +376,7 @@ def job_options(fn: F) -> F:
     jobsmith names (--cpus, --after-ok, ...) kept working but hidden
     (docs/sbatch-options.md has the table)."""
     options = [
-        click.argument("template"),
+        click.argument("template", shell_complete=_complete_template),
         click.option(
             "-P",
             "--param",
