@@ -140,7 +140,7 @@ def test_uninstall_crontab_leaves_scrontab_alone(jobsmith_home: Path, bin_dir: P
     crontab.table.write_text(f"*/5 * * * * b {MARK}\n")
     out = _watch("--uninstall", "--crontab")
     assert out.exit_code == 0, out.output
-    assert "removed from crontab on this host" in out.stdout
+    assert "removed from crontab on this machine" in out.stdout
     assert scrontab.lines() == [f"*/5 * * * * a {MARK}"] and crontab.lines() == []
 
 

@@ -118,7 +118,7 @@ class Uninstalled(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     removed: list[str] = Field(description="the lines removed (empty: there were none)")
-    from_: list[str] = Field(alias="from", description="the tables they were in")
+    from_: list[str] = Field(alias="from", description="each removed line's table, in order")
     where: str = Field(description="'local' (this machine) or 'remote' (the login node)")
 
 
@@ -162,7 +162,7 @@ def install_cron(
 def uninstall_cron(
     app: App, as_json: bool, *, remote: bool = False, crontab: bool = False
 ) -> Uninstalled:
-    """Remove what install_cron added: the lines ending in the jobsmith mark, from every
+    """Remove what install_cron added: the lines holding the jobsmith mark, from every
     table it may have used (scrontab and crontab; only the crontab with `crontab`), on
     this machine or with `remote` on the login node. Every other line stays as it was,
     and a table with no jobsmith line is not written at all."""
@@ -183,11 +183,11 @@ def uninstall_cron(
             kept = [x for x in current.splitlines() if _CRON_MARK not in x]
             host.write_table(tool, "".join(f"{x}\n" for x in kept))
             removed += ours
-            tables.append(tool)
+            tables += [tool] * len(ours)
     done = Uninstalled.model_validate(
         {"removed": removed, "from": tables, "where": "remote" if remote else "local"}
     )
-    _show_uninstalled(done, as_json, host.name)
+    _show_uninstalled(done, as_json)
     return done
 
 
@@ -269,12 +269,13 @@ def _show_installed(done: Crontab, as_json: bool) -> None:
         note(f"jobsmith watch: warning: {warning}")
 
 
-def _show_uninstalled(done: Uninstalled, as_json: bool, place: str) -> None:
+def _show_uninstalled(done: Uninstalled, as_json: bool) -> None:
+    place = "this machine" if done.where == "local" else "the login node"
     if as_json:
         print_json(done.model_dump(by_alias=True))
     elif done.removed:
-        for line in done.removed:
-            print(f"removed from {' and '.join(done.from_)} on {place}: {line}")
+        for line, tool in zip(done.removed, done.from_, strict=True):
+            print(f"removed from {tool} on {place}: {line}")
     else:
         print(f"no jobsmith watch line in scrontab or crontab on {place}: nothing removed")
 
