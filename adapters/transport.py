@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from jobsmith.errors import SchedulerError
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -56,3 +58,20 @@ class Transport(Protocol):
 def decode(data: bytes) -> str:
     """A command's output as text; bytes that are not UTF-8 become U+FFFD (see above)."""
     return data.decode("utf-8", errors="replace")
+
+
+class NoCommands:
+    """A transport that runs nothing (`render --no-slurm`): every command is refused with
+    SchedulerError naming it, so whatever asks Slurm something fails loudly instead of
+    reaching a cluster that may not be there."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        program = argv[0] if argv else "(nothing)"
+        raise SchedulerError(f"{program} was not run: with --no-slurm jobsmith runs no command")

@@ -63,6 +63,9 @@ class App:
     environ: Mapping[str, str]
     site_file: Path | None = None
     transport_override: Transport | None = field(default=None, repr=False)
+    #: `render --no-slurm` (without_slurm): Slurm is asked nothing; without a site file,
+    #: jobsmith's stand-in site with this partition (None: its placeholder)
+    no_slurm: NoSlurm | None = None
 
     @cached_property
     def transport(self) -> Transport:
@@ -76,6 +79,10 @@ class App:
         from jobsmith.adapters.environment_rule import JobEnvironmentRule
         from jobsmith.adapters.slurm.transport import LocalTransport
 
+        if self.no_slurm is not None:
+            from jobsmith.adapters.transport import NoCommands
+
+            return NoCommands()
         if self.transport_override is not None:
             return self.transport_override
         try:
@@ -104,7 +111,10 @@ class App:
                 known_hosts=access.known_hosts,
                 environment=rule,
             )
-        from jobsmith.adapters.ssh.transport import ParamikoTransport
+        from jobsmith.extras import needs_extra
+
+        with needs_extra("ssh", "scheduler.kind: ssh"):
+            from jobsmith.adapters.ssh.transport import ParamikoTransport
 
         return ParamikoTransport(
             access.host,
@@ -145,6 +155,10 @@ class App:
         from jobsmith.adapters.slurm.accounting import AccountingMemory
         from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
+        if self.no_slurm is not None:
+            from jobsmith.adapters.slurm.unasked import UnaskedSlurm
+
+            return UnaskedSlurm()
         access = self.scheduler_access
         timeout_s, remote = access.command_timeout_s, access.kind != "local"
         try:
@@ -159,13 +173,26 @@ class App:
     def site(self) -> LoadedSite:
         """The layered site configuration (the admin's file, --site, the user's file)."""
         from jobsmith.site_config import load_site
+        from jobsmith.site_config.loader import NoSiteFile, stand_in_site
 
-        return load_site(
-            self.site_file,
-            environ=self.environ,
-            system_file=self.paths.system_site_file,
-            user_file=self.paths.config_dir / "site.yaml",
-        )
+        try:
+            return load_site(
+                self.site_file,
+                environ=self.environ,
+                system_file=self.paths.system_site_file,
+                user_file=self.paths.config_dir / "site.yaml",
+            )
+        except NoSiteFile:
+            if self.no_slurm is None:
+                raise
+            return stand_in_site(self.environ, self.no_slurm.partition, Path.cwd())
+
+    def without_slurm(self, partition: str | None) -> App:
+        """This app for a script rendered without Slurm (`render --no-slurm`): no command
+        runs (adapters/slurm/unasked.py says what is taken as absent), and without a site
+        file jobsmith's stand-in site (site_config/loader.py, stand_in_site) stands in,
+        with the partition the request names."""
+        return App(self.paths, self.environ, self.site_file, no_slurm=NoSlurm(partition))
 
     @cached_property
     def ledger(self) -> JobLedger:
@@ -176,10 +203,15 @@ class App:
 
     @cached_property
     def library(self) -> TemplateLibrary:
-        """Templates: the user's own, then the site's, then the shipped ones (first wins)."""
+        """Templates: the user's own, then the site's, then the shipped ones (first wins);
+        without any site file, the user's own and the shipped ones."""
         from jobsmith.job_templates import TemplateLibrary, shipped_library
+        from jobsmith.site_config.loader import NoSiteFile
 
-        site_dirs = list(self.site.config.paths.template_dirs)
+        try:
+            site_dirs = list(self.site.config.paths.template_dirs)
+        except NoSiteFile:  # no site file at all: the user's own and the shipped ones
+            site_dirs = []
         return TemplateLibrary([self.paths.config_dir / "templates", *site_dirs, shipped_library()])
 
     # --- sessions and submission ------------------------------------------------------
@@ -312,6 +344,14 @@ class App:
         from jobsmith.agent.watcher.lock import WatchLock
 
         return WatchLock(self.paths.state_dir / "watch.lock", stale_after_s=3 * interval_s + 60)
+
+
+@dataclass(frozen=True)
+class NoSlurm:
+    """How an app runs without Slurm (App.without_slurm)."""
+
+    #: the stand-in site's partition, if one is needed (None: its placeholder)
+    partition: str | None = None
 
 
 def build_app(site_file: Path | None, environ: Mapping[str, str] | None = None) -> App:

@@ -46,6 +46,12 @@ SITE_ENV_VAR = "JOBSMITH_SITE"
 BaseSource = Literal["--site", "JOBSMITH_SITE", "system"]
 
 
+class NoSiteFile(ConfigError):
+    """No site file exists (none named, none at the usual places): commands that need
+    none (`templates`, `render --no-slurm`) go on without one; the rest say to run
+    `jobsmith site init`."""
+
+
 @dataclass(frozen=True)
 class LoadedSite:
     """A validated site configuration and where it came from."""
@@ -149,6 +155,30 @@ def load_scheduler_access(
     return only.scheduler
 
 
+#: the partition of the stand-in site when the request names none: a placeholder, so the
+#: rendered script shows that a real one is wanted
+STAND_IN_PARTITION = "PARTITION"
+
+
+def stand_in_site(environ: Mapping[str, str], partition: str | None, cwd: Path) -> LoadedSite:
+    """jobsmith's built-in defaults where no site file exists, for a script rendered
+    without Slurm (`render --no-slurm`, which submits nothing): one partition with no
+    limits of jobsmith's own, named as asked (else STAND_IN_PARTITION), the defaults of
+    site_config/model.py for resources and policy, and jobs allowed under the home and
+    the current directory. No file, so `files` is empty."""
+    doc = {
+        "cluster": "no-site-file",
+        "partitions": {partition or STAND_IN_PARTITION: {"default": True}},
+        "paths": {"scratch": "~", "allowed_roots": ["~", str(cwd)]},
+    }
+    try:
+        config = SiteConfig.model_validate(doc, context=file_context(environ))
+    except ValidationError as exc:
+        message = describe_validation_error(exc, SiteConfig, Provenance(), [])
+        raise ConfigError(f"jobsmith's built-in defaults: {message}") from exc
+    return LoadedSite(config, (), None, Provenance())
+
+
 def _site_files(
     explicit: Path | None,
     environ: Mapping[str, str],
@@ -166,7 +196,7 @@ def _site_files(
     candidates = [system_file, *([named[0]] if named else []), user]
     files = [f for f in _distinct(candidates) if _exists(f)]
     if not files:
-        raise ConfigError(
+        raise NoSiteFile(
             f"no site configuration found: tried {system_file} and {user}; "
             "run `jobsmith site init` to write one from what Slurm reports"
         )

@@ -239,6 +239,20 @@ def _command_section(command: Any, path: str, depth: int) -> list[str]:
                 f"| {_cell(_help_text(option.help))} |"
             )
         lines.append("")
+    return lines + _epilog(command.epilog)
+
+
+def _epilog(text: str | None) -> list[str]:
+    """A command's epilog: its paragraphs, and its examples (click's \\b paragraph, kept
+    as written) in a text block: docs/ runs its sh blocks, and an example's ids are not
+    real ones."""
+    lines: list[str] = []
+    for paragraph in (text or "").split("\n\n"):
+        if paragraph.startswith("\b\n"):
+            examples = [line.strip() for line in paragraph.splitlines()[1:]]
+            lines += ["```text", *examples, "```", ""]
+        elif paragraph.strip():
+            lines += [" ".join(paragraph.split()), ""]
     return lines
 
 

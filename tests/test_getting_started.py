@@ -196,7 +196,7 @@ def test_the_readme_installs_from_a_clone_runs_a_first_job_and_uninstalls() -> N
     assert len(clones) == 1 and clones[0].endswith(" ~/src/jobsmith")
     for needed in ("pip install ~/src/jobsmith", "site init", "submit", "wait", "watch --install"):
         assert needed in code
-    assert "# jobsmith watch" in code  # the watcher is stopped again
+    assert "jobsmith watch --uninstall" in code  # the watcher is stopped again
     removed = "".join(b.code for b in readme_blocks(uninstall=True))
     for gone in ("~/.venvs/jobsmith", "~/.local/state/jobsmith", "~/.config/jobsmith"):
         assert gone in removed

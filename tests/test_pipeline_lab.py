@@ -127,7 +127,7 @@ def test_a_snakemake_pipeline_fails_one_rule_is_diagnosed_and_resumes(  # type: 
     assert "rule align:" in second_log and "rule merge:" in second_log
     assert "rule index:" not in second_log
 
-    listed = js("pipeline", "status", "--all")
+    listed = js("pipeline", "status", "--list")
     assert listed.exit_code == 0 and session in listed.stdout and "6 completed" in listed.stdout
     glance = js("status")  # the at-a-glance status: the pipeline in one line
     assert glance.exit_code == 0, glance.output

@@ -40,7 +40,7 @@ from jobsmith.agent.brains.protocol import Action, Decision, FailureView, TokenU
 from jobsmith.agent.brains.rules import RuleBrain, retry_depth
 from jobsmith.agent.runtime.session.events import Event
 from jobsmith.agent.runtime.submission.steps import Rerun
-from jobsmith.errors import ConfigError
+from jobsmith.errors import ConfigError, MissingExtra
 from jobsmith.site_config.model import ModelSettings
 
 if TYPE_CHECKING:
@@ -199,7 +199,10 @@ class ClaudeBrain:
         if key is None:
             raise _Failed(model_client.no_key_message(self._key_file))
         self._key = key
-        self._client = model_client.make_client(self.settings, key, self._environ)
+        try:
+            self._client = model_client.make_client(self.settings, key, self._environ)
+        except MissingExtra as exc:
+            raise _Failed(str(exc)) from None
         return self._client
 
     def _error(self, base: Decision, reason: str, usage: TokenUsage | None = None) -> Decision:

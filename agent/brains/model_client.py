@@ -178,7 +178,10 @@ def make_client(
     middleware ends the call instead when the wait asked for exceeds max_retry_wait_s,
     so a decision is never stuck behind an hour-long retry-after.
     """
-    import anthropic
+    from jobsmith.extras import needs_extra
+
+    with needs_extra("agent", "a model (ask, chat, wakes, brain: claude)"):
+        import anthropic
 
     def cap_retry_wait(request: anthropic.APIRequest, call_next: anthropic.CallNext) -> Any:
         response = call_next(request)

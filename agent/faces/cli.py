@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _examples(*lines: str) -> str:
+    """A command's epilog: one or two example command lines, kept as written (click's
+    \\b), the end of its --help (tests/test_cli_teaches.py runs click's parser on each)."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _app(ctx: click.Context) -> App:
     from jobsmith.agent.app import App
 
@@ -40,6 +46,21 @@ def _app(ctx: click.Context) -> App:
 def _session(ctx: click.Context, text: str) -> str:
     """The session id a person typed: the whole id, or the short one `status` shows."""
     return _app(ctx).store.resolve(text)
+
+
+def _complete_template(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of a template's name: the user's and the site's templates and the
+    shipped ones (only the shipped ones if the site file cannot be read)."""
+    from jobsmith.agent.app import build_app
+    from jobsmith.errors import JobsmithError
+    from jobsmith.job_templates.loader import TemplateLibrary, shipped_library
+
+    site = ctx.find_root().params.get("site_file")
+    try:
+        names = build_app(site_file=site).library.names()
+    except (JobsmithError, OSError):
+        names = TemplateLibrary([shipped_library()]).names()
+    return sorted(n for n in names if n.startswith(incomplete))
 
 
 def json_command(fn: F) -> F:
@@ -153,7 +174,22 @@ def _undecodable(args: Sequence[str]) -> str | None:
     return None
 
 
-@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+_ROOT_EPILOG = (
+    "\b\nExit statuses (docs/exit-status.md):\n"
+    "  0 ok; 1 a job did not complete; 2 bad input; 3 refused by policy;\n"
+    "  4 Slurm refused; 5 Slurm did not answer (retry);\n"
+    "  6 unknown job, session or step; 7 wait timed out;\n"
+    "  8 waiting for a person's approval; 9 undecided; 10 another watcher runs\n\n"
+    "\b\nDocs, in jobsmith's source (https://github.com/jobsmith/jobsmith):\n"
+    "  README.md, docs/cli.md (every command and option), docs/exit-status.md,\n"
+    "  docs/site-file.md, docs/policy.md, docs/following-jobs.md\n\n"
+    + _examples("jobsmith templates list", "jobsmith submit command -P command=hostname")
+)
+
+
+@click.group(
+    cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_ROOT_EPILOG
+)
 @click.option(
     "--site",
     "site_file",
@@ -175,12 +211,14 @@ def cli(ctx: click.Context, site_file: Path | None) -> None:
 # --- templates -----------------------------------------------------------------------
 
 
-@cli.group()
+@cli.group(epilog=_examples("jobsmith templates list", "jobsmith templates show command"))
 def templates() -> None:
     """List and inspect job templates."""
 
 
-@templates.command("list")
+@templates.command(
+    "list", epilog=_examples("jobsmith templates list", "jobsmith templates list --json")
+)
 @json_command
 @click.pass_context
 def templates_list(ctx: click.Context, as_json: bool) -> None:
@@ -190,8 +228,13 @@ def templates_list(ctx: click.Context, as_json: bool) -> None:
     views.show_templates(_app(ctx).library.list(), as_json)
 
 
-@templates.command("show")
-@click.argument("name")
+@templates.command(
+    "show",
+    epilog=_examples(
+        "jobsmith templates show command", "jobsmith templates show file_array --json"
+    ),
+)
+@click.argument("name", shell_complete=_complete_template)
 @json_command
 @click.pass_context
 def templates_show(ctx: click.Context, name: str, as_json: bool) -> None:
@@ -333,7 +376,7 @@ def job_options(fn: F) -> F:
     jobsmith names (--cpus, --after-ok, ...) kept working but hidden
     (docs/sbatch-options.md has the table)."""
     options = [
-        click.argument("template"),
+        click.argument("template", shell_complete=_complete_template),
         click.option(
             "-P",
             "--param",
@@ -435,17 +478,48 @@ def _request(kwargs: dict[str, Any]) -> Any:
     return JobRequest.from_cli(**kwargs)
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith render command -P command='python3 --version'",
+        "jobsmith render file_array -P files=a.txt,b.txt -P program=gzip -c 2 --no-slurm",
+    )
+)
 @job_options
+@click.option(
+    "--no-slurm",
+    is_flag=True,
+    help="Run no Slurm command (the queue's limits go unchecked); with no site file, "
+    "jobsmith's built-in defaults.",
+)
 @json_command
 @click.pass_context
-def render(ctx: click.Context, /, as_json: bool, **kwargs: Any) -> None:
+def render(ctx: click.Context, /, as_json: bool, no_slurm: bool, **kwargs: Any) -> None:
     """Print the sbatch script a template renders to (submits nothing)."""
+    from jobsmith.agent.views.output import note
 
-    _show_checked(_app(ctx), _request(kwargs), as_json, test_only=False)
+    app = _app(ctx)
+    if no_slurm:
+        app = app.without_slurm(kwargs["partition"])
+        if not app.site.files:
+            placeholder = "" if kwargs["partition"] else "; the partition is a placeholder: give -p"
+            note(
+                "jobsmith: note: no site file: rendered with jobsmith's built-in defaults "
+                f"(no partition limits, your home and this directory allowed{placeholder}); "
+                "`jobsmith site init` writes a site file"
+            )
+        note(
+            "jobsmith: note: --no-slurm: Slurm was not asked, so the queue's limits "
+            "(max_concurrent_jobs, MaxSubmit) were not checked; submit checks them"
+        )
+    _show_checked(app, _request(kwargs), as_json, test_only=False)
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith submit command -t 10 --mem 500M -P command='echo hello'",
+        "jobsmith submit command -a 0-3%2 -P command='echo task $SLURM_ARRAY_TASK_ID' --dry-run",
+    )
+)
 @job_options
 @click.option("--dry-run", is_flag=True, help="Render and check policy; submit nothing.")
 @click.option("--test-only", is_flag=True, help="Ask Slurm (sbatch --test-only); submit nothing.")
@@ -605,15 +679,33 @@ def _show_checked(
         sys.exit(8)
 
 
-@cli.command()
+def _renamed(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A hidden option's callback: its old spelling still works, with a note of the new
+    one (`--all` means one thing, status's "every job of every session"; issue 25)."""
+
+    def note_it(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value:
+            old = param.opts[0]
+            click.echo(f"jobsmith: note: {old} is now {name} here ({old} is deprecated)", err=True)
+        return value
+
+    return note_it
+
+
+@cli.command(
+    epilog=_examples(
+        "jobsmith rerun 12345 --mem 8G", "jobsmith rerun 12345 -t 2:00:00 --every-task"
+    )
+)
 @click.argument("job_id")
 @click.option(
-    "--failed/--all",
+    "--failed/--every-task",
     "failed_only",
     default=True,
     show_default=True,
     help="For arrays: only the failed tasks, or every task.",
 )
+@click.option("--all", "every_task", is_flag=True, hidden=True, callback=_renamed("--every-task"))
 @click.option("--mem", help="New memory per node: 500M, 4G.")
 @click.option("-t", "--time", "time_limit", help="New wall time, Slurm syntax.")
 @json_command
@@ -622,6 +714,7 @@ def rerun(
     ctx: click.Context,
     job_id: str,
     failed_only: bool,
+    every_task: bool,
     mem: str | None,
     time_limit: str | None,
     as_json: bool,
@@ -631,6 +724,7 @@ def rerun(
     from jobsmith.agent.runtime.submission.jobs import JobRequest
     from jobsmith.agent.views import render as views
 
+    failed_only = failed_only and not every_task
     req = JobRequest.from_cli(template="-", mem=mem, time_limit=time_limit)
     views.show_submitted(
         *rerun_by_hand(
@@ -647,7 +741,7 @@ def rerun(
 # --- following jobs ------------------------------------------------------------------
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith status", "jobsmith status 12345 12346 --since 30d"))
 @click.argument("job_ids", nargs=-1)
 @click.option(
     "--since",
@@ -684,7 +778,7 @@ def status(
     views.show_status(statuses, as_json, sessions, headlines)
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith wait 12345", "jobsmith wait 12345 12346 --timeout 600"))
 @click.argument("job_ids", nargs=-1, required=True)
 @click.option("--since", default="7d", show_default=True, help="Accounting window, as for status.")
 @click.option(
@@ -714,7 +808,7 @@ def wait(
         sys.exit(9)
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith adopt 12345"))
 @click.argument("job_id")
 @json_command
 @click.pass_context
@@ -734,7 +828,7 @@ def adopt(ctx: click.Context, job_id: str, as_json: bool) -> None:
         click.echo(f"adopted job {record.job_id} into session {session_id}")
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith diagnose 12345", "jobsmith diagnose 12345_7 --json"))
 @click.argument("job_id")
 @json_command
 @click.pass_context
@@ -766,7 +860,7 @@ def diagnose(ctx: click.Context, job_id: str, as_json: bool) -> None:
         click.echo(f"  remedy: {d.remedy}")
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith logs 12345", "jobsmith logs 12345_3 --stderr --tail 200"))
 @click.argument("job_id")
 @click.option(
     "--tail",
@@ -788,7 +882,11 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
     views.show_logs(read_log(_app(ctx), _one_id(job_id), which, tail_lines), as_json)
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith report 3f2a9c --open", "jobsmith report 3f2a9c -o ~/reports/run1.html"
+    )
+)
 @click.argument("session_id")
 @click.option(
     "-o",
@@ -840,10 +938,11 @@ def _control(action: str) -> Callable[..., None]:
 
 
 for _action in ("cancel", "hold", "release"):
-    cli.command(_action)(_control(_action))
+    _example = _examples(f"jobsmith {_action} 12345", f"jobsmith {_action} 12345_4 12346")
+    cli.command(_action, epilog=_example)(_control(_action))
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith watch --install", "jobsmith watch --uninstall"))
 @click.option("--once", is_flag=True, help="One cycle, then exit (for cron or scrontab).")
 @click.option(
     "--interval",
@@ -859,6 +958,16 @@ for _action in ("cancel", "hold", "release"):
     help="Run `watch --once` from your crontab (on this machine, also for an SSH site).",
 )
 @click.option(
+    "--uninstall",
+    is_flag=True,
+    help="Remove the line --install wrote (only jobsmith's) from scrontab and crontab.",
+)
+@click.option(
+    "--crontab",
+    is_flag=True,
+    help="With --install or --uninstall: your crontab, not Slurm's scrontab.",
+)
+@click.option(
     "--remote",
     is_flag=True,
     help="With --install and an SSH site: the login node's crontab, run by its jobsmith.",
@@ -866,17 +975,33 @@ for _action in ("cancel", "hold", "release"):
 @json_command
 @click.pass_context
 def watch(
-    ctx: click.Context, once: bool, interval_s: float, install: bool, remote: bool, as_json: bool
+    ctx: click.Context,
+    once: bool,
+    interval_s: float,
+    install: bool,
+    uninstall: bool,
+    crontab: bool,
+    remote: bool,
+    as_json: bool,
 ) -> None:
-    """Follow every session's jobs: record state changes, re-run what the rules can fix."""
+    """Follow every session's jobs: record state changes, re-run what the rules can fix.
+
+    --install runs `watch --once` every --interval from Slurm's scrontab where the site
+    allows it, else your crontab, says which, and logs to watch.log in your state
+    directory; --uninstall removes it."""
     from jobsmith.agent.watcher import running as watching
     from jobsmith.errors import InputError
 
     app = _app(ctx)
-    if remote and not install:
-        raise InputError("--remote goes with --install: watch --install --remote")
+    if install and uninstall:
+        raise InputError("give --install or --uninstall, not both")
+    for flag, given in (("--remote", remote), ("--crontab", crontab)):
+        if given and not (install or uninstall):
+            raise InputError(f"{flag} goes with --install or --uninstall: watch --install {flag}")
     if install:
-        watching.install_cron(app, interval_s, as_json, remote=remote)
+        watching.install_cron(app, interval_s, as_json, remote=remote, crontab=crontab)
+    elif uninstall:
+        watching.uninstall_cron(app, as_json, remote=remote, crontab=crontab)
     elif once:
         watching.run_once(app, interval_s, as_json)
     else:
@@ -890,7 +1015,7 @@ def watch(
 # --- approvals and sessions -----------------------------------------------------------
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith pending", "jobsmith pending --json"))
 @json_command
 @click.pass_context
 def pending(ctx: click.Context, as_json: bool) -> None:
@@ -902,7 +1027,7 @@ def pending(ctx: click.Context, as_json: bool) -> None:
     views.show_pending(pending_approvals(app.store, app.folds), as_json)
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith approve 3f2a9c-s1"))
 @click.argument("step_id")
 @json_command
 @click.pass_context
@@ -914,7 +1039,7 @@ def approve(ctx: click.Context, step_id: str, as_json: bool) -> None:
     views.show_step_result(answers.approve(_app(ctx), step_id), as_json)
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith deny 3f2a9c-s1 --reason 'too many GPUs'"))
 @click.argument("step_id")
 @click.option("--reason", default="", help="Why (kept in the session log).")
 @json_command
@@ -931,7 +1056,12 @@ def deny(ctx: click.Context, step_id: str, reason: str, as_json: bool) -> None:
         click.echo(f"denied {item.step_id} (session {item.session_id})")
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith ask 'why did job 12345 fail?'",
+        "jobsmith ask 'run python train.py on a GPU' --session 3f2a9c",
+    )
+)
 @click.argument("text")
 @click.option("--session", "session_id", help="Continue this session instead of opening one.")
 @json_command
@@ -951,7 +1081,7 @@ def ask(ctx: click.Context, text: str, session_id: str | None, as_json: bool) ->
     note(f"jobsmith: session {result.session_id} (jobsmith sessions show {result.session_id})")
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith chat", "jobsmith chat --session 3f2a9c"))
 @click.option("--session", "session_id", help="Continue this session (its log is the memory).")
 @click.option(
     "--interval",
@@ -983,7 +1113,7 @@ def chat(ctx: click.Context, session_id: str | None, interval_s: float, as_json:
         term.write(session.cost_line() + "\n")
 
 
-@cli.command()
+@cli.command(epilog=_examples("jobsmith mcp", "jobsmith mcp --http --port 8765"))
 @click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
 @click.option(
     "--port", type=_IntRange(1, 65535), default=8765, show_default=True, help="HTTP port."
@@ -1032,15 +1162,10 @@ def mcp(
         # from the start: a SIGTERM while the SDK loads (a second or more on a busy login
         # node) ends the server as cleanly as one while it serves
         with StopSignals():
-            try:
+            from jobsmith.extras import needs_extra
+
+            with needs_extra("mcp", "`jobsmith mcp`"):
                 from jobsmith.agent.faces import mcp_server
-            except ImportError as exc:
-                click.echo(
-                    f"jobsmith: error: the MCP server needs the mcp extra ({exc}): "
-                    "pip install 'jobsmith[mcp]'",
-                    err=True,
-                )
-                sys.exit(2)
             session_id = session_id and app.store.resolve(session_id)
             options = mcp_server.ServeOptions(session_id, interval_s, token_ttl_s)
             if session_id is not None:
@@ -1057,12 +1182,12 @@ def mcp(
         sys.exit(err.exit_code)
 
 
-@cli.group()
+@cli.group(epilog=_examples("jobsmith plan check plan.yaml", "jobsmith plan run plan.yaml"))
 def plan() -> None:
     """Several jobs and their dependencies, run as Slurm's own dependencies."""
 
 
-@plan.command("check")
+@plan.command("check", epilog=_examples("jobsmith plan check plan.yaml"))
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @json_command
 @click.pass_context
@@ -1076,7 +1201,7 @@ def plan_check(ctx: click.Context, file: Path, as_json: bool) -> None:
     views.show_plan_check(app.executor.judge.plan(plan), as_json)
 
 
-@plan.command("run")
+@plan.command("run", epilog=_examples("jobsmith plan run plan.yaml"))
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @json_command
 @click.pass_context
@@ -1104,7 +1229,9 @@ def _plan_file(app: App, file: Path) -> Plan:
     return plan
 
 
-@plan.command("status")
+@plan.command(
+    "status", epilog=_examples("jobsmith plan status", "jobsmith plan status 3f2a9c --json")
+)
 @click.argument("session_id", required=False)
 @json_command
 @click.pass_context
@@ -1119,12 +1246,24 @@ def plan_status(ctx: click.Context, session_id: str | None, as_json: bool) -> No
     views.show_plan_status(plan_document(app.store, sid, session_poll(app)), as_json)
 
 
-@cli.group()
+@cli.group(
+    epilog=_examples(
+        "jobsmith pipeline run nextflow nf-core/rnaseq --profile singularity",
+        "jobsmith pipeline status --list",
+    )
+)
 def pipeline() -> None:
     """Nextflow and Snakemake pipelines, run as head jobs under the site's policy."""
 
 
-@pipeline.command("run", context_settings={"ignore_unknown_options": True})
+@pipeline.command(
+    "run",
+    context_settings={"ignore_unknown_options": True},
+    epilog=_examples(
+        "jobsmith pipeline run snakemake workflow/Snakefile --launch-dir runs/c1",
+        "jobsmith pipeline run nextflow nf-core/rnaseq --revision 3.14.0 -- --outdir results",
+    ),
+)
 @click.argument("engine", type=click.Choice(["nextflow", "snakemake"]))
 @click.argument("pipeline_name", metavar="PIPELINE")
 @click.argument("extra_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ENGINE_ARGS]...")
@@ -1202,20 +1341,25 @@ def pipeline_run(
     views.show_pipeline_launched(launched, as_json)
 
 
-@pipeline.command("status")
+@pipeline.command(
+    "status", epilog=_examples("jobsmith pipeline status", "jobsmith pipeline status --list")
+)
 @click.argument("session_id", required=False)
-@click.option("--all", "every", is_flag=True, help="Every pipeline, one line each.")
+@click.option("--list", "every", is_flag=True, help="Every pipeline, one line each.")
+@click.option("--all", "listed", is_flag=True, hidden=True, callback=_renamed("--list"))
 @json_command
 @click.pass_context
-def pipeline_status(ctx: click.Context, session_id: str | None, every: bool, as_json: bool) -> None:
+def pipeline_status(
+    ctx: click.Context, session_id: str | None, every: bool, listed: bool, as_json: bool
+) -> None:
     """A pipeline's head job and tasks, read from the engine's own records (default: the
-    newest pipeline); --all: every pipeline in one line."""
+    newest pipeline); --list: every pipeline, one line each."""
     from jobsmith.agent.runtime.workflows import pipelinerun
     from jobsmith.agent.views import render as views
     from jobsmith.agent.watcher.polling import session_poll
 
     app = _app(ctx)
-    if every:
+    if every or listed:
         pipelines = app.pipelines
         docs = pipelinerun.pipeline_statuses(pipelines, pipelines.sessions(), session_poll(app))
         views.show_pipeline_lines(docs, as_json)
@@ -1225,7 +1369,7 @@ def pipeline_status(ctx: click.Context, session_id: str | None, every: bool, as_
         views.show_pipeline_status(doc, as_json)
 
 
-@pipeline.command("resume")
+@pipeline.command("resume", epilog=_examples("jobsmith pipeline resume 3f2a9c"))
 @click.argument("session_id")
 @json_command
 @click.pass_context
@@ -1288,7 +1432,12 @@ def _check_or_run(
         views.show_plan_run(*run_plan(app, plan, title), as_json)
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "jobsmith transcode clip.mp4 clip.mkv --preset fast",
+        "jobsmith transcode clip.mp4 clip.mkv --crf 20 --dry-run",
+    )
+)
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
@@ -1338,7 +1487,13 @@ def transcode(
     return plan, f"transcode {source.name}"
 
 
-@cli.command(name="render-frames")
+@cli.command(
+    name="render-frames",
+    epilog=_examples(
+        "jobsmith render-frames scene.blend renders/ --frames 1-250",
+        "jobsmith render-frames scene.blend renders/ --frames 1-250 --missing-only",
+    ),
+)
 @click.argument("blend_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("output_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--frames", "frames_text", required=True, help="FIRST-LAST, e.g. 1-250.")
@@ -1391,12 +1546,16 @@ def render_frames(
     return plan_for(request, missing_only=missing_only), f"render {blend_file.name}"
 
 
-@cli.group()
+@cli.group(
+    epilog=_examples("jobsmith sessions list", "jobsmith sessions prune --older-than 30d --dry-run")
+)
 def sessions() -> None:
     """Inspect, export and prune session logs."""
 
 
-@sessions.command("list")
+@sessions.command(
+    "list", epilog=_examples("jobsmith sessions list", "jobsmith sessions list --json")
+)
 @json_command
 @click.pass_context
 def sessions_list(ctx: click.Context, as_json: bool) -> None:
@@ -1407,7 +1566,7 @@ def sessions_list(ctx: click.Context, as_json: bool) -> None:
     views.show_sessions(app.store.list_sessions(), app.store.size_bytes(), as_json)
 
 
-@sessions.command("show")
+@sessions.command("show", epilog=_examples("jobsmith sessions show 3f2a9c"))
 @click.argument("session_id")
 @json_command
 @click.pass_context
@@ -1420,7 +1579,7 @@ def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> None:
     views.show_events(app.store.read(sid), as_json, app.folds.of(sid).tokens)
 
 
-@sessions.command("export")
+@sessions.command("export", epilog=_examples("jobsmith sessions export 3f2a9c > session.jsonl"))
 @click.argument("session_id")
 @click.pass_context
 def sessions_export(ctx: click.Context, session_id: str) -> None:
@@ -1436,7 +1595,12 @@ def sessions_export(ctx: click.Context, session_id: str) -> None:
         click.echo(event.model_dump_json())
 
 
-@sessions.command("prune")
+@sessions.command(
+    "prune",
+    epilog=_examples(
+        "jobsmith sessions prune --dry-run", "jobsmith sessions prune --older-than 12h"
+    ),
+)
 @click.option("--older-than", default="30d", show_default=True, help="Idle for: 30d, 12h.")
 @click.option("--dry-run", is_flag=True, help="Report what would go; remove nothing.")
 @json_command
@@ -1450,7 +1614,7 @@ def sessions_prune(ctx: click.Context, older_than: str, dry_run: bool, as_json: 
     views.show_prune(report, as_json)
 
 
-@sessions.command("resume")
+@sessions.command("resume", epilog=_examples("jobsmith sessions resume 3f2a9c"))
 @click.argument("session_id")
 @click.option(
     "--wait",
@@ -1487,7 +1651,12 @@ def sessions_resume(
         sys.exit(9)
 
 
-@sessions.command("replay")
+@sessions.command(
+    "replay",
+    epilog=_examples(
+        "jobsmith sessions replay 3f2a9c", "jobsmith --site other.yaml sessions replay 3f2a9c"
+    ),
+)
 @click.argument("session_id")
 @json_command
 @click.pass_context
@@ -1509,7 +1678,9 @@ def sessions_replay(ctx: click.Context, session_id: str, as_json: bool) -> None:
         click.echo(f"{s.step_id} {s.action}: then {s.then or '-'}, now {s.now}  {s.detail}")
 
 
-@sessions.command("unblock")
+@sessions.command(
+    "unblock", epilog=_examples("jobsmith sessions unblock 3f2a9c --note 'fixed the input path'")
+)
 @click.argument("session_id")
 @click.option("--note", default="", help="What was looked at (kept in the log).")
 @json_command
@@ -1531,12 +1702,15 @@ def sessions_unblock(ctx: click.Context, session_id: str, note: str, as_json: bo
 # --- site ----------------------------------------------------------------------------
 
 
-@cli.group()
+@cli.group(epilog=_examples("jobsmith site init", "jobsmith site check"))
 def site() -> None:
     """Inspect and create the site configuration."""
 
 
-@site.command("check")
+@site.command(
+    "check",
+    epilog=_examples("jobsmith site check", "jobsmith --site /etc/jobsmith/site.yaml site check"),
+)
 @json_command
 @click.pass_context
 def site_check(ctx: click.Context, as_json: bool) -> None:
@@ -1554,7 +1728,7 @@ def site_check(ctx: click.Context, as_json: bool) -> None:
         sys.exit(1)
 
 
-@site.command("show")
+@site.command("show", epilog=_examples("jobsmith site show", "jobsmith site show --explain"))
 @click.option(
     "--explain",
     is_flag=True,
@@ -1570,7 +1744,7 @@ def site_show(ctx: click.Context, explain: bool, as_json: bool) -> None:
     views.show_site(show(_app(ctx).site, explain=explain), as_json)
 
 
-@site.command("init")
+@site.command("init", epilog=_examples("jobsmith site init", "jobsmith site init -o - > site.yaml"))
 @click.option(
     "-o",
     "--output",

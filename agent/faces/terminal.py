@@ -64,8 +64,11 @@ class Console:
     """A person at a terminal (see the module docstring)."""
 
     def __init__(self, history: Path) -> None:
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory
+        from jobsmith.extras import needs_extra
+
+        with needs_extra("agent", "`jobsmith chat` at a terminal"):
+            from prompt_toolkit import PromptSession
+            from prompt_toolkit.history import FileHistory
 
         history.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(history, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -500,7 +500,7 @@ def show_pipeline_status(doc: PipelineStatusDocument, as_json: bool) -> None:
 
 
 def show_pipeline_lines(docs: list[PipelineStatusDocument], as_json: bool) -> None:
-    """Print `pipeline status --all`: one line per pipeline."""
+    """Print `pipeline status --list`: one line per pipeline."""
     if as_json:
         print_json([d.full() for d in docs])
         return

@@ -27,10 +27,15 @@ if TYPE_CHECKING:
 #: how far the interval grows while Slurm does not answer
 MAX_BACKOFF_S = 3600.0
 _CRON_MARK = "# jobsmith watch"
+#: the installed watcher's output, in the state directory
+LOG_NAME = "watch.log"
+#: the log is cut to its newer half when it grows past this
+MAX_LOG_BYTES = 1 << 20
 
 
 def run_once(app: App, interval_s: float, as_json: bool) -> WatchCycle:
     """One cycle under the user's lock; WatcherRunning if another watcher holds it."""
+    trim_log(app.paths.state_dir / LOG_NAME)
     watcher = Watcher.of(app, interval_s)
     try:
         cycle = watcher.cycle()  # WatcherRunning (exit 10): cron's next run will try again
@@ -100,26 +105,46 @@ class Crontab(BaseModel):
     with_: str = Field(alias="with", description="the table: scrontab or crontab")
     where: str = Field(description="'local' (this machine) or 'remote' (the login node)")
     why: str = Field(description="why there, in one line")
+    log: str | None = Field(
+        description="where each run's output goes (the state directory's watch.log); "
+        "None on the login node, whose own jobsmith keeps none"
+    )
     warnings: list[str] = Field(description="what may keep the installed watcher from working")
 
 
-def install_cron(app: App, interval_s: float, as_json: bool, *, remote: bool = False) -> None:
+class Uninstalled(BaseModel):
+    """What `jobsmith watch --uninstall` did: the jobsmith lines removed, from which tables."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    removed: list[str] = Field(description="the lines removed (empty: there were none)")
+    from_: list[str] = Field(alias="from", description="each removed line's table, in order")
+    where: str = Field(description="'local' (this machine) or 'remote' (the login node)")
+
+
+def install_cron(
+    app: App, interval_s: float, as_json: bool, *, remote: bool = False, crontab: bool = False
+) -> None:
     """Run `jobsmith watch --once` from a table (idempotent: a previous jobsmith line is
     replaced): on this machine, or with `remote` on the login node a remote site names.
 
-    Locally, Slurm's scrontab where the site allows it, else the user's crontab; with a
-    remote site only the crontab: the sessions are kept on this machine, so the watcher
-    must run here and poll over SSH (scrontab would run it on the cluster). Remotely the
-    login node's own jobsmith watches the sessions kept there, not this machine's.
+    Locally, Slurm's scrontab where the site allows it, else the user's crontab (only the
+    crontab with `crontab`); with a remote site only the crontab: the sessions are kept on
+    this machine, so the watcher must run here and poll over SSH (scrontab would run it on
+    the cluster). Remotely the login node's own jobsmith watches the sessions kept there,
+    not this machine's. Locally each run's output is appended to the state directory's
+    watch.log (kept under MAX_LOG_BYTES by the runs themselves).
     """
     minutes = max(1, round(interval_s / 60))
-    if remote and app.scheduler_access.kind == "local":
-        raise InputError(
-            "watch --install --remote needs a site whose scheduler.kind is ssh "
-            "or openssh; this one runs Slurm here: drop --remote"
-        )
+    _remote_needs_ssh(app, remote, "--install")
     host, argv, tools, why = _remote_plan(app) if remote else _local_plan(app)
-    line = f"*/{minutes} * * * * {shlex.join(argv)} >/dev/null 2>&1 {_CRON_MARK}"
+    if crontab:
+        tools = ("crontab",)
+    log = None if remote else app.paths.state_dir / LOG_NAME
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)  # cron's >> fails without it
+    output = ">/dev/null" if log is None else f">>{shlex.quote(str(log))}"
+    line = f"*/{minutes} * * * * {shlex.join(argv)} {output} 2>&1 {_CRON_MARK}"
     tool = _install_line(host, tools, line)
     done = Crontab.model_validate(
         {
@@ -127,10 +152,68 @@ def install_cron(app: App, interval_s: float, as_json: bool, *, remote: bool = F
             "with": tool,
             "where": "remote" if remote else "local",
             "why": why,
+            "log": None if log is None else str(log),
             "warnings": watch_warnings(app.scheduler, minutes * 60.0),
         }
     )
     _show_installed(done, as_json)
+
+
+def uninstall_cron(
+    app: App, as_json: bool, *, remote: bool = False, crontab: bool = False
+) -> Uninstalled:
+    """Remove what install_cron added: the lines holding the jobsmith mark, from every
+    table it may have used (scrontab and crontab; only the crontab with `crontab`), on
+    this machine or with `remote` on the login node. Every other line stays as it was,
+    and a table with no jobsmith line is not written at all."""
+    _remote_needs_ssh(app, remote, "--uninstall")
+    host: _Host = (
+        _RemoteHost(app.transport, app.scheduler_access.command_timeout_s)
+        if remote
+        else _LocalHost()
+    )
+    removed: list[str] = []
+    tables: list[str] = []
+    for tool in ("crontab",) if crontab else ("scrontab", "crontab"):
+        current = host.current_table(tool)
+        if current is None:
+            continue
+        ours = [x for x in current.splitlines() if _CRON_MARK in x]
+        if ours:
+            kept = [x for x in current.splitlines() if _CRON_MARK not in x]
+            host.write_table(tool, "".join(f"{x}\n" for x in kept))
+            removed += ours
+            tables += [tool] * len(ours)
+    done = Uninstalled.model_validate(
+        {"removed": removed, "from": tables, "where": "remote" if remote else "local"}
+    )
+    _show_uninstalled(done, as_json)
+    return done
+
+
+def _remote_needs_ssh(app: App, remote: bool, action: str) -> None:
+    if remote and app.scheduler_access.kind == "local":
+        raise InputError(
+            f"watch {action} --remote needs a site whose scheduler.kind is ssh "
+            "or openssh; this one runs Slurm here: drop --remote"
+        )
+
+
+def trim_log(path: Path, limit: int = MAX_LOG_BYTES) -> None:
+    """Cut the installed watcher's log to its newer half (from a line's start) once it
+    is over limit; the run appending to it (cron's >>, O_APPEND) goes on at its end."""
+    try:
+        if path.stat().st_size <= limit:
+            return
+        with path.open("r+b") as fh:
+            fh.seek(-(limit // 2), os.SEEK_END)
+            tail = fh.read()
+            tail = tail[tail.find(b"\n") + 1 :]
+            fh.seek(0)
+            fh.write(tail)
+            fh.truncate()
+    except OSError:
+        return  # no log (not installed, or another place): nothing to keep small
 
 
 def _remote_plan(app: App) -> tuple[_Host, list[str], tuple[str, ...], str]:
@@ -178,8 +261,23 @@ def _show_installed(done: Crontab, as_json: bool) -> None:
     place = "this machine" if done.where == "local" else "the login node"
     print(f"installed with {done.with_} on {place}: {done.installed}")
     print(f"why {place}: {done.why}")
+    if done.log is not None:
+        print(f"each run's output goes to {done.log}")
+    remove = "jobsmith watch --uninstall" + (" --remote" if done.where == "remote" else "")
+    print(f"to stop it: {remove}")
     for warning in done.warnings:
         note(f"jobsmith watch: warning: {warning}")
+
+
+def _show_uninstalled(done: Uninstalled, as_json: bool) -> None:
+    place = "this machine" if done.where == "local" else "the login node"
+    if as_json:
+        print_json(done.model_dump(by_alias=True))
+    elif done.removed:
+        for line, tool in zip(done.removed, done.from_, strict=True):
+            print(f"removed from {tool} on {place}: {line}")
+    else:
+        print(f"no jobsmith watch line in scrontab or crontab on {place}: nothing removed")
 
 
 def jobsmith_program() -> Path:

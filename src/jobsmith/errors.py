@@ -67,3 +67,10 @@ class JobNotFound(SchedulerError):
     """Slurm does not know the job id (neither the controller nor accounting)."""
 
     exit_code = 6
+
+
+class MissingExtra(JobsmithError):
+    """An optional part of jobsmith (a pip extra: ssh, agent, mcp) is not installed; the
+    message names the pip command (jobsmith/extras.py)."""
+
+    exit_code = 2
