@@ -38,7 +38,7 @@ from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import file_context
 from jobsmith.site_config.layers import Origin, Provenance, merge_documents
 from jobsmith.site_config.model import SchedulerAccess, SiteConfig
-from jobsmith.site_config.yamlfile import KeyPath, read_yaml
+from jobsmith.site_config.yamlfile import KeyPath, YamlDocument, parse_yaml, read_yaml
 
 SYSTEM_SITE_FILE = Path("/etc/jobsmith/site.yaml")
 SITE_ENV_VAR = "JOBSMITH_SITE"
@@ -199,10 +199,26 @@ def load_site_files(files: Sequence[Path], *, environ: Mapping[str, str]) -> Loa
     return _load(files, environ, centre=None)
 
 
+def load_over_centre(
+    centre: Path, text: str, file: Path, *, environ: Mapping[str, str]
+) -> LoadedSite:
+    """What loading would make of text, the contents of a site file to be written at
+    file, read over the centre's file: ConfigError if the centre's ceiling refuses it
+    (how `site init` checks a file before writing it beneath a centre's)."""
+    docs = [read_yaml(centre), parse_yaml(text, file)]
+    return _load_documents(docs, environ, centre)
+
+
 def _load(files: Sequence[Path], environ: Mapping[str, str], centre: Path | None) -> LoadedSite:
     """Merge files in order and validate; centre, the first of them when given, is the
     ceiling of the rest (ceiling.py)."""
-    docs = [read_yaml(f) for f in files]
+    return _load_documents([read_yaml(f) for f in files], environ, centre)
+
+
+def _load_documents(
+    docs: Sequence[YamlDocument], environ: Mapping[str, str], centre: Path | None
+) -> LoadedSite:
+    files = [doc.file for doc in docs]
     merged, provenance = merge_documents(docs, REMOVABLE)
     try:
         config = SiteConfig.model_validate(merged, context=file_context(environ))
