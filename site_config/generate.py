@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from jobsmith.errors import ConfigError
+from jobsmith.site_config.expand import centre_environ
 from jobsmith.site_config.facts import ClusterFacts, PartitionFacts
 from jobsmith.site_config.fieldtypes import Dir, file_context
 from jobsmith.site_config.model import (
@@ -131,7 +132,7 @@ def _fitted(
 ) -> dict[str, Any]:
     """config's defaults and paths, fitted to the partitions and roots the centre states."""
     update: dict[str, Any] = {}
-    context = file_context(environ)
+    context = file_context(centre_environ(environ))
     stated = centre.get("partitions")
     if isinstance(stated, dict):
         try:

@@ -671,13 +671,47 @@ def test_site_init_fits_defaults_and_scratch_to_the_centre(tmp_path: Path) -> No
 
 
 def test_site_init_says_when_the_centre_leaves_no_file_it_would_admit(tmp_path: Path) -> None:
-    # a centre whose file does not load for this user (its root needs a $HOME the
-    # environment lacks): init writes nothing and says why
-    centre = write(tmp_path, "centre.yaml", EXAMPLE.read_text())
+    # a centre whose file does not load (a time limit that is no duration): init writes
+    # nothing and says why, naming the centre's value
+    text = EXAMPLE.read_text().replace('max_time: "00:30:00"', "max_time: soon", 1)
+    centre = write(tmp_path, "centre.yaml", text)
     mine = tmp_path / "site.yaml"
     with pytest.raises(ConfigError) as caught:
-        init_beneath(centre, mine, environ={"USER": "alice"})
+        init_beneath(centre, mine)
     message = str(caught.value)
     assert message.startswith("site init: the file it would write is refused beneath")
-    assert f"write {mine} by hand" in message and "HOME" in message
+    assert f"write {mine} by hand" in message and "partitions.debug.max_time" in message
     assert not mine.exists()
+
+
+# ------------------------------------------- the centre's ~ and $USER: the real user's
+
+
+def _real() -> tuple[str, Path]:
+    import pwd
+
+    entry = pwd.getpwuid(os.getuid())
+    return entry.pw_name, Path(entry.pw_dir)
+
+
+def test_the_centres_home_and_user_are_the_real_users_not_the_environments(
+    tmp_path: Path,
+) -> None:
+    """The centre's roots `~` and `/scratch/$USER` (the lab example) expand from the
+    passwd entry of the uid running jobsmith: a caller who sets HOME=/ and USER=.. must
+    not turn them into the whole file system."""
+    name, home = _real()
+    hostile = {"USER": "..", "HOME": "/", "LOGNAME": ".."}
+    alone = loaded(EXAMPLE, environ=hostile).config  # the centre's file alone
+    assert alone.paths.allowed_roots == [home, Path("/scratch") / name]
+    assert alone.paths.scratch == Path("/scratch") / name
+    # with a file of the user's over it: the ceiling is the real user's, and so are the
+    # user's own `~` and $USER (one meaning for them in every layer)
+    mine = write(tmp_path, "user.yaml", "paths:\n  allowed_roots: ['~', /scratch/$USER]\n")
+    layered = loaded(EXAMPLE, mine, environ=hostile).config
+    assert layered.paths.allowed_roots == [home, Path("/scratch") / name]
+    wide = write(tmp_path, "wide.yaml", "paths:\n  allowed_roots: [/]\n")
+    assert "/ is not within the centre's allowed_roots" in refused(EXAMPLE, wide, environ=hostile)
+    # without a centre's file, the user's own file is the user's own choice (as before)
+    own = load_site(EXAMPLE, environ=hostile, system_file=NOWHERE, user_file=mine)
+    assert own.config.paths.allowed_roots == [Path("/"), Path("/")]
