@@ -61,10 +61,17 @@ class JobRecord(_Record):
     node_list: str | None = Field(None, description="nodes, None until it runs")
     partition: str | None = Field(None, description="partition")
     account: str | None = Field(None, description="account charged")
+    qos: str | None = Field(None, description="QoS the job runs under")
     user: str | None = Field(None, description="owner's user name")
     work_dir: str | None = Field(None, description="working directory")
     comment: str | None = Field(None, description="--comment, if accounting stored it")
     alloc_tres: str | None = Field(None, description="AllocTRES, e.g. 'cpu=1,mem=500M,gres/gpu=1'")
+    req_tres: str | None = Field(
+        None,
+        description="ReqTRES, what the job asked for as Slurm recorded it, e.g. "
+        "'billing=1,cpu=1,gres/gpu=1,mem=500M,node=1' (GPUs show only where the site "
+        "accounts gres/gpu: AccountingStorageTRES)",
+    )
     submit_time: datetime | None = Field(None, description="when Slurm accepted it")
     start_time: datetime | None = Field(None, description="when it started, None if not yet")
     end_time: datetime | None = Field(None, description="when it ended, None if not yet")

@@ -67,6 +67,17 @@ class JobStatus(_Model):
         False,
         description="the controller (squeue) answered for it in this poll: its state is fresh",
     )
+    accounted: bool = Field(
+        False,
+        description="accounting (sacct) answered for it in this poll: its records list every "
+        "task the array has had, where the controller forgets ended ones",
+    )
+    dependency: str | None = Field(
+        None,
+        description="the dependencies the controller still waits for, as it prints them "
+        "('afterok:5(unfulfilled)'); None when it waits for none or did not answer "
+        "(in_queue). Satisfied ones are dropped from it",
+    )
 
     @property
     def task_counts(self) -> dict[str, int]:

@@ -60,7 +60,14 @@ from jobsmith.errors import ConfigError
 from jobsmith.site_config.diagnostics import describe_validation_error, dotted
 from jobsmith.site_config.fieldtypes import Dir, Name, file_context
 from jobsmith.site_config.layers import Provenance, merge_documents
-from jobsmith.site_config.model import Choice, ModelSettings, Partition, Policy, SiteConfig
+from jobsmith.site_config.model import (
+    Choice,
+    Compared,
+    ModelSettings,
+    Partition,
+    Policy,
+    SiteConfig,
+)
 from jobsmith.site_config.yamlfile import KeyPath, YamlDocument
 from jobsmith.units import format_duration, format_memory
 
@@ -146,7 +153,7 @@ class _Slurm(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     slurm_conf: Dir | None = None
-    adjusts: list[str] = []
+    adjusts: list[Compared] = []
 
 
 class _Stated(BaseModel):
@@ -270,8 +277,8 @@ def _loosenings(
     elif ceiling.kind == "fewer_of":
         for name in value:
             if name not in limit:
-                shown = ", ".join(limit) or "none"
-                yield path, f"{name!r} is not in the centre's {dotted(path)} ({shown})"
+                shown = ", ".join(map(str, limit)) or "none"
+                yield path, f"{str(name)!r} is not in the centre's {dotted(path)} ({shown})"
     elif ceiling.kind == "same" and value != limit:
         given, shown = ("the system's" if v is None else show(v) for v in (value, limit))
         yield path, f"{given} is not the centre's {dotted(path)} ({shown})"

@@ -20,8 +20,18 @@ from jobsmith.site_config.yamlfile import dump_yaml
 
 def dump_site(config: SiteConfig, *, header: str | None = None) -> str:
     """config as YAML text; header, if given, is written first as '# ' comment lines."""
+    return dump_site_data(site_data(config), header=header)
+
+
+def dump_site_data(data: dict[str, Any], *, header: str | None = None) -> str:
+    """site_data() (or a part of it) as YAML text, header first as '# ' comment lines."""
     comment = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines()) if header else ""
-    return comment + dump_yaml(_plain(config))
+    return comment + dump_yaml(data)
+
+
+def site_data(config: SiteConfig) -> dict[str, Any]:
+    """config as the plain data of a site file (what dump_site writes)."""
+    return _plain(config)
 
 
 def _plain(model: BaseModel) -> dict[str, Any]:

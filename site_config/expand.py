@@ -15,11 +15,18 @@ from the environment the loader was given (never from os.environ behind its back
 - the result must be absolute, and is normalised lexically (`..` and `//` folded) but
   symlinks are not resolved: resolving is for the policy check at submission time, on
   the machine where the job's paths are used.
+
+Where the centre's file is read (`/etc/jobsmith/site.yaml`), `~`, `$HOME` and `$USER` are
+the user's whom the process runs as, from the passwd entry of its real uid
+(centre_environ): a caller can set HOME and USER, and HOME=/ would otherwise turn the
+centre's `~` root into the whole file system. That holds for every layer read with it,
+so `~` means one directory in the centre's file and the user's.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,3 +70,15 @@ def _lookup(match: re.Match[str], raw: str, environ: Mapping[str, str] | None) -
 
 def _error(template: str, raw: str) -> PydanticCustomError:
     return PydanticCustomError("path_expansion", template, {"path": repr(raw)})
+
+
+def centre_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """environ with USER, LOGNAME and HOME from the passwd entry of the real uid, to expand
+    paths where the centre's file is read (module doc); where the system has no entry for
+    the uid, without them, so a path that needs them is an error, never the caller's."""
+    trusted = {k: v for k, v in environ.items() if k not in ("USER", "LOGNAME", "HOME")}
+    try:
+        entry = pwd.getpwuid(os.getuid())
+    except KeyError:
+        return trusted
+    return {**trusted, "USER": entry.pw_name, "LOGNAME": entry.pw_name, "HOME": entry.pw_dir}

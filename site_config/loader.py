@@ -16,7 +16,9 @@ policy, partitions, accounts, QoS and allowed roots, and a file that loosens one
 refused. `--site` and $JOBSMITH_SITE used to replace the centre's file; now they overlay
 it like the user's file, so naming another file cannot escape the centre's limits.
 Without a centre file the first file read is the base and nothing is a ceiling, as
-before. In `partitions`, a later file's `NAME: null` removes that partition.
+before. In `partitions`, a later file's `NAME: null` removes that partition. Where the
+centre's file is read, `~`, `$HOME` and `$USER` in every file are the real user's, from
+passwd, not the caller's environment (expand.py).
 
 At least one file must exist. Nothing is looked up at import time: paths and the
 environment are arguments, so tests and the CLI decide them.
@@ -35,10 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from jobsmith.errors import ConfigError
 from jobsmith.site_config.ceiling import check_ceilings
 from jobsmith.site_config.diagnostics import describe_validation_error
+from jobsmith.site_config.expand import centre_environ
 from jobsmith.site_config.fieldtypes import file_context
 from jobsmith.site_config.layers import Origin, Provenance, merge_documents
 from jobsmith.site_config.model import SchedulerAccess, SiteConfig
-from jobsmith.site_config.yamlfile import KeyPath, read_yaml
+from jobsmith.site_config.yamlfile import KeyPath, YamlDocument, parse_yaml, read_yaml
 
 SYSTEM_SITE_FILE = Path("/etc/jobsmith/site.yaml")
 SITE_ENV_VAR = "JOBSMITH_SITE"
@@ -112,7 +115,7 @@ def load_site(
     """
     files, base_from = _site_files(explicit, environ, system_file, user_file)
     centre = system_file if files[0] == system_file and len(files) > 1 else None
-    loaded = _load(files, environ, centre)
+    loaded = _load(files, _paths_environ(files, system_file, environ), centre)
     return LoadedSite(loaded.config, loaded.files, base_from, loaded.provenance, centre)
 
 
@@ -145,7 +148,8 @@ def load_scheduler_access(
     except ConfigError:
         return SchedulerAccess()
     try:
-        only = _SchedulerOnly.model_validate(merged, context=file_context(environ))
+        paths_environ = _paths_environ(files, system_file, environ)
+        only = _SchedulerOnly.model_validate(merged, context=file_context(paths_environ))
     except ValidationError as exc:
         block = merged.get("scheduler")
         if isinstance(block, dict) and block.get("kind", "local") != "local":
@@ -229,10 +233,34 @@ def load_site_files(files: Sequence[Path], *, environ: Mapping[str, str]) -> Loa
     return _load(files, environ, centre=None)
 
 
+def load_over_centre(
+    centre: Path, text: str, file: Path, *, environ: Mapping[str, str]
+) -> LoadedSite:
+    """What loading would make of text, the contents of a site file to be written at
+    file, read over the centre's file: ConfigError if the centre's ceiling refuses it
+    (how `site init` checks a file before writing it beneath a centre's)."""
+    docs = [read_yaml(centre), parse_yaml(text, file)]
+    return _load_documents(docs, centre_environ(environ), centre)
+
+
+def _paths_environ(
+    files: Sequence[Path], system_file: Path, environ: Mapping[str, str]
+) -> Mapping[str, str]:
+    """The environment paths are expanded from: the real user's where the centre's file
+    is read (expand.py's centre_environ), else the one given."""
+    return centre_environ(environ) if files and files[0] == system_file else environ
+
+
 def _load(files: Sequence[Path], environ: Mapping[str, str], centre: Path | None) -> LoadedSite:
     """Merge files in order and validate; centre, the first of them when given, is the
     ceiling of the rest (ceiling.py)."""
-    docs = [read_yaml(f) for f in files]
+    return _load_documents([read_yaml(f) for f in files], environ, centre)
+
+
+def _load_documents(
+    docs: Sequence[YamlDocument], environ: Mapping[str, str], centre: Path | None
+) -> LoadedSite:
+    files = [doc.file for doc in docs]
     merged, provenance = merge_documents(docs, REMOVABLE)
     try:
         config = SiteConfig.model_validate(merged, context=file_context(environ))

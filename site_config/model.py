@@ -21,6 +21,7 @@ approve); Slurm still enforces the site's real limits.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import (
@@ -52,6 +53,21 @@ class _Section(BaseModel):
 def _fault(message: str, *fields: tuple[str, ...]) -> PydanticCustomError:
     """A cross-field error naming the sub-fields (key paths) that hold the bad values."""
     return PydanticCustomError("site_config", message, {"fields": fields})
+
+
+class Compared(StrEnum):
+    """What the first poll compares between a job as checked and as Slurm recorded it
+    (agent/runtime/submission/accepted.py); a site names in `scheduler.adjusts` the ones its
+    own plugins change on purpose."""
+
+    PARTITION = "partition"
+    ACCOUNT = "account"
+    TIME = "time"
+    MEM = "mem"
+    QOS = "qos"
+    GRES = "gres"
+    ARRAY = "array"
+    DEPENDENCY = "dependency"
 
 
 class SchedulerAccess(_Section):
@@ -90,11 +106,13 @@ class SchedulerAccess(_Section):
         "SLURM_CONF is never used: a copy of the site's file with a cli_filter plugin "
         "would rewrite a checked job",
     )
-    adjusts: list[Literal["partition", "account", "time", "mem"]] = Field(
+    adjusts: list[Compared] = Field(
         default_factory=list,
         description="what the site's own job_submit or cli_filter plugins change on "
         "purpose: not compared when the first poll checks what Slurm accepted against "
-        "what was checked (a job changed otherwise is held, or cancelled if it runs)",
+        "what was checked (a job changed otherwise is held, or cancelled if it runs); "
+        "gres: the GPUs (count and type), array: its indices and throttle, dependency: "
+        "what it waits for",
     )
     command_timeout_s: float = Field(
         30.0,

@@ -12,6 +12,7 @@ differs, naming that command. Nothing here runs at import time.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import re
 import sys
@@ -81,6 +82,8 @@ def _type_text(owner: type, name: str) -> str:
             text = text.replace(
                 "RiskyAction", "Literal['cancel_foreign', 'hold_foreign', 'release_foreign']"
             )
+            # an Enum of the model's (scheduler.adjusts' Compared) reads as its values
+            text = re.sub(r"\b[A-Z]\w*\b", _enum_values, text)
             # Literal['a', 'b'] reads as one of: a | b
             return re.sub(
                 r"Literal\[([^]]*)\]",
@@ -88,6 +91,14 @@ def _type_text(owner: type, name: str) -> str:
                 text,
             )
     return "?"
+
+
+def _enum_values(match: re.Match[str]) -> str:
+    """A class name in a type's text: an Enum's values joined by ' | ', else the name."""
+    klass = getattr(_models(), match.group(0), None)
+    if isinstance(klass, type) and issubclass(klass, enum.Enum):
+        return " | ".join(str(member.value) for member in klass)
+    return match.group(0)
 
 
 def _submodel(annotation: Any) -> type | None:

@@ -454,16 +454,16 @@ function slurm_cli_post_submit(offset, jobid, stepid) return slurm.SUCCESS end
 """
 
 
-def _slurm_conf_copy(into: Path, extra: str) -> Path:
+def _slurm_conf_copy(into: Path, extra: str, lua: str = CLI_FILTER_LUA) -> Path:
     """A copy of the lab's /etc/slurm (what alice can read) with extra slurm.conf lines
-    (a key given twice: the later wins)."""
+    (a key given twice: the later wins) and `lua` as its cli_filter."""
     into.mkdir()
     for item in Path("/etc/slurm").iterdir():
         if item.is_file() and os.access(item, os.R_OK):
             (into / item.name).write_bytes(item.read_bytes())
     conf = into / "slurm.conf"
     conf.write_text(conf.read_text() + extra)
-    (into / "cli_filter.lua").write_text(CLI_FILTER_LUA)
+    (into / "cli_filter.lua").write_text(lua)
     return conf
 
 
@@ -531,5 +531,33 @@ def test_a_job_slurm_changed_after_the_check_is_stopped_at_the_first_poll(  # ty
         done = "held" if held else "cancelled"
         said = f"Slurm changed job {job_id} after jobsmith checked it (partition debug -> long)"
         assert f"{said}: {done}" in told.stderr, told.stderr
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+
+
+@lab
+def test_a_job_slurm_moved_to_another_qos_is_held_or_cancelled_at_the_first_poll(  # type: ignore[no-untyped-def]
+    run, user_site, tmp_path: Path
+) -> None:
+    # the site's cli_filter puts every job in QoS high (alice may use it): the same poll
+    # that reads the job's record (QOS, ReqTRES in sacct's fields) sees it
+    lua = CLI_FILTER_LUA.replace('options["partition"] = "long"', 'options["qos"] = "high"')
+    rewriting = _slurm_conf_copy(tmp_path / "etc", "CliFilterPlugins=cli_filter/lua\n", lua)
+    user_site(f"scheduler:\n  slurm_conf: {rewriting}\n")
+    submitted = run("submit", "command", "--qos", "normal", "-P", "command=sleep 300")
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            job = json.loads(run("status", job_id, "--json").stdout)["jobs"][0]
+            held = job["state"] == "PENDING" and "Held" in str(job.get("reason"))
+            if job["state"] == "CANCELLED" or held or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert job["state"] == "CANCELLED" or held, job
+        told = run("status", job_id)
+        said = f"Slurm changed job {job_id} after jobsmith checked it (QoS normal -> high)"
+        assert said in told.stderr, told.stderr
     finally:
         subprocess.run(["scancel", job_id], check=False)

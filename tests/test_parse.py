@@ -480,6 +480,22 @@ def test_sacct_fields_lab_capture() -> None:
     assert jobs["21"].reason == "Dependency"
 
 
+def test_sacct_fields_lab_capture_qos_and_requested_tres() -> None:
+    """QOS and ReqTRES (fixtures/lab-22.05/README.md, sacct-accepted*): what the job
+    asked for, as Slurm recorded it, from submission on."""
+    jobs = {r.job_id: r for r in parse_sacct_parsable(read(LAB / "sacct-accepted.txt"), DELIMITER)}
+    gpu = jobs["14432"]
+    assert (gpu.qos, gpu.req_tres) == ("high", "billing=5,cpu=1,gres/gpu=1,mem=500M,node=1")
+    assert gpu.alloc_tres is None  # pending: nothing allocated yet
+    dep = jobs["14434"]
+    assert (dep.qos, dep.req_tres) == ("normal", "billing=1,cpu=1,mem=500M,node=1")
+    rest = jobs["14433_[0,5,10,15,20%2]"]
+    assert (rest.array_task_range, rest.qos) == ("0,5,10,15,20%2", "normal")
+    # older captures without the two columns still parse: the fields are unknown
+    old = parse_sacct_parsable(read(LAB / "sacct-fields.txt"), DELIMITER)
+    assert {(r.qos, r.req_tres) for r in old} == {(None, None)}
+
+
 def test_sacct_fields_lab_capture_pending_array_remainder() -> None:
     """Taken while task 2 ran: the remainder row, '20_[2-3%1]', in both formats."""
     text = parse_sacct_parsable(read(LAB / "sacct-fields-running.txt"), DELIMITER)
@@ -516,8 +532,9 @@ def test_sacct_stray_delimiter_in_free_text_shifts_no_fixed_column() -> None:
 
 
 def test_sacct_extra_delimiter_in_comment_is_kept_in_the_comment() -> None:
-    header = "|".join(SACCT_FIELDS)
-    row = read(LAB / "sacct-fields-pipe.txt").splitlines()[1]  # job 18, empty comment
+    # the capture's own header: its field list is older than SACCT_FIELDS' QOS and ReqTRES
+    header, row = read(LAB / "sacct-fields-pipe.txt").splitlines()[:2]  # job 18, no comment
+    assert header.split("|")[-1] == SACCT_FIELDS[-1]
     assert row.endswith("|")
     (job,) = parse_sacct_parsable(f"{header}\n{row}jobsmith:tag=x|y|z\n")
     assert job.comment == "jobsmith:tag=x|y|z"
@@ -566,8 +583,9 @@ def test_sacct_fields_are_the_requested_ones() -> None:
         "JobID", "JobIDRaw", "JobName", "State", "ExitCode", "DerivedExitCode", "Elapsed",
         "Timelimit", "MaxRSS", "ReqMem", "AllocCPUS", "TotalCPU", "NodeList", "Partition",
         "Account", "User", "Reason", "AllocTRES", "Comment", "WorkDir", "Submit", "Start", "End",
+        "QOS", "ReqTRES",
     }  # fmt: skip
-    assert len(SACCT_FIELDS) == 23
+    assert len(SACCT_FIELDS) == 25
     assert SACCT_FIELDS[0] == "JobID"
     assert SACCT_FIELDS[-3:] == ("JobName", "WorkDir", "Comment")  # free text last
 

@@ -584,3 +584,134 @@ def test_a_centre_silent_on_the_slurm_conf_leaves_it_to_the_user(tmp_path: Path)
     # but an adjustment the centre did not declare is not the user's to declare
     more = write(tmp_path, "more.yaml", "scheduler:\n  adjusts: [partition]\n")
     assert "'partition' is not in the centre's scheduler.adjusts (none)" in refused(centre, more)
+
+
+# ---------------------------------------------------------- `site init` beneath a centre
+
+
+LAB = Path(__file__).parent / "fixtures" / "lab-22.05"
+
+
+class _Facts:
+    """The lab's Slurm as `site init` asks it: cluster_facts only (real captured output)."""
+
+    def cluster_facts(self, user: str) -> object:
+        from jobsmith.adapters.slurm.facts import build_facts
+
+        return build_facts(
+            *((LAB / name).read_text() for name in _FACTS),
+            user=user,
+        )
+
+
+_FACTS = ("scontrol-show-partition.txt", "scontrol-show-node.txt", "site-sacctmgr-assoc-alice.txt")
+
+
+def init_beneath(centre: Path | None, output: Path, environ: dict[str, str] = ENV) -> str:
+    from jobsmith.agent.runtime.sitefile import Login, site_init
+    from jobsmith.site_config.model import SchedulerAccess
+
+    login = Login(user="alice", home=Path("/home/alice"), scratch=Path("/scratch/alice"))
+    result = site_init(
+        _Facts(),  # type: ignore[arg-type]
+        login,
+        SchedulerAccess(),
+        output,
+        force=False,
+        to_stdout=False,
+        centre=centre,
+        environ=environ,
+    )
+    return result.yaml
+
+
+def test_site_init_beneath_a_centre_writes_a_file_the_centre_admits(
+    tmp_path: Path, centre: Path
+) -> None:
+    # what init writes without regard to the centre: the live cluster's five partitions
+    # and both QoS the user may use, where the centre lists three and allows one
+    alone = tmp_path / "alone.yaml"
+    init_beneath(None, alone)
+    assert "partitions" in refused(centre, alone)
+    mine = tmp_path / "site.yaml"
+    text = init_beneath(centre, mine)
+    assert text.startswith("# Written by `jobsmith site init`")
+    assert f"# The centre's {centre} is read first" in text
+    site = loaded(centre, mine)  # every later command loads it: no exit 2
+    assert site.files == (centre, mine)
+    config = site.config
+    assert list(config.partitions) == ["debug", "long", "gpu"]  # the centre's
+    assert config.qos.allowed == ["normal"] and config.accounts.allowed == ["lab", "proj2"]
+    assert config.policy.approval.core_hours == 100
+    # what the centre states is left to it; what it leaves out is the user's, from the
+    # cluster (here the scheduler block's defaults, which the centre does not state)
+    assert "\npartitions:" not in text and "\nqos:" not in text and "\ncluster:" not in text
+    assert "\nscheduler:\n" in text and "  port: 22\n" in text
+    assert config.cluster == "jobsmithlab"
+
+
+def test_site_init_fits_defaults_and_scratch_to_the_centre(tmp_path: Path) -> None:
+    # a centre that states partitions (debug: 20 minutes, 1G) and roots, but neither
+    # defaults nor scratch: the user's file brings them, fitted
+    text = EXAMPLE.read_text()
+    text = text.replace('    max_time: "00:30:00"\n', '    max_time: "00:20:00"\n', 1)
+    text = text.replace("    max_mem_per_node: 16G\n", "    max_mem_per_node: 1G\n", 1)
+    start = text.index("defaults:")
+    text = text[:start] + text[text.index("env_setup:") :]
+    text = text.replace("  scratch: /scratch/$USER\n", "")
+    text = text.replace('    - "~"                  # quoted: a bare ~ is YAML for null\n', "")
+    text = text.replace("    - /scratch/$USER\n", "    - /work/$USER\n")
+    centre = write(tmp_path, "centre.yaml", text)
+    mine = tmp_path / "site.yaml"
+    init_beneath(centre, mine)
+    config = loaded(centre, mine).config
+    assert (config.defaults.time_limit_s, config.defaults.mem_mb) == (1200, 1024)
+    assert config.paths.allowed_roots == [Path("/work/alice")]
+    assert config.paths.scratch == Path("/work/alice")  # /scratch/alice is outside
+
+
+def test_site_init_says_when_the_centre_leaves_no_file_it_would_admit(tmp_path: Path) -> None:
+    # a centre whose file does not load (a time limit that is no duration): init writes
+    # nothing and says why, naming the centre's value
+    text = EXAMPLE.read_text().replace('max_time: "00:30:00"', "max_time: soon", 1)
+    centre = write(tmp_path, "centre.yaml", text)
+    mine = tmp_path / "site.yaml"
+    with pytest.raises(ConfigError) as caught:
+        init_beneath(centre, mine)
+    message = str(caught.value)
+    assert message.startswith("site init: the file it would write is refused beneath")
+    assert f"write {mine} by hand" in message and "partitions.debug.max_time" in message
+    assert not mine.exists()
+
+
+# ------------------------------------------- the centre's ~ and $USER: the real user's
+
+
+def _real() -> tuple[str, Path]:
+    import pwd
+
+    entry = pwd.getpwuid(os.getuid())
+    return entry.pw_name, Path(entry.pw_dir)
+
+
+def test_the_centres_home_and_user_are_the_real_users_not_the_environments(
+    tmp_path: Path,
+) -> None:
+    """The centre's roots `~` and `/scratch/$USER` (the lab example) expand from the
+    passwd entry of the uid running jobsmith: a caller who sets HOME=/ and USER=.. must
+    not turn them into the whole file system."""
+    name, home = _real()
+    hostile = {"USER": "..", "HOME": "/", "LOGNAME": ".."}
+    alone = loaded(EXAMPLE, environ=hostile).config  # the centre's file alone
+    assert alone.paths.allowed_roots == [home, Path("/scratch") / name]
+    assert alone.paths.scratch == Path("/scratch") / name
+    # with a file of the user's over it: the ceiling is the real user's, and so are the
+    # user's own `~` and $USER (one meaning for them in every layer)
+    mine = write(tmp_path, "user.yaml", "paths:\n  allowed_roots: ['~', /scratch/$USER]\n")
+    layered = loaded(EXAMPLE, mine, environ=hostile).config
+    assert layered.paths.allowed_roots == [home, Path("/scratch") / name]
+    wide = write(tmp_path, "wide.yaml", "paths:\n  allowed_roots: [/]\n")
+    assert "/ is not within the centre's allowed_roots" in refused(EXAMPLE, wide, environ=hostile)
+    # without a centre's file, the user's own file is the user's own choice (as before)
+    own = load_site(EXAMPLE, environ=hostile, system_file=NOWHERE, user_file=mine)
+    assert own.config.paths.allowed_roots == [Path("/"), Path("/")]

@@ -72,6 +72,8 @@ def _one(job_id: str, acct: list[JobRecord], live: list[QueueRecord]) -> JobStat
             reason=_first(q.reason for q in live),
             estimated_start=_first(q.estimated_start for q in live),
             in_queue=bool(live),
+            accounted=bool(acct),
+            dependency=_first(q.dependency for q in live),
         )
     record = _with_live_state(acct[0] if acct else None, live[0] if live else None)
     return JobStatus(
@@ -81,6 +83,8 @@ def _one(job_id: str, acct: list[JobRecord], live: list[QueueRecord]) -> JobStat
         reason=live[0].reason if live else None,
         estimated_start=live[0].estimated_start if live else None,
         in_queue=bool(live),
+        accounted=bool(acct),
+        dependency=live[0].dependency if live else None,
     )
 
 

@@ -1764,6 +1764,7 @@ def site_init(ctx: click.Context, output: Path | None, force: bool, as_json: boo
 
     app = _app(ctx)
     target = output or app.paths.config_dir / "site.yaml"
+    centre = app.paths.system_site_file
     result = init_live(
         app.scheduler,
         login_of(app),
@@ -1771,6 +1772,8 @@ def site_init(ctx: click.Context, output: Path | None, force: bool, as_json: boo
         target,
         force=force,
         to_stdout=str(output) == "-",
+        centre=centre if centre.is_file() else None,
+        environ=app.environ,
     )
     views.show_site_init(result, as_json)
     if not as_json and result.path is not None and result.via != "local":

@@ -9,6 +9,7 @@ machine and keeps the scheduler block it used, so the next command goes the same
 from __future__ import annotations
 
 import getpass
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.adapters.transport import Transport
     from jobsmith.site_config import LoadedSite
-    from jobsmith.site_config.model import SchedulerAccess
+    from jobsmith.site_config.model import SchedulerAccess, SiteConfig
 
 
 class SiteCheckReport(BaseModel):
@@ -165,6 +166,29 @@ def site_check(site: LoadedSite, scheduler: Scheduler, login: Login) -> SiteChec
     )
 
 
+def _beneath(
+    config: SiteConfig, centre: Path, output: Path, header: str, environ: Mapping[str, str]
+) -> str:
+    """config's file beneath the centre's: what the centre's file leaves out, refused
+    (ConfigError) if the centre's ceiling would still refuse it."""
+    from jobsmith.site_config.dump import dump_site_data
+    from jobsmith.site_config.generate import beneath_centre
+    from jobsmith.site_config.loader import load_over_centre
+    from jobsmith.site_config.yamlfile import read_yaml
+
+    data = beneath_centre(config, read_yaml(centre).data, environ)
+    note = f"The centre's {centre} is read first: what it states is left to it."
+    text = dump_site_data(data, header=f"{header}\n{note}")
+    try:
+        load_over_centre(centre, text, output, environ=environ)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"site init: the file it would write is refused beneath the centre's {centre}: "
+            f"{exc}; write {output} by hand within the centre's limits"
+        ) from None
+    return text
+
+
 def site_init(
     scheduler: Scheduler,
     login: Login,
@@ -173,16 +197,25 @@ def site_init(
     *,
     force: bool,
     to_stdout: bool,
+    centre: Path | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> SiteInitResult:
     """Discover a starting config that reaches Slurm as access did; write it to output
-    (on this machine) unless to_stdout."""
+    (on this machine) unless to_stdout. centre: the centre's site file, when it exists:
+    the file written is read over it, so it leaves out what the centre's states
+    (site_config/generate.py, beneath_centre) and is checked against its ceiling first;
+    environ expands the centre's paths as every later load will."""
     from jobsmith.site_config import dump_site, init_site
 
     found = init_site(
         scheduler.cluster_facts(login.user), login.user, home=login.home, scratch=login.scratch
     )
     config = found.model_copy(update={"scheduler": access})
-    text = dump_site(config, header="Written by `jobsmith site init`: read it and tighten it.")
+    header = "Written by `jobsmith site init`: read it and tighten it."
+    if centre is None:
+        text = dump_site(config, header=header)
+    else:
+        text = _beneath(config, centre, output, header, environ or {})
     if to_stdout:
         return SiteInitResult(path=None, via=login.via, yaml=text)
     if output.exists() and not force:

@@ -90,10 +90,14 @@ def check_accepted(parts: PollParts, statuses: Mapping[str, JobStatus]) -> None:
             continue
         own = status.record or next(iter(status.tasks), None)
         sid = submitted.session_id
-        # a row accounting is still writing has no partition yet: the next poll compares
+        # a row accounting is still writing has no partition yet, and a job accounting
+        # has not written at all is only the controller's (no QoS, limits or TRES): the
+        # next poll compares. Without accounting, the controller's record is all there is.
         if own is None or not own.partition or job_id in parts.folds.of(sid).accepted:
             continue
-        changes = altered(submitted.options, own, adjusts)
+        if not status.accounted and parts.scheduler.has_accounting():
+            continue
+        changes = altered(submitted.options, status, adjusts)
         action = _undo(parts, sid, job_id, status) if changes else None
         data = {"job_id": job_id, "altered": changes, "action": action}
         log = SessionLog(parts.store, sid)
