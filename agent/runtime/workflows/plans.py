@@ -196,9 +196,7 @@ def load_plan(path: Path) -> Plan:
     return read_plan_file(path)[0]
 
 
-def read_plan_file(
-    path: Path, scripts: ScriptSource | None = None
-) -> tuple[Plan, tuple[str, ...]]:
+def read_plan_file(path: Path, scripts: ScriptSource | None = None) -> tuple[Plan, tuple[str, ...]]:
     """The plan in path and a note for each older field name it still uses (the caller
     shows them); InputError naming the file, line and field on any problem. scripts: how
     a step's `script:` is read (none: such a step is refused)."""
