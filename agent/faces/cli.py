@@ -577,11 +577,10 @@ _SBATCH_FLAGS = ("--dry-run", "--test-only", "--no-advice", "--right-size", "--e
 
 @cli.command(
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-    epilog="""\b
-Examples:
-  jobsmith sbatch align.sh                  # as `sbatch align.sh`, judged by the policy
-  jobsmith sbatch -p long --mem=8G align.sh sample1   # options win over #SBATCH lines
-  jobsmith sbatch --dry-run align.sh        # the script sbatch would get; nothing submitted""",
+    epilog=_examples(
+        "jobsmith sbatch align.sh",
+        "jobsmith sbatch -p long --mem=8G align.sh sample1",
+    ),
 )
 @click.option("--dry-run", is_flag=True, help="Check the script and policy; submit nothing.")
 @click.option("--test-only", is_flag=True, help="Ask Slurm (sbatch --test-only); submit nothing.")
