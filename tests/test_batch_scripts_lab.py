@@ -69,6 +69,12 @@ def test_a_script_out_of_memory_is_rerun_with_more_by_the_rule_brain(workdir: Pa
     assert (workdir / "logs" / f"hog-{job_id}.out").exists()
     rerun_log = (workdir / "logs" / f"hog-{new_id}.out").read_text()
     assert "done in hog.js-" in rerun_log
+    diagnosis = json.loads(js("diagnose", job_id, "--json").stdout)["diagnoses"][0]
+    assert diagnosis["verdict"] == "out_of_memory"
+    session = json.loads(js("status", job_id, "--json").stdout)["jobs"][0]["session_id"]
+    report = js("report", session, "--json", "-o", str(workdir / "run.html"))
+    assert report.exit_code == 0, report.output
+    assert "sbatch:hog.sh" in (workdir / "run.html").read_text()
 
 
 def test_an_array_with_a_throttle_runs_under_it_with_sbatchs_default_output(

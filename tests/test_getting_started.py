@@ -50,12 +50,6 @@ NOT_RUN: list[tuple[str, str, str]] = [
     ),
     (
         "docs/following-jobs.md",
-        "jobsmith report SESSION_ID                  # writes ./report-SESSION_ID.html, "
-        "prints a summary",
-        "SESSION_ID is a placeholder",
-    ),
-    (
-        "docs/following-jobs.md",
         "jobsmith watch --install         # cron runs `jobsmith watch --once` every 5 minutes",
         "job ids are placeholders; watch runs until stopped",
     ),

@@ -111,6 +111,8 @@ def test_session_ids_sort_by_creation(tmp_path: Path) -> None:
     assert len(set(ids)) == 3
     listed = FileSessionStore(tmp_path).list_sessions()
     assert [i.id for i in listed] == ids
+    assert FileSessionStore(tmp_path).newest() == ids[-1]  # `jobsmith report`'s default
+    assert FileSessionStore(tmp_path / "none").newest() is None
 
 
 def test_append_and_read_slices(store: FileSessionStore) -> None:

@@ -883,10 +883,10 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
 
 @cli.command(
     epilog=_examples(
-        "jobsmith report 3f2a9c --open", "jobsmith report 3f2a9c -o ~/reports/run1.html"
+        "jobsmith report --open", "jobsmith report 3f2a9c -o ~/reports/run1.html"
     )
 )
-@click.argument("session_id")
+@click.argument("session_id", required=False)
 @click.option(
     "-o",
     "--output",
@@ -897,11 +897,15 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
 @json_command
 @click.pass_context
 def report(
-    ctx: click.Context, session_id: str, output: Path | None, open_page: bool, as_json: bool
+    ctx: click.Context,
+    session_id: str | None,
+    output: Path | None,
+    open_page: bool,
+    as_json: bool,
 ) -> None:
-    """Write one self-contained HTML page about a session: its jobs' timeline, memory and
-    CPU used against requested, failures with their diagnosis, re-runs, and core- and
-    GPU-hours; print a summary and the page's path."""
+    """Write one self-contained HTML page about a session (default: the newest): its
+    jobs' timeline, memory and CPU used against requested, failures with their diagnosis,
+    re-runs, and core- and GPU-hours; print a summary and the page's path."""
     import webbrowser
 
     from jobsmith.agent.views.output import note
@@ -909,9 +913,13 @@ def report(
     from jobsmith.agent.views.report_html import write_report
     from jobsmith.agent.views.report_text import show_report
     from jobsmith.agent.watcher.polling import session_poll
+    from jobsmith.errors import InputError
 
     app = _app(ctx)
-    run = run_report(app, _session(ctx, session_id), session_poll(app))
+    chosen = _session(ctx, session_id) if session_id else app.store.newest()
+    if chosen is None:
+        raise InputError("no session yet: submit a job first (jobsmith sessions list)")
+    run = run_report(app, chosen, session_poll(app))
     path = write_report(run, output or Path(f"report-{run.session_id}.html"))
     show_report(run.summary(str(path)), as_json)
     if open_page and not webbrowser.open(path.as_uri()):

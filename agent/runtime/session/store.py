@@ -176,6 +176,10 @@ class SessionStore(Protocol):
         """Summary of one session."""
         ...
 
+    def newest(self) -> str | None:
+        """The id of the session created last (None: there is none)."""
+        ...
+
     def list_sessions(self) -> list[SessionInfo]:
         """Every session, oldest first."""
         ...
@@ -293,6 +297,11 @@ class FileSessionStore:
     def info(self, session_id: str) -> SessionInfo:
         """Summary of one session."""
         return _summarise(self._require(session_id), session_id)
+
+    def newest(self) -> str | None:
+        """The id of the session created last (None: there is none); reads only names."""
+        names = [n for n in _listdir(self.root) if _SESSION_ID_RE.match(n)]
+        return max(names) if names else None
 
     def resolve(self, text: str) -> str:
         """The session id that text names (see SessionStore.resolve).
