@@ -97,7 +97,10 @@ def test_an_ssh_site_installs_on_this_machine_and_says_why(
     assert "/usr/bin/true # the user's own line" in table.read_text()
     assert line == done["installed"] and not remote_table.exists()
     words = shlex.split(line.split(" ", 5)[5])
-    command = words[: words.index(">/dev/null")]
+    # a local install logs each run to watch.log in the state directory (`>>LOG 2>&1`)
+    redirect = next(i for i, w in enumerate(words) if w.startswith(">>"))
+    assert words[redirect].endswith("/watch.log")
+    command = words[:redirect]
     assert command == [str(VENV_BIN / "jobsmith"), "--site", str(site), "watch", "--once"]
 
     text = jobsmith(env, tmp_path, site, "watch", "--install", "--interval", "600")

@@ -346,7 +346,9 @@ def test_watch_install_puts_one_line_in_the_crontab_that_runs_a_watcher_cycle(  
     assert len(lines) == 1
     assert lines[0].startswith("*/10 * * * * ")
     words = shlex.split(lines[0].split(" ", 5)[5])
-    command = words[: words.index(">/dev/null")]
+    redirect = next(i for i, w in enumerate(words) if w.startswith(">>"))
+    assert words[redirect].endswith("/watch.log")  # each run logs to the state directory
+    command = words[:redirect]
     assert command[1:] == ["--site", str(LAB_SITE), "watch", "--once"]
     assert Path(command[0]).name == "jobsmith" and Path(command[0]).is_absolute()
     # What cron would run, as cron runs it (as this user, a bare PATH), with --json added:
