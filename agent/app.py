@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.watcher.news import News
     from jobsmith.job_templates import TemplateLibrary
     from jobsmith.site_config import LoadedSite
-    from jobsmith.site_config.model import SchedulerAccess
+    from jobsmith.site_config.model import SchedulerAccess, SiteConfig
 
 
 @dataclass
@@ -69,15 +69,10 @@ class App:
 
     @cached_property
     def transport(self) -> Transport:
-        """How Slurm commands run: the site config's `scheduler.kind`, `local` (this host)
-        or `ssh` (a login node, over one reused connection).
-
+        """How Slurm commands run: the site config's `scheduler.kind` (adapters/connection.py).
         Commands that need no site config (status, cancel, logs) still work without one,
-        locally; then the allowlist without site entries applies. paramiko is imported only
-        for `ssh`, so local users never load it.
-        """
-        from jobsmith.adapters.environment_rule import JobEnvironmentRule
-        from jobsmith.adapters.slurm.transport import LocalTransport
+        locally; then the allowlist without site entries applies."""
+        from jobsmith.adapters.connection import environment_rule, transport_for
 
         if self.no_slurm is not None:
             from jobsmith.adapters.transport import NoCommands
@@ -85,45 +80,8 @@ class App:
             return NoCommands()
         if self.transport_override is not None:
             return self.transport_override
-        try:
-            config = self.site.config
-            conf = config.scheduler.slurm_conf
-            rule = JobEnvironmentRule.for_site(
-                config.jobs.environment.allow,
-                config.policy.secret_env,
-                slurm_conf=None if conf is None else str(conf),
-            )
-        except ConfigError:
-            rule = JobEnvironmentRule()
-        access = self.scheduler_access
-        if access.kind == "local":
-            return LocalTransport(rule)
-        assert access.host is not None  # the site config requires it for ssh and openssh
-        if access.kind == "openssh":
-            from jobsmith.adapters.ssh.openssh import OpenSshTransport
-
-            default = Path.home() / ".ssh" / f"jobsmith-{access.host}.sock"
-            return OpenSshTransport(
-                access.host,
-                control_path=access.control_path or default,
-                port=access.port,
-                user=access.user,
-                known_hosts=access.known_hosts,
-                environment=rule,
-            )
-        from jobsmith.extras import needs_extra
-
-        with needs_extra("ssh", "scheduler.kind: ssh"):
-            from jobsmith.adapters.ssh.transport import ParamikoTransport
-
-        return ParamikoTransport(
-            access.host,
-            port=access.port,
-            user=access.user,
-            key_file=access.key_file,
-            known_hosts=access.known_hosts,
-            environment=rule,
-        )
+        rule = environment_rule(self._config_or_none())
+        return transport_for(self.scheduler_access, rule)
 
     @cached_property
     def scheduler_access(self) -> SchedulerAccess:
@@ -150,24 +108,17 @@ class App:
 
     @cached_property
     def scheduler(self) -> Scheduler:
-        """Slurm, through the transport, with the site's command timeout, remembering per
-        cluster whether the site keeps accounting (adapters/slurm/accounting.py)."""
-        from jobsmith.adapters.slurm.accounting import AccountingMemory
-        from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+        """Slurm, through the transport (adapters/connection.py: scheduler_for)."""
+        from jobsmith.adapters.connection import scheduler_for
 
         if self.no_slurm is not None:
             from jobsmith.adapters.slurm.unasked import UnaskedSlurm
 
             return UnaskedSlurm()
-        access = self.scheduler_access
-        timeout_s, remote = access.command_timeout_s, access.kind != "local"
-        try:
-            cluster = self.site.config.cluster
-        except ConfigError:
-            # commands that need no site config still work without one
-            cluster = "no-site-config"
-        memory = AccountingMemory(self.paths.state_dir / "clusters" / f"{cluster}.json")
-        return SlurmScheduler(self.transport, timeout_s=timeout_s, memory=memory, remote=remote)
+        config = self._config_or_none()
+        cluster = None if config is None else config.cluster
+        clusters = self.paths.state_dir / "clusters"
+        return scheduler_for(self.transport, self.scheduler_access, cluster, clusters)
 
     @cached_property
     def site(self) -> LoadedSite:
@@ -186,6 +137,13 @@ class App:
             if self.no_slurm is None:
                 raise
             return stand_in_site(self.environ, self.no_slurm.partition, Path.cwd())
+
+    def _config_or_none(self) -> SiteConfig | None:
+        """The site config, or None for commands that need none and find none."""
+        try:
+            return self.site.config
+        except ConfigError:
+            return None
 
     def without_slurm(self, partition: str | None) -> App:
         """This app for a script rendered without Slurm (`render --no-slurm`): no command
@@ -282,41 +240,16 @@ class App:
     @cached_property
     def brain(self) -> Brain:
         """Who decides about failed jobs: the site's or user's `brain:` (default: rules)."""
-        from jobsmith.agent.brains.protocol import load_brain
-        from jobsmith.agent.brains.rules import RuleBrain
+        from jobsmith.agent.brains.factory import brain_for
 
-        try:
-            spec = self.site.config.brain
-        except ConfigError:
-            spec = "rules"
-        return load_brain(spec, {"rules": RuleBrain, "claude": self._claude_brain})
-
-    def _claude_brain(self) -> Brain:
-        """The model brain, with the site's `model:` settings; its key is read when it
-        first decides, from the environment or the user's key file."""
-        # imported here: neither the brain nor the SDK loads unless `brain: claude`
-        from jobsmith.agent.brains.claude import ClaudeBrain
-        from jobsmith.agent.brains.model_client import KEY_FILE_NAME
-
-        key_file = self.paths.config_dir / KEY_FILE_NAME
-        return ClaudeBrain(self.site.config.model, environ=self.environ, key_file=key_file)
+        return brain_for(self)
 
     @cached_property
     def conversation(self) -> Conversation:
-        """The model conversations of ask, chat and the wakes, with the site's `model:`
-        settings; the key is read when one starts (agent/brains/conversation.py)."""
-        # imported here: neither the conversation nor the SDK loads for other commands
-        from jobsmith.agent.brains.conversation import Conversation
-        from jobsmith.agent.brains.model_client import KEY_FILE_NAME
+        """The model conversations of ask, chat and the wakes (agent/brains/factory.py)."""
+        from jobsmith.agent.brains.factory import conversation_for
 
-        return Conversation(
-            settings=self.site.config.model,
-            environ=self.environ,
-            key_file=self.paths.config_dir / KEY_FILE_NAME,
-            executor=self.executor,
-            recent_jobs=self.ledger.recent_job_ids,
-            tell=self.news.add,
-        )
+        return conversation_for(self)
 
     def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
         """One watcher cycle with this app's parts (agent/watcher/cycle.py: run_cycle,
