@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobsmith.errors import ConfigError
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.scheduler import JobStatus, Scheduler
+    from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.adapters.transport import Transport
     from jobsmith.agent.brains.conversation import Conversation
     from jobsmith.agent.brains.protocol import Brain
@@ -184,11 +184,8 @@ class App:
     @cached_property
     def executor(self) -> Executor:
         """The policy-bound executor every action goes through."""
-        from jobsmith.agent.runtime.logs import read_log
+        from jobsmith.agent.runtime.logs import read_output
         from jobsmith.agent.runtime.submission.executor import Executor
-
-        def read_output(job_id: str, stream: str, tail: int) -> dict[str, object]:
-            return read_log(self, job_id, stream, tail).model_dump(mode="json")
 
         return Executor(
             store=self.store,
@@ -197,7 +194,7 @@ class App:
             site=self.site.config,
             ledger=self.ledger,
             cwd=Path.cwd(),
-            read_output=read_output,
+            read_output=partial(read_output, self),
             environ=self.environ,
             folds=self.folds,
         )
@@ -213,27 +210,12 @@ class App:
 
     @cached_property
     def pipelines(self) -> Pipelines:
-        """Workflow engines' head jobs launched, resumed and followed (the engines are
-        chosen here, the composition root; agent/runtime/workflows/pipelinerun.py uses them)."""
-        from jobsmith.adapters.nextflow import NextflowEngine
-        from jobsmith.adapters.snakemake import SnakemakeEngine
-        from jobsmith.adapters.workflow import EngineKind, WorkflowEngine
-        from jobsmith.agent.runtime.session.payloads import PipelineBudgetPayload
+        """Workflow engines' head jobs launched, resumed and followed, polled over the
+        session window (agent/runtime/workflows/pipelinerun.py)."""
         from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
-        from jobsmith.agent.watcher.polling import SESSION_WINDOW, poll_jobs
+        from jobsmith.agent.watcher.polling import session_poll
 
-        def poll(job_ids: list[str]) -> dict[str, JobStatus]:
-            return poll_jobs(self, job_ids, SESSION_WINDOW)
-
-        engines: dict[EngineKind, WorkflowEngine] = {
-            EngineKind.NEXTFLOW: NextflowEngine(),
-            EngineKind.SNAKEMAKE: SnakemakeEngine(),
-        }
-
-        def tell(session_id: str, said: PipelineBudgetPayload) -> None:
-            self.news.add("pipeline_budget", session_id=session_id, **said.model_dump())
-
-        return Pipelines(self.executor, self.store, self.transport, poll, engines, tell)
+        return Pipelines.of(self, session_poll(self))
 
     # --- watching and the model ----------------------------------------------------------
 
