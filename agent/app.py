@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.session.store import FileSessionStore
     from jobsmith.agent.runtime.submission.executor import Executor
     from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
-    from jobsmith.agent.watcher.cycle import WatchCycle
-    from jobsmith.agent.watcher.lock import WatchLock
     from jobsmith.agent.watcher.news import News
     from jobsmith.job_templates import TemplateLibrary
     from jobsmith.site_config import LoadedSite
@@ -233,13 +231,6 @@ class App:
 
         return conversation_for(self)
 
-    def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
-        """One watcher cycle with this app's parts (agent/watcher/cycle.py: run_cycle,
-        which says what a cycle does, in order); with the interval, its warnings too."""
-        from jobsmith.agent.watcher.cycle import run_cycle
-
-        return run_cycle(self, interval_s)
-
     @cached_property
     def news(self) -> News:
         """What happened since the user last looked."""
@@ -253,12 +244,6 @@ class App:
         from jobsmith.agent.runtime.session.lastpoll import LastPollFile
 
         return LastPollFile(self.paths.state_dir / "last_poll.json")
-
-    def watch_lock(self, interval_s: float) -> WatchLock:
-        """The user's one-watcher lock, stale after three missed cycles."""
-        from jobsmith.agent.watcher.lock import WatchLock
-
-        return WatchLock(self.paths.state_dir / "watch.lock", stale_after_s=3 * interval_s + 60)
 
 
 @dataclass(frozen=True)

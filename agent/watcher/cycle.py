@@ -161,7 +161,7 @@ def wake_brains(app: CycleParts) -> list[WakeOutcome]:
 
 
 def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
-    """One whole watcher cycle with app's parts (App.watch_cycle), in this order:
+    """One whole watcher cycle with app's parts (what a Watcher runs), in this order:
 
     1. watch_cycle above: one batched poll (polling.batched_poll: stand-in rows settled,
        the answer kept for chat and MCP), each change recorded and told (polling.tell: news, the
