@@ -4,7 +4,9 @@ Each part is created on first use: `jobsmith status` never loads templates, and
 `jobsmith site init` works before any site config exists. This is the composition root
 only: the use cases live in the planes that own them (agent/runtime, agent/watcher,
 agent/brains, agent/views), each taking the parts it uses through a small Protocol the
-App fits, and the faces call them with the App's parts.
+App fits, and the faces call them with the App's parts. How a part is built from the
+site's settings is its plane's too (adapters/connection.py, agent/brains/factory.py,
+Pipelines.of, Watcher.of): here each part is named, built once, and handed the others.
 """
 
 from __future__ import annotations
@@ -203,8 +205,6 @@ class App:
         from jobsmith.agent.runtime.session.readmodel import SessionFolds
 
         return SessionFolds(self.store, self.paths.state_dir / "folds")
-
-    # --- pipelines -------------------------------------------------------------------
 
     @cached_property
     def pipelines(self) -> Pipelines:
