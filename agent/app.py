@@ -4,7 +4,9 @@ Each part is created on first use: `jobsmith status` never loads templates, and
 `jobsmith site init` works before any site config exists. This is the composition root
 only: the use cases live in the planes that own them (agent/runtime, agent/watcher,
 agent/brains, agent/views), each taking the parts it uses through a small Protocol the
-App fits, and the faces call them with the App's parts.
+App fits, and the faces call them with the App's parts. How a part is built from the
+site's settings is its plane's too (adapters/connection.py, agent/brains/factory.py,
+Pipelines.of, Watcher.of): here each part is named, built once, and handed the others.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobsmith.errors import ConfigError
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.scheduler import JobStatus, Scheduler
+    from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.adapters.transport import Transport
     from jobsmith.agent.brains.conversation import Conversation
     from jobsmith.agent.brains.protocol import Brain
@@ -29,12 +31,10 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.session.store import FileSessionStore
     from jobsmith.agent.runtime.submission.executor import Executor
     from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
-    from jobsmith.agent.watcher.cycle import WatchCycle
-    from jobsmith.agent.watcher.lock import WatchLock
     from jobsmith.agent.watcher.news import News
     from jobsmith.job_templates import TemplateLibrary
     from jobsmith.site_config import LoadedSite
-    from jobsmith.site_config.model import SchedulerAccess
+    from jobsmith.site_config.model import SchedulerAccess, SiteConfig
 
 
 @dataclass
@@ -69,15 +69,10 @@ class App:
 
     @cached_property
     def transport(self) -> Transport:
-        """How Slurm commands run: the site config's `scheduler.kind`, `local` (this host)
-        or `ssh` (a login node, over one reused connection).
-
+        """How Slurm commands run: the site config's `scheduler.kind` (adapters/connection.py).
         Commands that need no site config (status, cancel, logs) still work without one,
-        locally; then the allowlist without site entries applies. paramiko is imported only
-        for `ssh`, so local users never load it.
-        """
-        from jobsmith.adapters.environment_rule import JobEnvironmentRule
-        from jobsmith.adapters.slurm.transport import LocalTransport
+        locally; then the allowlist without site entries applies."""
+        from jobsmith.adapters.connection import environment_rule, transport_for
 
         if self.no_slurm is not None:
             from jobsmith.adapters.transport import NoCommands
@@ -85,45 +80,8 @@ class App:
             return NoCommands()
         if self.transport_override is not None:
             return self.transport_override
-        try:
-            config = self.site.config
-            conf = config.scheduler.slurm_conf
-            rule = JobEnvironmentRule.for_site(
-                config.jobs.environment.allow,
-                config.policy.secret_env,
-                slurm_conf=None if conf is None else str(conf),
-            )
-        except ConfigError:
-            rule = JobEnvironmentRule()
-        access = self.scheduler_access
-        if access.kind == "local":
-            return LocalTransport(rule)
-        assert access.host is not None  # the site config requires it for ssh and openssh
-        if access.kind == "openssh":
-            from jobsmith.adapters.ssh.openssh import OpenSshTransport
-
-            default = Path.home() / ".ssh" / f"jobsmith-{access.host}.sock"
-            return OpenSshTransport(
-                access.host,
-                control_path=access.control_path or default,
-                port=access.port,
-                user=access.user,
-                known_hosts=access.known_hosts,
-                environment=rule,
-            )
-        from jobsmith.extras import needs_extra
-
-        with needs_extra("ssh", "scheduler.kind: ssh"):
-            from jobsmith.adapters.ssh.transport import ParamikoTransport
-
-        return ParamikoTransport(
-            access.host,
-            port=access.port,
-            user=access.user,
-            key_file=access.key_file,
-            known_hosts=access.known_hosts,
-            environment=rule,
-        )
+        rule = environment_rule(self._config_or_none())
+        return transport_for(self.scheduler_access, rule)
 
     @cached_property
     def scheduler_access(self) -> SchedulerAccess:
@@ -150,24 +108,17 @@ class App:
 
     @cached_property
     def scheduler(self) -> Scheduler:
-        """Slurm, through the transport, with the site's command timeout, remembering per
-        cluster whether the site keeps accounting (adapters/slurm/accounting.py)."""
-        from jobsmith.adapters.slurm.accounting import AccountingMemory
-        from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+        """Slurm, through the transport (adapters/connection.py: scheduler_for)."""
+        from jobsmith.adapters.connection import scheduler_for
 
         if self.no_slurm is not None:
             from jobsmith.adapters.slurm.unasked import UnaskedSlurm
 
             return UnaskedSlurm()
-        access = self.scheduler_access
-        timeout_s, remote = access.command_timeout_s, access.kind != "local"
-        try:
-            cluster = self.site.config.cluster
-        except ConfigError:
-            # commands that need no site config still work without one
-            cluster = "no-site-config"
-        memory = AccountingMemory(self.paths.state_dir / "clusters" / f"{cluster}.json")
-        return SlurmScheduler(self.transport, timeout_s=timeout_s, memory=memory, remote=remote)
+        config = self._config_or_none()
+        cluster = None if config is None else config.cluster
+        clusters = self.paths.state_dir / "clusters"
+        return scheduler_for(self.transport, self.scheduler_access, cluster, clusters)
 
     @cached_property
     def site(self) -> LoadedSite:
@@ -186,6 +137,13 @@ class App:
             if self.no_slurm is None:
                 raise
             return stand_in_site(self.environ, self.no_slurm.partition, Path.cwd())
+
+    def _config_or_none(self) -> SiteConfig | None:
+        """The site config, or None for commands that need none and find none."""
+        try:
+            return self.site.config
+        except ConfigError:
+            return None
 
     def without_slurm(self, partition: str | None) -> App:
         """This app for a script rendered without Slurm (`render --no-slurm`): no command
@@ -226,11 +184,8 @@ class App:
     @cached_property
     def executor(self) -> Executor:
         """The policy-bound executor every action goes through."""
-        from jobsmith.agent.runtime.logs import read_log
+        from jobsmith.agent.runtime.logs import read_output
         from jobsmith.agent.runtime.submission.executor import Executor
-
-        def read_output(job_id: str, stream: str, tail: int) -> dict[str, object]:
-            return read_log(self, job_id, stream, tail).model_dump(mode="json")
 
         return Executor(
             store=self.store,
@@ -239,7 +194,7 @@ class App:
             site=self.site.config,
             ledger=self.ledger,
             cwd=Path.cwd(),
-            read_output=read_output,
+            read_output=partial(read_output, self),
             environ=self.environ,
             folds=self.folds,
         )
@@ -251,79 +206,30 @@ class App:
 
         return SessionFolds(self.store, self.paths.state_dir / "folds")
 
-    # --- pipelines -------------------------------------------------------------------
-
     @cached_property
     def pipelines(self) -> Pipelines:
-        """Workflow engines' head jobs launched, resumed and followed (the engines are
-        chosen here, the composition root; agent/runtime/workflows/pipelinerun.py uses them)."""
-        from jobsmith.adapters.nextflow import NextflowEngine
-        from jobsmith.adapters.snakemake import SnakemakeEngine
-        from jobsmith.adapters.workflow import EngineKind, WorkflowEngine
-        from jobsmith.agent.runtime.session.payloads import PipelineBudgetPayload
+        """Workflow engines' head jobs launched, resumed and followed, polled over the
+        session window (agent/runtime/workflows/pipelinerun.py)."""
         from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
-        from jobsmith.agent.watcher.polling import SESSION_WINDOW, poll_jobs
+        from jobsmith.agent.watcher.polling import session_poll
 
-        def poll(job_ids: list[str]) -> dict[str, JobStatus]:
-            return poll_jobs(self, job_ids, SESSION_WINDOW)
-
-        engines: dict[EngineKind, WorkflowEngine] = {
-            EngineKind.NEXTFLOW: NextflowEngine(),
-            EngineKind.SNAKEMAKE: SnakemakeEngine(),
-        }
-
-        def tell(session_id: str, said: PipelineBudgetPayload) -> None:
-            self.news.add("pipeline_budget", session_id=session_id, **said.model_dump())
-
-        return Pipelines(self.executor, self.store, self.transport, poll, engines, tell)
+        return Pipelines.of(self, session_poll(self))
 
     # --- watching and the model ----------------------------------------------------------
 
     @cached_property
     def brain(self) -> Brain:
         """Who decides about failed jobs: the site's or user's `brain:` (default: rules)."""
-        from jobsmith.agent.brains.protocol import load_brain
-        from jobsmith.agent.brains.rules import RuleBrain
+        from jobsmith.agent.brains.factory import brain_for
 
-        try:
-            spec = self.site.config.brain
-        except ConfigError:
-            spec = "rules"
-        return load_brain(spec, {"rules": RuleBrain, "claude": self._claude_brain})
-
-    def _claude_brain(self) -> Brain:
-        """The model brain, with the site's `model:` settings; its key is read when it
-        first decides, from the environment or the user's key file."""
-        # imported here: neither the brain nor the SDK loads unless `brain: claude`
-        from jobsmith.agent.brains.claude import ClaudeBrain
-        from jobsmith.agent.brains.model_client import KEY_FILE_NAME
-
-        key_file = self.paths.config_dir / KEY_FILE_NAME
-        return ClaudeBrain(self.site.config.model, environ=self.environ, key_file=key_file)
+        return brain_for(self)
 
     @cached_property
     def conversation(self) -> Conversation:
-        """The model conversations of ask, chat and the wakes, with the site's `model:`
-        settings; the key is read when one starts (agent/brains/conversation.py)."""
-        # imported here: neither the conversation nor the SDK loads for other commands
-        from jobsmith.agent.brains.conversation import Conversation
-        from jobsmith.agent.brains.model_client import KEY_FILE_NAME
+        """The model conversations of ask, chat and the wakes (agent/brains/factory.py)."""
+        from jobsmith.agent.brains.factory import conversation_for
 
-        return Conversation(
-            settings=self.site.config.model,
-            environ=self.environ,
-            key_file=self.paths.config_dir / KEY_FILE_NAME,
-            executor=self.executor,
-            recent_jobs=self.ledger.recent_job_ids,
-            tell=self.news.add,
-        )
-
-    def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
-        """One watcher cycle with this app's parts (agent/watcher/cycle.py: run_cycle,
-        which says what a cycle does, in order); with the interval, its warnings too."""
-        from jobsmith.agent.watcher.cycle import run_cycle
-
-        return run_cycle(self, interval_s)
+        return conversation_for(self)
 
     @cached_property
     def news(self) -> News:
@@ -338,12 +244,6 @@ class App:
         from jobsmith.agent.runtime.session.lastpoll import LastPollFile
 
         return LastPollFile(self.paths.state_dir / "last_poll.json")
-
-    def watch_lock(self, interval_s: float) -> WatchLock:
-        """The user's one-watcher lock, stale after three missed cycles."""
-        from jobsmith.agent.watcher.lock import WatchLock
-
-        return WatchLock(self.paths.state_dir / "watch.lock", stale_after_s=3 * interval_s + 60)
 
 
 @dataclass(frozen=True)

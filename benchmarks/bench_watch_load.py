@@ -489,7 +489,7 @@ def finish_watch_cycle(cycle: Cycle, holder: Mapping[str, Any], state: WatchStat
     # it as it found it; after a first cycle every job has one job_state event more)
     t0 = time.perf_counter()
     store: Any = state.store
-    open_jobs(store, state.ledger, SessionFolds(store, state.directory / "folds"))
+    open_jobs(state.ledger, SessionFolds(store, state.directory / "folds"))
     cycle.open_jobs_s = time.perf_counter() - t0
 
 

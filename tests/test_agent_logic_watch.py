@@ -26,6 +26,7 @@ from jobsmith.agent.brains.rules import RuleBrain
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.jobstate import StateChange, record_job_states
 from jobsmith.agent.runtime.session.ledger import SubmissionRecord
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.jobs import JobRequest
@@ -58,7 +59,7 @@ class Decider:
 def rule_brain(
     h: AgentHarness, stderr: list[str]
 ) -> Callable[[StateChange, JobStatus], dict[str, object] | None]:
-    """decide() as App.watch_cycle wires it: the rule brain, run by agent/brains/deciding.py."""
+    """decide() as run_cycle wires it: the rule brain, run by agent/brains/deciding.py."""
 
     def decide(change: StateChange, status: JobStatus) -> dict[str, object] | None:
         return decide_failure(RuleBrain(), h.executor, lambda j: stderr, change, status)
@@ -74,7 +75,14 @@ def submit(h: AgentHarness, session: str | None = None, **req: Any) -> str:
 
 def cycle(h: AgentHarness, decide: Any = None, seen: list[StateChange] | None = None) -> WatchCycle:
     on_change = seen.append if seen is not None else None
-    return watch_cycle(h.store, h.ledger, h.slurm.status, decide or Decider(), on_change)
+    return watch_cycle(
+        h.store,
+        h.ledger,
+        h.slurm.status,
+        decide or Decider(),
+        on_change,
+        folds=SessionFolds(h.store),
+    )
 
 
 def states(h: AgentHarness, job_id: str) -> list[str]:
@@ -133,10 +141,10 @@ def test_a_failed_job_gets_one_decision_then_is_no_longer_watched(h: AgentHarnes
     job = submit(h)
     h.slurm.set_state(job, JobState.FAILED, exit_code=1)
     brain = rule_brain(h, ["boom"])
-    out = watch_cycle(h.store, h.ledger, h.slurm.status, brain)
+    out = watch_cycle(h.store, h.ledger, h.slurm.status, brain, folds=SessionFolds(h.store))
     (decision,) = out.decisions
     assert decision["job_id"] == job and decision["action"] == "report"
-    later = watch_cycle(h.store, h.ledger, h.slurm.status, brain)
+    later = watch_cycle(h.store, h.ledger, h.slurm.status, brain, folds=SessionFolds(h.store))
     assert later == WatchCycle(watched=0, scheduler_ok=True)
 
 
@@ -146,7 +154,8 @@ def test_a_failure_recorded_first_by_status_still_gets_its_one_decision(
     job = submit(h)
     h.slurm.set_state(job, JobState.TIMEOUT, timelimit_s=600)
     since = datetime.now() - timedelta(days=1)
-    record_job_states(h.store, h.ledger, h.slurm.status([job], since))  # `jobsmith status`
+    statuses = h.slurm.status([job], since)
+    record_job_states(h.store, h.ledger, statuses, folds=SessionFolds(h.store))  # `jobsmith status`
     decide = Decider()
     out = cycle(h, decide)
     assert out.changes == []  # already recorded
@@ -195,7 +204,7 @@ def test_a_cycle_whose_poll_gets_an_error_answer_changes_nothing_and_says_so(
     def refusing(ids: list[str], since: object) -> dict[str, Any]:
         raise SchedulerError("squeue failed: Unexpected message received")
 
-    out = watch_cycle(h.store, h.ledger, refusing, decide)
+    out = watch_cycle(h.store, h.ledger, refusing, decide, folds=SessionFolds(h.store))
     assert out == WatchCycle(
         watched=1, scheduler_ok=False, error="squeue failed: Unexpected message received"
     )
@@ -249,7 +258,7 @@ def test_jobs_without_a_session_are_not_watched(h: AgentHarness) -> None:
             submitted_at=datetime.now(),
         )
     )
-    assert open_jobs(h.store, h.ledger) == []
+    assert open_jobs(h.ledger, SessionFolds(h.store)) == []
     assert cycle(h).watched == 0
 
 
@@ -259,10 +268,10 @@ def test_the_brain_reruns_through_the_watcher_and_the_new_job_is_watched(
     job = submit(h, mem_mb=500)
     brain = rule_brain(h, [])
     h.slurm.set_state(job, JobState.OUT_OF_MEMORY, req_mem_bytes=500 * MIB)
-    out = watch_cycle(h.store, h.ledger, h.slurm.status, brain)
+    out = watch_cycle(h.store, h.ledger, h.slurm.status, brain, folds=SessionFolds(h.store))
     (decision,) = out.decisions
     assert decision["action"] == "rerun" and decision["new_job_id"] == "1001"
-    nxt = watch_cycle(h.store, h.ledger, h.slurm.status, brain)
+    nxt = watch_cycle(h.store, h.ledger, h.slurm.status, brain, folds=SessionFolds(h.store))
     assert nxt.watched == 1 and [c.job_id for c in nxt.changes] == ["1001"]
 
 

@@ -230,7 +230,7 @@ def test_a_recorded_end_answers_for_a_job_the_controller_forgot(h: AgentHarness)
     assert out[done].state is JobState.FAILED
     assert out[gone].state is JobState.FINAL_UNKNOWN
     # and whoever records FINAL_UNKNOWN after a recorded end keeps the end
-    changes = record_job_states(h.store, h.ledger, unseen)
+    changes = record_job_states(h.store, h.ledger, unseen, folds=SessionFolds(h.store))
     assert [(c.job_id, c.state) for c in changes] == [(gone, JobState.FINAL_UNKNOWN)]
     assert states(h, done) == ["FAILED"]
 

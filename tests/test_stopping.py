@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from functools import partial
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from jobsmith.agent.watcher import running
 from jobsmith.agent.watcher.cycle import WatchCycle
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
+from jobsmith.agent.watcher.watcher import Watcher
 
 
 class _Lock:
@@ -55,7 +57,8 @@ def test_a_stop_anywhere_after_the_lock_is_taken_gives_it_back(kill_on: str) -> 
     lock = _Lock(kill_on)
     app: Any = _App(lock)
     with StopSignals() as stop:
-        running.run_forever(app, 3600, as_json=True, stop=stop)
+        watcher = Watcher(app.watch_lock(3600), partial(app.watch_cycle, 3600))
+        running.run_forever(watcher, 3600, as_json=True, stop=stop)
     assert lock.calls[0] == "acquire" and lock.calls[-1] == "release"
     # a cycle under way when the signal came finishes; none starts after it
     assert app.cycles == (1 if kill_on == "heartbeat" else 0)

@@ -24,6 +24,7 @@ from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.jobstate import StateChange
 from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.watcher.cycle import watch_cycle
 
@@ -64,7 +65,7 @@ def test_one_jobs_trouble_is_its_decision_not_the_end_of_the_cycle(tmp_path: Pat
             raise ValueError("surprise")
         return {"job_id": change.job_id, "action": "report"}
 
-    cycle = watch_cycle(store, ledger, failed, decide)
+    cycle = watch_cycle(store, ledger, failed, decide, folds=SessionFolds(store))
     assert cycle.scheduler_ok and cycle.watched == 2
     assert cycle.decisions == [
         {

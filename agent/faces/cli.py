@@ -1013,10 +1013,11 @@ def watch(
         watching.run_once(app, interval_s, as_json)
     else:
         from jobsmith.agent.watcher.stopping import Stop, StopSignals
+        from jobsmith.agent.watcher.watcher import Watcher
 
         # a second signal while the last cycle finished: the lock is free, a normal end
         with StopSignals() as stop, contextlib.suppress(Stop):
-            watching.run_forever(app, interval_s, as_json, stop)
+            watching.run_forever(Watcher.of(app, interval_s), interval_s, as_json, stop)
 
 
 # --- approvals and sessions -----------------------------------------------------------

@@ -81,6 +81,11 @@ def read_log(
     )
 
 
+def read_output(parts: LogSources, job_id: str, stream: str, tail: int) -> dict[str, object]:
+    """read_log as the executor's `read_output` hands it on (a tool's or a step's JSON)."""
+    return read_log(parts, job_id, stream, tail).model_dump(mode="json")
+
+
 def stderr_tail(parts: LogSources, job_id: str) -> list[str]:
     """The end of a job's stderr for a diagnosis, bounded in bytes however big it is.
 

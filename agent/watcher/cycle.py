@@ -10,8 +10,8 @@ one stopped. One job's trouble is that job's: a log that cannot be read is a not
 decision (see agent/diagnosis/job.py), and whatever else goes wrong while deciding about
 one job becomes an "error" decision for it, so the cycle still handles every other job.
 
-`watch_cycle` is that poll and those decisions alone, over the store, the ledger and two
-callables (tested and benchmarked so); `run_cycle` is the whole cycle with the app's
+`watch_cycle` is that poll and those decisions alone, over the store, the ledger, the
+folds and two callables (tested and benchmarked so); `run_cycle` is the whole cycle with the app's
 parts, in order: what `watch`, chat and the MCP server run (agent/watcher/watcher.py).
 """
 
@@ -89,9 +89,7 @@ class WatchCycle(BaseModel):
     )
 
 
-def open_jobs(
-    store: SessionStore, ledger: JobLedger, folds: SessionFolds | None = None
-) -> list[SubmissionRecord]:
+def open_jobs(ledger: JobLedger, folds: SessionFolds) -> list[SubmissionRecord]:
     """Jobs still to follow: not ended yet, or failed with no decision taken about them.
 
     The second kind matters because `jobsmith status` or `wait` may have recorded the
@@ -99,7 +97,6 @@ def open_jobs(
     recorded states and decisions come from its fold (agent/runtime/session/readmodel.py), so a
     cycle reads only the events appended since the last one.
     """
-    folds = SessionFolds(store) if folds is None else folds
     out = []
     for record in ledger.all():
         if record.session_id is None:
@@ -122,11 +119,12 @@ def watch_cycle(
     status: Callable[[list[str], datetime], Mapping[str, JobStatus]],
     decide: Callable[[StateChange, JobStatus], dict[str, object] | None],
     on_change: Callable[[StateChange], None] | None = None,
-    folds: SessionFolds | None = None,
+    *,
+    folds: SessionFolds,
 ) -> WatchCycle:
-    """One poll of every open job, then a decision for each failure not yet decided."""
-    folds = SessionFolds(store) if folds is None else folds
-    records = open_jobs(store, ledger, folds)
+    """One poll of every open job, then a decision for each failure not yet decided;
+    the recorded states and decisions come from folds (kept up to date across cycles)."""
+    records = open_jobs(ledger, folds)
     decided = {j for r in records if r.session_id for j in folds.of(r.session_id).decided}
     if not records:
         return WatchCycle(watched=0, scheduler_ok=True)
@@ -161,7 +159,7 @@ def wake_brains(app: CycleParts) -> list[WakeOutcome]:
 
 
 def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
-    """One whole watcher cycle with app's parts (App.watch_cycle), in this order:
+    """One whole watcher cycle with app's parts (what a Watcher runs), in this order:
 
     1. watch_cycle above: one batched poll (polling.batched_poll: stand-in rows settled,
        the answer kept for chat and MCP), each change recorded and told (polling.tell: news, the
@@ -181,7 +179,7 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
         return decide_failure(app.brain, app.executor, tail, change, status)
 
     poll, tell_change = partial(batched_poll, app), partial(tell, app)
-    cycle = watch_cycle(app.store, app.ledger, poll, decide, tell_change, app.folds)
+    cycle = watch_cycle(app.store, app.ledger, poll, decide, tell_change, folds=app.folds)
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})

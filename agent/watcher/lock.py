@@ -71,6 +71,12 @@ class WatchLock:
         self.stale_after_s = stale_after_s
         self.me = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
+    @classmethod
+    def of_user(cls, state_dir: Path, interval_s: float) -> WatchLock:
+        """The user's one-watcher lock in their state directory, for a watcher polling
+        every interval_s: stale after three missed cycles and a minute."""
+        return cls(state_dir / "watch.lock", stale_after_s=3 * interval_s + 60)
+
     def acquire(self) -> None:
         """Take the lock, taking over a stale one; raise WatcherRunning if it is held."""
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -135,7 +135,7 @@ def poll_jobs(parts: PollParts, job_ids: list[str], since: str) -> dict[str, Job
     known = [r.submitted_at for j in job_ids if (r := ledger.get(j)) is not None]
     since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
     statuses = with_recorded_ends(parts.folds, ledger, batched_poll(parts, job_ids, since_dt))
-    record_job_states(parts.store, ledger, statuses, partial(tell, parts), parts.folds)
+    record_job_states(parts.store, ledger, statuses, partial(tell, parts), folds=parts.folds)
     return statuses
 
 

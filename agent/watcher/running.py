@@ -17,12 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.agent.views.output import note, print_json
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval, watch_warnings
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
-from jobsmith.agent.watcher.watcher import Watcher
+from jobsmith.agent.watcher.watcher import StateDirs, Watcher, WatchParts
 from jobsmith.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.adapters.transport import CommandResult, Transport
-    from jobsmith.agent.app import App
+    from jobsmith.site_config.model import SchedulerAccess
 
 #: how far the interval grows while Slurm does not answer
 MAX_BACKOFF_S = 3600.0
@@ -33,10 +34,29 @@ LOG_NAME = "watch.log"
 MAX_LOG_BYTES = 1 << 20
 
 
-def run_once(app: App, interval_s: float, as_json: bool) -> WatchCycle:
+class CronParts(Protocol):
+    """What installing the watcher in a table uses (the composition root, agent/parts.py):
+    the state directory (the log), the site file the line names, how Slurm is reached
+    (the login node's table and jobsmith, with --remote) and the scheduler (warnings)."""
+
+    @property
+    def paths(self) -> StateDirs: ...
+    @property
+    def site_file(self) -> Path | None: ...
+    @property
+    def transport(self) -> Transport: ...
+    @property
+    def scheduler_access(self) -> SchedulerAccess: ...
+    @property
+    def scheduler_via(self) -> str: ...
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+
+def run_once(parts: WatchParts, interval_s: float, as_json: bool) -> WatchCycle:
     """One cycle under the user's lock; WatcherRunning if another watcher holds it."""
-    trim_log(app.paths.state_dir / LOG_NAME)
-    watcher = Watcher.of(app, interval_s)
+    trim_log(parts.paths.state_dir / LOG_NAME)
+    watcher = Watcher.of(parts, interval_s)
     try:
         cycle = watcher.cycle()  # WatcherRunning (exit 10): cron's next run will try again
     finally:
@@ -45,13 +65,12 @@ def run_once(app: App, interval_s: float, as_json: bool) -> WatchCycle:
     return cycle
 
 
-def run_forever(app: App, interval_s: float, as_json: bool, stop: StopSignals) -> None:
-    """Poll every interval with apscheduler, backing off while Slurm does not answer,
-    until a stop signal (agent/watcher/stopping.py): a cycle under way finishes first,
-    then the lock is released."""
+def run_forever(watcher: Watcher, interval_s: float, as_json: bool, stop: StopSignals) -> None:
+    """Run watcher's cycles every interval with apscheduler, backing off while Slurm does
+    not answer, until a stop signal (agent/watcher/stopping.py): a cycle under way
+    finishes first, then the lock is released."""
     from apscheduler.schedulers.blocking import BlockingScheduler
 
-    watcher = Watcher.of(app, interval_s)
     scheduler = BlockingScheduler()
     state = {"interval": interval_s}
     shown: list[str] = []  # warnings already printed: text output repeats none
@@ -123,7 +142,12 @@ class Uninstalled(BaseModel):
 
 
 def install_cron(
-    app: App, interval_s: float, as_json: bool, *, remote: bool = False, crontab: bool = False
+    parts: CronParts,
+    interval_s: float,
+    as_json: bool,
+    *,
+    remote: bool = False,
+    crontab: bool = False,
 ) -> None:
     """Run `jobsmith watch --once` from a table (idempotent: a previous jobsmith line is
     replaced): on this machine, or with `remote` on the login node a remote site names.
@@ -136,11 +160,11 @@ def install_cron(
     watch.log (kept under MAX_LOG_BYTES by the runs themselves).
     """
     minutes = max(1, round(interval_s / 60))
-    _remote_needs_ssh(app, remote, "--install")
-    host, argv, tools, why = _remote_plan(app) if remote else _local_plan(app)
+    _remote_needs_ssh(parts, remote, "--install")
+    host, argv, tools, why = _remote_plan(parts) if remote else _local_plan(parts)
     if crontab:
         tools = ("crontab",)
-    log = None if remote else app.paths.state_dir / LOG_NAME
+    log = None if remote else parts.paths.state_dir / LOG_NAME
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)  # cron's >> fails without it
     output = ">/dev/null" if log is None else f">>{shlex.quote(str(log))}"
@@ -153,22 +177,22 @@ def install_cron(
             "where": "remote" if remote else "local",
             "why": why,
             "log": None if log is None else str(log),
-            "warnings": watch_warnings(app.scheduler, minutes * 60.0),
+            "warnings": watch_warnings(parts.scheduler, minutes * 60.0),
         }
     )
     _show_installed(done, as_json)
 
 
 def uninstall_cron(
-    app: App, as_json: bool, *, remote: bool = False, crontab: bool = False
+    parts: CronParts, as_json: bool, *, remote: bool = False, crontab: bool = False
 ) -> Uninstalled:
     """Remove what install_cron added: the lines holding the jobsmith mark, from every
     table it may have used (scrontab and crontab; only the crontab with `crontab`), on
     this machine or with `remote` on the login node. Every other line stays as it was,
     and a table with no jobsmith line is not written at all."""
-    _remote_needs_ssh(app, remote, "--uninstall")
+    _remote_needs_ssh(parts, remote, "--uninstall")
     host: _Host = (
-        _RemoteHost(app.transport, app.scheduler_access.command_timeout_s)
+        _RemoteHost(parts.transport, parts.scheduler_access.command_timeout_s)
         if remote
         else _LocalHost()
     )
@@ -191,8 +215,8 @@ def uninstall_cron(
     return done
 
 
-def _remote_needs_ssh(app: App, remote: bool, action: str) -> None:
-    if remote and app.scheduler_access.kind == "local":
+def _remote_needs_ssh(parts: CronParts, remote: bool, action: str) -> None:
+    if remote and parts.scheduler_access.kind == "local":
         raise InputError(
             f"watch {action} --remote needs a site whose scheduler.kind is ssh "
             "or openssh; this one runs Slurm here: drop --remote"
@@ -216,26 +240,26 @@ def trim_log(path: Path, limit: int = MAX_LOG_BYTES) -> None:
         return  # no log (not installed, or another place): nothing to keep small
 
 
-def _remote_plan(app: App) -> tuple[_Host, list[str], tuple[str, ...], str]:
+def _remote_plan(parts: CronParts) -> tuple[_Host, list[str], tuple[str, ...], str]:
     """The login node's table, running the login node's own jobsmith with its own site."""
-    remote = _RemoteHost(app.transport, app.scheduler_access.command_timeout_s)
-    argv = [remote.jobsmith(app.scheduler_via), "watch", "--once"]
+    remote = _RemoteHost(parts.transport, parts.scheduler_access.command_timeout_s)
+    argv = [remote.jobsmith(parts.scheduler_via), "watch", "--once"]
     why = (
-        f"on the login node ({app.scheduler_via}), by its own jobsmith: it watches "
+        f"on the login node ({parts.scheduler_via}), by its own jobsmith: it watches "
         "the sessions kept there, not this machine's"
     )
     return remote, argv, ("scrontab", "crontab"), why
 
 
-def _local_plan(app: App) -> tuple[_Host, list[str], tuple[str, ...], str]:
+def _local_plan(parts: CronParts) -> tuple[_Host, list[str], tuple[str, ...], str]:
     """This machine's table, running this jobsmith with this site file."""
-    site = ["--site", str(Path(app.site_file).resolve())] if app.site_file else []
+    site = ["--site", str(Path(parts.site_file).resolve())] if parts.site_file else []
     argv = [str(jobsmith_program()), *site, "watch", "--once"]
-    if app.scheduler_access.kind == "local":
+    if parts.scheduler_access.kind == "local":
         return _LocalHost(), argv, ("scrontab", "crontab"), "Slurm runs on this host"
     why = (
         f"the sessions are kept on this machine, so its jobsmith polls Slurm over "
-        f"{app.scheduler_via} (--remote installs on the login node instead)"
+        f"{parts.scheduler_via} (--remote installs on the login node instead)"
     )
     return _LocalHost(), argv, ("crontab",), why
 

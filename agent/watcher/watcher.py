@@ -24,24 +24,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import Protocol
 
+from jobsmith.agent.watcher.cycle import CycleParts, WatchCycle, run_cycle
 from jobsmith.agent.watcher.lock import WatcherRunning, WatchLock
 
-if TYPE_CHECKING:
-    from jobsmith.agent.watcher.cycle import WatchCycle
+
+class StateDirs(Protocol):
+    """Where the user's lock is kept."""
+
+    @property
+    def state_dir(self) -> Path: ...
 
 
-class WatchParts(Protocol):
-    """Where a Watcher's lock and cycle come from (the composition root, agent/app.py)."""
+class WatchParts(CycleParts, Protocol):
+    """What a Watcher is built from (the composition root, agent/app.py): a cycle's
+    parts, and the user's state directory, which holds the lock."""
 
-    def watch_lock(self, interval_s: float) -> WatchLock:
-        """The user's watch lock, stale after three missed cycles of interval_s."""
-        ...
-
-    def watch_cycle(self, interval_s: float | None = None) -> WatchCycle:
-        """One whole cycle (agent/watcher/cycle.py: run_cycle)."""
-        ...
+    @property
+    def paths(self) -> StateDirs: ...
 
 
 class Watcher:
@@ -53,10 +55,12 @@ class Watcher:
         self._holding = False
 
     @classmethod
-    def of(cls, app: WatchParts, interval_s: float) -> Watcher:
-        """The watcher polling every interval_s: app's lock (stale after three missed
-        cycles) and app's cycle (agent/watcher/cycle.py: run_cycle), with its warnings."""
-        return cls(app.watch_lock(interval_s), partial(app.watch_cycle, interval_s))
+    def of(cls, parts: WatchParts, interval_s: float) -> Watcher:
+        """The watcher polling every interval_s: the user's lock (stale after three missed
+        cycles) and the whole cycle with parts (agent/watcher/cycle.py: run_cycle), with
+        its warnings."""
+        lock = WatchLock.of_user(parts.paths.state_dir, interval_s)
+        return cls(lock, partial(run_cycle, parts, interval_s))
 
     @property
     def holding(self) -> bool:

@@ -50,16 +50,16 @@ def record_job_states(
     ledger: JobLedger,
     statuses: Mapping[str, JobStatus],
     on_change: Callable[[StateChange], None] | None = None,
-    folds: SessionFolds | None = None,
+    *,
+    folds: SessionFolds,
 ) -> list[StateChange]:
     """Append a job_state event for each job whose state changed; return the changes.
 
-    The last recorded states come from the sessions' folds (folds: the caller's, kept
-    up to date across calls; else this call's own). NOT_VISIBLE is never recorded: a job
-    Slurm does not show yet has not changed.
+    The last recorded states come from the sessions' folds (the caller's, kept up to
+    date across calls). NOT_VISIBLE is never recorded: a job Slurm does not show yet
+    has not changed.
     """
     changes = []
-    folds = SessionFolds(store) if folds is None else folds
     known: dict[str, dict[str, str]] = {}
     logs: dict[str, SessionLog] = {}
     for job_id, st in statuses.items():

@@ -2,8 +2,9 @@
 pipeline session holds).
 
 `Pipelines` is given what it uses (the executor, the store, the transport the records
-are read through, the poll, the engines by kind) by the composition root; it reaches
-nothing else. Following reads each record of the current attempt from the offset the
+are read through, the poll, the engines by kind, the news); `Pipelines.of` takes them
+from the composition root's parts, with the engines jobsmith ships. It reaches nothing
+else. Following reads each record of the current attempt from the offset the
 session recorded, so a watcher cycle costs one small read per record, and a record that
 has not grown costs no event.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
@@ -52,6 +54,33 @@ class Launched:
     notes: tuple[str, ...]
 
 
+class Told(Protocol):
+    """Whoever is told of a pipeline's budget warning or stop (agent/watcher/news.py)."""
+
+    def add(self, kind: str, **fields: object) -> None: ...
+
+
+class PipelineParts(Protocol):
+    """What the pipelines are built from (the composition root, agent/app.py)."""
+
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def transport(self) -> Transport: ...
+    @property
+    def news(self) -> Told: ...
+
+
+def shipped_engines() -> dict[EngineKind, WorkflowEngine]:
+    """The workflow engines jobsmith ships, by kind (adapters/nextflow, adapters/snakemake)."""
+    from jobsmith.adapters.nextflow import NextflowEngine
+    from jobsmith.adapters.snakemake import SnakemakeEngine
+
+    return {EngineKind.NEXTFLOW: NextflowEngine(), EngineKind.SNAKEMAKE: SnakemakeEngine()}
+
+
 @dataclass
 class Pipelines:
     """Pipelines launched, resumed and followed (module docstring)."""
@@ -63,6 +92,19 @@ class Pipelines:
     engines: Mapping[EngineKind, WorkflowEngine]
     #: who is told of a budget warning or stop (the news), if anyone
     tell: Callable[[str, PipelineBudgetPayload], None] | None = None
+
+    @classmethod
+    def of(
+        cls, parts: PipelineParts, poll: Callable[[list[str]], Mapping[str, JobStatus]]
+    ) -> Pipelines:
+        """The pipelines with parts, the engines jobsmith ships, and poll (a session's
+        poll: agent/watcher/polling.py, session_poll); a budget warning or stop is news."""
+
+        def tell(session_id: str, said: PipelineBudgetPayload) -> None:
+            parts.news.add("pipeline_budget", session_id=session_id, **said.model_dump())
+
+        engines = shipped_engines()
+        return cls(parts.executor, parts.store, parts.transport, poll, engines, tell)
 
     def run(
         self,
