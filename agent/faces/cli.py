@@ -882,9 +882,7 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
 
 
 @cli.command(
-    epilog=_examples(
-        "jobsmith report --open", "jobsmith report 3f2a9c -o ~/reports/run1.html"
-    )
+    epilog=_examples("jobsmith report --open", "jobsmith report 3f2a9c -o ~/reports/run1.html")
 )
 @click.argument("session_id", required=False)
 @click.option(
