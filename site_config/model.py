@@ -363,7 +363,13 @@ class Notify(_Section):
     webhook_url: str | None = Field(
         None,
         pattern=r"^https?://",
-        description="POSTed a JSON object when a watched job ends or a rule decides",
+        description="POSTed a JSON object when a workload (or, with webhook_for: job, a "
+        "job) the watcher follows ends (docs/following-jobs.md)",
+    )
+    webhook_for: Literal["workload", "job"] = Field(
+        "workload",
+        description="workload: one message when every job of a session has ended, re-runs "
+        "included (workload_ended, with its figures); job: one per job (job_ended)",
     )
     mail_user: str | None = Field(
         None, description="address for Slurm's own mail (--mail-user); needs site mail"

@@ -245,7 +245,7 @@ def test_webhook_hears_of_ended_jobs_and_mail_goes_to_slurm(  # type: ignore[no-
         jobsmith_home / "config",
         workdir,
         f"notify:\n  webhook_url: http://127.0.0.1:{server.server_port}/hook\n"
-        "  mail_user: alice@example.org\n",
+        "  webhook_for: job\n  mail_user: alice@example.org\n",
     )
     dry = json.loads(js("render", "command", "-P", "command=true", "--json").stdout)
     assert "#SBATCH --mail-type=END,FAIL" in dry["script"]

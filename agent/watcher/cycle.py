@@ -33,6 +33,7 @@ from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.watcher.polling import PollParts, batched_poll, tell
+from jobsmith.agent.watcher.workload import tell_workloads
 from jobsmith.errors import SchedulerError
 
 if TYPE_CHECKING:
@@ -168,7 +169,8 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     2. if Slurm answered: the pipelines' engine records read
        (agent/runtime/workflows/pipelinerun.py)
        and the conversations whose jobs ended taken up again (agent/brains/waking.py);
-    3. a decision that waits for a person's approval becomes news;
+    3. a decision that waits for a person's approval becomes news; the webhook is told
+       of each workload that ended (agent/watcher/workload.py);
     4. with the interval, and if Slurm answered: what polling that seldom may miss
        (watch_warnings).
     """
@@ -183,6 +185,7 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})
+        tell_workloads(app, cycle.changes)
     for decision in cycle.decisions:
         if decision.get("outcome") == "awaiting_approval":
             app.news.add("approval_asked", step_id=decision.get("step_id"))

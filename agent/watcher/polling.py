@@ -155,7 +155,7 @@ def tell(parts: PollParts, change: StateChange) -> None:
         return
     parts.news.add("job_ended", job_id=change.job_id, state=change.state.value)
     url = _webhook_url(parts)
-    if url:
+    if url and parts.site.config.notify.webhook_for == "job":  # else: watcher/workload.py
         from jobsmith.agent.views.output import note
         from jobsmith.agent.watcher.webhook import post
 

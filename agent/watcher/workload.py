@@ -1,0 +1,123 @@
+"""One message per workload: told once, when every job of a session has ended.
+
+A render of 240 frames is one array, a transcode is chunks and a join, a plan is several
+jobs; whoever follows it from a chat channel or a pager wants to hear "render shot42:
+240/240 tasks done, 3 re-run, 1.7 GPU-h" once, not a line per job. So, where the site's
+`notify.webhook_for` is `workload` (the default), the watcher tells the webhook when a
+session's work is over, which is when, after a cycle's decisions:
+
+- every job the session submitted (its re-runs included) is in a final state;
+- every failure among them has a decision (a re-run the rules took is a new job, so the
+  workload goes on until that one ends too);
+- no step of the session waits for a person's approval.
+
+The message is the session's report in figures (views/report.py: one accounting query
+for all its jobs), and is claimed in the session log before it is sent
+(`workload_ended`, once per last job: claims.append_once_per_job), so two watchers, or a
+watcher restarted mid-cycle, never tell it twice. A workload that goes on later (a
+person's `rerun`) ends again, and is told again, naming its new last job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.session.claims import append_once_per_job
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.jobstate import StateChange
+from jobsmith.agent.runtime.session.ledger import JobLedger
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.session_log import SessionLog
+
+if TYPE_CHECKING:
+    from jobsmith.agent.views.report import RunReport
+    from jobsmith.agent.watcher.cycle import CycleParts
+
+
+def ended_workloads(
+    changes: Iterable[StateChange], ledger: JobLedger, folds: SessionFolds
+) -> dict[str, str]:
+    """The sessions a cycle's changes ended the work of (module docstring), each with its
+    last job (the one submitted last): session id -> job id."""
+    touched = {c.session_id for c in changes if c.state.is_terminal}
+    if not touched:
+        return {}
+    jobs: dict[str, list[str]] = {}
+    for record in ledger.all():  # in submission order
+        if record.session_id in touched:
+            jobs.setdefault(record.session_id, []).append(record.job_id)
+    ended: dict[str, str] = {}
+    for session_id, job_ids in jobs.items():
+        fold = folds.of(session_id)
+        states = [JobState.known(fold.job_states.get(j)) for j in job_ids]
+        over = all(s is not None and s.is_terminal for s in states)
+        failed = [j for j, s in zip(job_ids, states, strict=True) if s and s.is_failure]
+        if over and not fold.awaiting and all(j in fold.decided for j in failed):
+            ended[session_id] = job_ids[-1]
+    return ended
+
+
+def workload_message(report: RunReport, last_job: str) -> dict[str, Any]:
+    """What the webhook is told: the session's figures and one line saying them."""
+    summary = report.summary(path="")
+    counts = summary.task_counts
+    done = counts.get(JobState.COMPLETED.value, 0)
+    name = summary.title or f"session {summary.session_id}"
+    words = [f"{name}: {done}/{summary.tasks} tasks done"]
+    failed = sum(n for state, n in counts.items() if _failure(state))
+    if failed:
+        first = summary.failures[0] if summary.failures else None
+        said = f" (first: {first.job_id}, {first.verdict})" if first else ""
+        words.append(f"{failed} failed{said}")
+    if summary.reruns:
+        words.append(f"{summary.reruns} re-run")
+    words.append(f"{summary.core_hours:.2f} core-h")
+    if summary.gpu_hours:
+        words.append(f"{summary.gpu_hours:.2f} GPU-h")
+    return {
+        "event": "workload_ended",
+        "session_id": summary.session_id,
+        "title": summary.title,
+        "last_job_id": last_job,
+        "jobs": summary.jobs,
+        "tasks": summary.tasks,
+        "task_counts": counts,
+        "failed": failed,
+        "first_failure": summary.failures[0].model_dump() if summary.failures else None,
+        "reruns": summary.reruns,
+        "core_hours": summary.core_hours,
+        "gpu_hours": summary.gpu_hours,
+        "text": ", ".join(words),
+    }
+
+
+def tell_workloads(app: CycleParts, changes: Iterable[StateChange]) -> list[str]:
+    """Tell the webhook of each workload the cycle's changes ended, once (claimed in its
+    session first); the sessions told. Best effort, as every webhook call: a failed POST
+    is a note, never the cycle's end."""
+    from jobsmith.agent.views.output import note
+    from jobsmith.agent.views.report import run_report
+    from jobsmith.agent.watcher.polling import session_poll
+    from jobsmith.agent.watcher.webhook import post
+
+    url = app.site.config.notify.webhook_url
+    if url is None or app.site.config.notify.webhook_for != "workload":
+        return []
+    told = []
+    for session_id, last_job in ended_workloads(changes, app.ledger, app.folds).items():
+        log = SessionLog(app.store, session_id)
+        if not append_once_per_job(log, EventKind.WORKLOAD_ENDED, {"job_id": last_job}):
+            continue  # another watcher told it
+        message = workload_message(run_report(app, session_id, session_poll(app)), last_job)
+        problem = post(url, message)
+        if problem:
+            note(f"jobsmith: {problem}")
+        told.append(session_id)
+    return told
+
+
+def _failure(state: str) -> bool:
+    known = JobState.known(state)
+    return known is not None and known.is_failure

@@ -1,0 +1,71 @@
+"""One webhook message per workload (issue 28, item 5), on the lab cluster: a plan of an
+array and a job after it is told once, when its last job has ended and been decided, with
+the session's figures; never per job or per task (agent/watcher/workload.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+from lab_cli import js
+
+pytestmark = pytest.mark.usefixtures("lab_cluster")
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, list[dict[str, object]]]]:
+    """A local HTTP receiver: its URL and what it was POSTed."""
+    received: list[dict[str, object]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(json.loads(body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", received
+    server.shutdown()
+
+
+def test_a_plan_is_told_once_when_its_last_job_ended(  # type: ignore[no-untyped-def]
+    user_site, workdir: Path, receiver: tuple[str, list[dict[str, object]]]
+) -> None:
+    url, received = receiver
+    user_site(f"notify:\n  webhook_url: {url}\n")
+    (workdir / "plan.yaml").write_text(
+        "name: shot42\nsteps:\n"
+        "  frames:\n    template: command\n    params: {command: 'sleep 2'}\n"
+        "    array: 0-2\n    mem: 50M\n"
+        "  join:\n    template: command\n    params: {command: 'exit 3'}\n"
+        "    mem: 50M\n    after_ok: [frames]\n"
+    )
+    ran = js("plan", "run", "plan.yaml")
+    assert ran.exit_code == 0, ran.output
+    ids = dict(line.split("\t")[::-1] for line in ran.stdout.splitlines())
+    ended: dict[str, str] = {}
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not received:
+        cycle = json.loads(js("watch", "--once", "--json").stdout)
+        ended |= {c["job_id"]: c["state"] for c in cycle["changes"]}
+        assert not received or ended.get(ids["join"]) == "FAILED", received  # not before
+        time.sleep(1)
+    for _ in range(3):  # later cycles tell nothing more
+        js("watch", "--once", "--json")
+    (message,) = received
+    assert message["event"] == "workload_ended"
+    assert message["last_job_id"] == ids["join"]
+    assert (message["jobs"], message["tasks"], message["failed"]) == (2, 4, 1)
+    assert message["task_counts"] == {"COMPLETED": 3, "FAILED": 1}
+    assert str(message["text"]).startswith("plan shot42: 3/4 tasks done, 1 failed (first: ")
+    assert ended[ids["frames"]] == "COMPLETED"
