@@ -13,7 +13,7 @@ import functools
 import math
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,6 +22,7 @@ import click
 from jobsmith.text import holds_undecodable
 
 if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import JobStatus
     from jobsmith.agent.app import App
     from jobsmith.agent.runtime.workflows.plans import Plan
 
@@ -763,18 +764,20 @@ def status(
     the last --since, what runs or waits and what failed first, at most 40 lines."""
     from jobsmith.agent.runtime.glancefacts import glance_facts
     from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
+    from jobsmith.agent.runtime.workflows.progressread import read_progress
     from jobsmith.agent.views import render as views
     from jobsmith.agent.watcher.polling import poll_jobs
 
     app = _app(ctx)
     statuses = poll_jobs(app, _ids(job_ids), since)
+    progress = read_progress(app, statuses)
     if not (job_ids or every or as_json):
-        facts = glance_facts(app.store, app.folds, app.ledger, statuses, since)
+        facts = glance_facts(app.store, app.folds, app.ledger, statuses, since, progress)
         views.show_glance(statuses, facts)
         return
     sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
     headlines = {} if as_json else pipeline_lines(app.store, set(sessions.values()), statuses)
-    views.show_status(statuses, as_json, sessions, headlines)
+    views.show_status(statuses, as_json, sessions, headlines, progress)
 
 
 @cli.command(epilog=_examples("jobsmith wait 12345", "jobsmith wait 12345 12346 --timeout 600"))
@@ -796,11 +799,17 @@ def wait(
     """Wait until jobs end, showing progress; exit 1 if any did not complete, 9 if one
     ended unseen (no accounting: its final state is unknown)."""
     from jobsmith.adapters.states import JobState
+    from jobsmith.agent.runtime.workflows.progressread import read_progress
     from jobsmith.agent.views import render as views
     from jobsmith.agent.watcher.waiting import wait_for_jobs
 
-    final = wait_for_jobs(_app(ctx), _ids(job_ids), since, timeout_s)
-    views.show_status(final, as_json)
+    app = _app(ctx)
+
+    def said(statuses: Mapping[str, JobStatus]) -> dict[str, str]:
+        return {j: p.line() for j, p in read_progress(app, statuses).items()}
+
+    final = wait_for_jobs(app, _ids(job_ids), since, timeout_s, said)
+    views.show_status(final, as_json, progress=read_progress(app, final))
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)
     if any(st.state is JobState.FINAL_UNKNOWN for st in final.values()):

@@ -26,6 +26,7 @@ from jobsmith.adapters.workflow import EngineMessage, EngineTask
 from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.readmodel import TokenTotals
+from jobsmith.agent.runtime.workflows.progress import WorkProgress
 
 if TYPE_CHECKING:
     from jobsmith.agent.runtime.submission.approvals import PendingApproval
@@ -72,9 +73,16 @@ class JobStatusDocument(_Document):
     reason: str | None = Field(description="why it waits, from the controller")
     estimated_start: datetime | None = Field(description="the controller's start estimate")
     session_id: str | None = Field(description="the session that submitted it, if any")
+    progress: WorkProgress | None = Field(
+        None,
+        description="a render's frames or a transcode's chunks done of total, read from "
+        "its running tasks' output (None: not such a job)",
+    )
 
     @classmethod
-    def of(cls, status: JobStatus, session_id: str | None) -> JobStatusDocument:
+    def of(
+        cls, status: JobStatus, session_id: str | None, progress: WorkProgress | None = None
+    ) -> JobStatusDocument:
         """The document of one polled job."""
         return cls(
             job_id=status.job_id,
@@ -85,6 +93,7 @@ class JobStatusDocument(_Document):
             reason=status.reason,
             estimated_start=status.estimated_start,
             session_id=session_id,
+            progress=progress,
         )
 
     def compact(self) -> dict[str, Any]:
@@ -100,6 +109,8 @@ class JobStatusDocument(_Document):
         entry["estimated_start"] = (
             self.estimated_start.isoformat() if self.estimated_start else None
         )
+        if self.progress is not None:
+            entry["progress"] = self.progress.model_dump(mode="json")
         return entry
 
 
@@ -110,11 +121,18 @@ class StatusDocument(_Document):
 
     @classmethod
     def of(
-        cls, statuses: Mapping[str, JobStatus], sessions: Mapping[str, str] | None = None
+        cls,
+        statuses: Mapping[str, JobStatus],
+        sessions: Mapping[str, str] | None = None,
+        progress: Mapping[str, WorkProgress] | None = None,
     ) -> StatusDocument:
-        """The document of one poll's answers."""
-        where = sessions or {}
-        return cls(jobs=tuple(JobStatusDocument.of(st, where.get(j)) for j, st in statuses.items()))
+        """The document of one poll's answers (with the progress read for them)."""
+        where, said = sessions or {}, progress or {}
+        return cls(
+            jobs=tuple(
+                JobStatusDocument.of(st, where.get(j), said.get(j)) for j, st in statuses.items()
+            )
+        )
 
     def compact(self) -> dict[str, Any]:
         """Every job's compact document."""

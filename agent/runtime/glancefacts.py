@@ -24,6 +24,7 @@ from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
 from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN as PIPELINE
 from jobsmith.agent.runtime.workflows.pipelines import pipeline_of
 from jobsmith.agent.runtime.workflows.planrun import plan_of, status_document
+from jobsmith.agent.runtime.workflows.progress import WorkProgress
 from jobsmith.errors import JobsmithError
 
 
@@ -58,6 +59,10 @@ class GlanceFacts(_Model):
     jobs: dict[str, JobFacts] = Field(default_factory=dict, description="by job id")
     sessions: dict[str, SessionFacts] = Field(default_factory=dict, description="by id")
     window: str = Field("7d", description="how far back status looked (--since)")
+    progress: dict[str, WorkProgress] = Field(
+        default_factory=dict,
+        description="job id -> a render's frames or a transcode's chunks done, as read",
+    )
 
 
 def glance_facts(
@@ -66,8 +71,10 @@ def glance_facts(
     ledger: JobLedger,
     statuses: Mapping[str, JobStatus],
     window: str,
+    progress: Mapping[str, WorkProgress] | None = None,
 ) -> GlanceFacts:
-    """The ledger's record of each polled job, and the facts of the sessions they share."""
+    """The ledger's record of each polled job, and the facts of the sessions they share
+    (progress: what the jobs' own output said, read by the caller)."""
     jobs: dict[str, JobFacts] = {}
     for job_id in statuses:
         rec = ledger.get(job_id)
@@ -83,7 +90,7 @@ def glance_facts(
         sid: session_facts(store, folds, sid, [statuses[j] for j in ids], statuses)
         for sid, ids in by_session.items()
     }
-    return GlanceFacts(jobs=jobs, sessions=sessions, window=window)
+    return GlanceFacts(jobs=jobs, sessions=sessions, window=window, progress=dict(progress or {}))
 
 
 def session_facts(

@@ -61,7 +61,7 @@ def read_log(
     callers that must not take in a log of any size: `tail -n` of a job that wrote
     gigabytes without a newline returns all of them.
     """
-    path = _log_path(parts, job_id, stream)
+    path = log_path(parts, job_id, stream)
     res = parts.transport.run(_read_command(path, tail_lines, max_bytes), timeout=30)
     if res.returncode != 0:
         why = res.stderr.strip() or "unreadable"
@@ -102,7 +102,9 @@ def _read_command(path: str, tail_lines: int, max_bytes: int | None) -> list[str
     return ["tail", "-n", str(tail_lines + 1), "--", path]
 
 
-def _log_path(app: LogSources, job_id: str, stream: str) -> str:
+def log_path(app: LogSources, job_id: str, stream: str) -> str:
+    """Where the job (or array task) writes stream: from jobsmith's record, a pipeline
+    engine's, or the controller's for a job jobsmith did not submit."""
     record = app.ledger.get(job_id)
     if record is None and (engine_log := app.pipelines.task_log(job_id)) is not None:
         return engine_log  # a workflow engine's task: one file holds both streams

@@ -146,6 +146,9 @@ def _line(
         summary = _plan(session.plan, statuses, session.verdicts)
     else:
         summary = _jobs(jobs, facts, session)
+    said = [facts.progress[j].line() for j in job_ids if j in facts.progress]
+    if said:  # a render's frames, a transcode's chunks, as their output says
+        summary = summary._replace(progress=f"{summary.progress}; {', '.join(said)}")
     times = [t for st in jobs for t in _times(st)] + [t for t in submitted.values() if t]
     active = job_kinds[Kind.RUNNING] + job_kinds[Kind.PENDING] > 0
     return GlanceLine(

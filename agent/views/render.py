@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.submission.judge import CheckedJob, Judgement
     from jobsmith.agent.runtime.submission.steps import StepResult
     from jobsmith.agent.runtime.workflows.pipelinerun import Launched
+    from jobsmith.agent.runtime.workflows.progress import TaskProgress, WorkProgress
     from jobsmith.job_templates import Template
 
 #: arrays with more tasks than this show only their unfinished and failed tasks as text
@@ -39,12 +40,14 @@ def show_status(
     as_json: bool,
     sessions: Mapping[str, str] | None = None,
     headlines: Mapping[str, str] | None = None,
+    progress: Mapping[str, WorkProgress] | None = None,
 ) -> None:
     """Print `jobsmith status`: jobs grouped under the sessions that submitted them, a
-    session with a headline (a pipeline's, in one line) under it."""
+    session with a headline (a pipeline's, in one line) under it; a render's or a
+    transcode's progress in its row's note."""
     from jobsmith.agent.runtime.documents import StatusDocument
 
-    document = StatusDocument.of(statuses, sessions)
+    document = StatusDocument.of(statuses, sessions, progress)
     if as_json:
         print_document(document)
         return
@@ -91,8 +94,14 @@ def _status_table(jobs: list[JobStatusDocument]) -> None:
     for job in jobs:
         if job.tasks:
             counts = ", ".join(f"{n} {s}" for s, n in sorted(job.task_counts.items()))
+            if job.progress is not None:
+                counts = f"{job.progress.done}/{job.progress.total} {job.progress.unit}; {counts}"
             rows.append([job.job_id, _name(job.tasks[0]), job.state, "", "", "", counts])
-            rows += [_record_row(t, None) for t in _tasks_to_show(job.tasks)]
+            said = {t.task_id: t for t in job.progress.running} if job.progress else {}
+            rows += [
+                _with_progress(_record_row(t, None), said.get(t.job_id))
+                for t in _tasks_to_show(job.tasks)
+            ]
         elif job.record is not None:
             rows.append(_record_row(job.record, job))
         else:
@@ -101,6 +110,25 @@ def _status_table(jobs: list[JobStatusDocument]) -> None:
         print_table(None, ["no jobs"], [])
         return
     print_table(None, ["JOBID", "NAME", "STATE", "EXIT", "ELAPSED", "MAXRSS", "NOTE"], rows)
+
+
+def _with_progress(row: list[object], said: TaskProgress | None) -> list[object]:
+    """A running task's row with what its output says in the note."""
+    if said is None:
+        return row
+    if said.frames is not None:
+        text = f"{said.frames_done}/{said.frames} frames"
+        if said.frame is not None:
+            samples = f" sample {said.samples_done}/{said.samples}" if said.samples else ""
+            text += f", frame {said.frame}{samples}"
+    elif said.percent is not None:
+        text = said.line()
+    else:
+        text = ""
+    if said.note:
+        text = f"{text} ({said.note})" if text else said.note
+    row[-1] = f"{row[-1]} {text}".strip()
+    return row
 
 
 def _tasks_to_show(tasks: tuple[JobRecord, ...]) -> list[JobRecord]:

@@ -24,9 +24,17 @@ class WaitTimeout(JobsmithError):
 
 
 def wait_for_jobs(
-    parts: PollParts, job_ids: list[str], since: str, timeout_s: float
+    parts: PollParts,
+    job_ids: list[str],
+    since: str,
+    timeout_s: float,
+    said: Callable[[Mapping[str, JobStatus]], Mapping[str, str]] | None = None,
 ) -> dict[str, JobStatus]:
     """`jobsmith wait`: block until the jobs end, showing progress on stderr.
+
+    said gives, for a poll's statuses, what a job's own output says of its progress
+    ('31/48 frames': agent/runtime/workflows/progressread.py), added to its part of the
+    line; the caller passes it, as reading output needs the transport a poll does not.
 
     A job id jobsmith did not submit that Slurm still shows nowhere once the
     controller's MinJobAge has passed is an error naming it (JobNotFound, exit 6): an
@@ -61,7 +69,7 @@ def wait_for_jobs(
             )
         return statuses
 
-    final = wait_for(poll, timeout_s=timeout_s, progress=note)
+    final = wait_for(poll, timeout_s=timeout_s, progress=note, said=said)
     return dict(final)
 
 
@@ -75,6 +83,7 @@ def wait_for(
     growth: float = 0.25,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    said: Callable[[Mapping[str, JobStatus]], Mapping[str, str]] | None = None,
 ) -> Mapping[str, JobStatus]:
     """Poll until every job is terminal; returns the final statuses.
 
@@ -93,7 +102,7 @@ def wait_for(
         except SchedulerUnavailable as err:
             progress(f"Slurm did not answer ({err}); keeping last known states")
         else:
-            line = progress_line(last.values())
+            line = progress_line(last.values(), said(last) if said is not None else None)
             if line != last_line:
                 progress(line)
                 last_line = line
@@ -106,15 +115,18 @@ def wait_for(
         sleep(interval)
 
 
-def progress_line(statuses: Iterable[JobStatus]) -> str:
-    """'34 RUNNING (2/4 COMPLETED, 2/4 RUNNING), 35 PENDING (Dependency)' for the terminal."""
+def progress_line(statuses: Iterable[JobStatus], said: Mapping[str, str] | None = None) -> str:
+    """'34 RUNNING (2/4 COMPLETED, 2/4 RUNNING; 31/48 frames), 35 PENDING (Dependency)'
+    for the terminal; said: what a job's own output says of its progress, by job id."""
     parts = []
     for st in statuses:
         text = f"{st.job_id} {st.state.value}"
         counts = st.task_counts
+        extra = (said or {}).get(st.job_id)
         if counts:
             total = sum(counts.values())
-            text += " (" + ", ".join(f"{n}/{total} {s}" for s, n in sorted(counts.items())) + ")"
+            text += " (" + ", ".join(f"{n}/{total} {s}" for s, n in sorted(counts.items()))
+            text += f"; {extra})" if extra else ")"
         elif st.reason:
             text += f" ({st.reason})"
         parts.append(text)
