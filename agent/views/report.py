@@ -35,6 +35,7 @@ from jobsmith.agent.runtime.session.payloads import (
     result_payload,
 )
 from jobsmith.agent.runtime.session.readmodel import TokenTotals, fold_events
+from jobsmith.agent.runtime.workflows.progress import WorkProgress
 
 if TYPE_CHECKING:
     from jobsmith.agent.runtime.session.store import SessionStore
@@ -57,6 +58,9 @@ class ReportJob(_Model):
     origin: str = Field(description="submitted, rerun, adopted or engine (a pipeline's task)")
     rerun_of: str | None = Field(description="the job this one re-runs, if it is a re-run")
     task_counts: dict[str, int] = Field(description="an array's tasks by state")
+    progress: WorkProgress | None = Field(
+        None, description="a render's frames or a transcode's chunks done of total"
+    )
 
 
 class ReportTask(_Model):
@@ -145,6 +149,7 @@ class RunReport(_Model):
             gpu_hours=self.gpu_hours,
             notes=self.notes,
             usage=self.usage,
+            progress={j.job_id: j.progress.line() for j in self.jobs if j.progress},
         )
 
 
@@ -172,6 +177,10 @@ class ReportSummary(_Model):
     notes: tuple[str, ...] = Field(description="what the report could not show, and why")
     usage: TokenTotals = Field(
         default_factory=TokenTotals, description="the session's model calls and their tokens"
+    )
+    progress: dict[str, str] = Field(
+        default_factory=dict,
+        description="job id -> a render's frames or a transcode's chunks done, in a line",
     )
 
 
@@ -355,9 +364,11 @@ def build_report(
     statuses: Mapping[str, JobStatus],
     diagnoses: Sequence[Diagnosis],
     now: datetime,
+    progress: Mapping[str, WorkProgress] | None = None,
 ) -> RunReport:
     """The run report of a session from its events, one poll of its jobs and the failed
-    tasks' diagnoses (now: the poll's time, which running tasks count up to)."""
+    tasks' diagnoses (now: the poll's time, which running tasks count up to); progress:
+    what the jobs' own output said of their frames or chunks."""
     now = _local(now) or now
     origins = _job_origins(events)
     reruns = reruns_of(events)
@@ -377,6 +388,7 @@ def build_report(
                 origin="rerun" if job_id in rerun_of else origin,
                 rerun_of=rerun_of.get(job_id),
                 task_counts=status.task_counts if status else {},
+                progress=(progress or {}).get(job_id),
             )
         )
     counts: Counter[str] = Counter()
@@ -438,6 +450,7 @@ def run_report(
     from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, diagnose_record
     from jobsmith.agent.runtime.logs import stderr_tail
     from jobsmith.agent.runtime.session.store import SessionNotFound
+    from jobsmith.agent.runtime.workflows.progressread import read_progress
 
     try:
         info = parts.store.info(session_id)
@@ -450,4 +463,5 @@ def run_report(
     extra = () if not failed or parts.scheduler.has_accounting() else (NO_ACCOUNTING_NOTE,)
     tail = partial(stderr_tail, parts)
     diagnoses = [diagnose_record(r, site, tail, why, extra) for r, why in failed]
-    return build_report(info, events, statuses, diagnoses, datetime.now())
+    said = read_progress(parts, statuses)
+    return build_report(info, events, statuses, diagnoses, datetime.now(), said)

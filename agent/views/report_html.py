@@ -120,6 +120,7 @@ def _overview(report: RunReport) -> str:
         ("core-hours used", f"{report.core_hours:.4f}"),
         ("GPU-hours used", f"{report.gpu_hours:.4f}"),
     ]
+    rows += [(f"job {j.job_id}", j.progress.line()) for j in report.jobs if j.progress]
     if report.usage.calls:
         rows.append(("model", report.usage.in_words()))
     cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)

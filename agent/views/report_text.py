@@ -29,6 +29,8 @@ def show_report(summary: ReportSummary, as_json: bool) -> None:
     console.print(
         Text(f"  used: {summary.core_hours:.4f} core-hours, {summary.gpu_hours:.4f} GPU-hours")
     )
+    for job_id, line in summary.progress.items():
+        console.print(Text(f"  job {job_id}: {line}"))
     if summary.usage.calls:
         console.print(Text(f"  model: {summary.usage.in_words()}"))
     for line in summary.notes:
