@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,10 +35,20 @@ SCENE = (
 )
 
 
-def make_scene(path: Path) -> Path:
+#: the same scene made slow enough to watch: about 0.5 to 1 s a frame on the lab's node
+#: (160x120 pixels, 256 samples), so a status call of about a second sees a 48-frame render
+#: part-way, never done in one step (a frame of the tiny scene takes 0.02 s)
+SLOW_SCENE = (
+    SCENE.replace("samples = 1;", "samples = 256;")
+    .replace("= 32;", "= 160;")
+    .replace("= 24;", "= 120;")
+)
+
+
+def make_scene(path: Path, script: str = SCENE) -> Path:
     """Blender's default scene (a cube, a camera, a light), made tiny and quick."""
     subprocess.run(
-        ["blender", "-b", "--factory-startup", "--python-expr", SCENE, "--", str(path)],
+        ["blender", "-b", "--factory-startup", "--python-expr", script, "--", str(path)],
         check=True,
         capture_output=True,
         timeout=120,
@@ -119,3 +130,37 @@ def test_a_frame_range_is_rendered_checked_encoded_and_repaired(
     assert json.loads((frames / "check.json").read_text()) == {"missing": [], "broken": []}
     nothing = js(*argv[:-5], "--missing-only")
     assert nothing.exit_code == 2 and "nothing to re-render" in nothing.stderr
+
+
+@lab
+def test_a_render_shows_its_frames_done_while_it_runs(
+    user_site: Callable[[str], None], workdir: Path
+) -> None:
+    """Issue 28 item 2's done-when: `status --json` mid-run has 0 < frames done < 48,
+    counted from the running tasks' Blender output; at the end, 48 of 48."""
+    user_site()
+    assert "samples = 256;" in SLOW_SCENE and "= 160;" in SLOW_SCENE
+    scene = make_scene(workdir / "slow.blend", SLOW_SCENE)
+    argv = [
+        "render-frames", str(scene), str(workdir / "frames"), "--frames", "1-48",
+        "--frames-per-task", "24", "--json",
+    ]  # fmt: skip
+    ran = js(*argv)
+    assert ran.exit_code == 0, ran.output
+    jobs = json.loads(ran.stdout)["jobs"]
+    deadline = time.monotonic() + 180
+    while True:
+        shown = js("status", jobs["render"], "--json")
+        assert shown.exit_code == 0, shown.output
+        progress = json.loads(shown.stdout)["jobs"][0]["progress"]
+        assert progress is not None and (progress["unit"], progress["total"]) == ("frames", 48)
+        if progress["done"] > 0:
+            break
+        assert time.monotonic() < deadline, f"no frame done in 180 s: {progress}"
+        time.sleep(0.5)
+    assert progress["done"] < 48, progress  # seen part-way
+    running = progress["running"]
+    assert running and all(t["frames"] == 24 and t["note"] is None for t in running), running
+    assert js("wait", *jobs.values(), "--timeout", "300").exit_code == 0
+    final = json.loads(js("status", jobs["render"], "--json").stdout)["jobs"][0]["progress"]
+    assert (final["done"], final["total"], final["running"]) == (48, 48, [])
