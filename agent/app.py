@@ -227,6 +227,7 @@ class App:
     def executor(self) -> Executor:
         """The policy-bound executor every action goes through."""
         from jobsmith.agent.runtime.logs import read_log
+        from jobsmith.agent.runtime.submission.estimates import EstimateCache
         from jobsmith.agent.runtime.submission.executor import Executor
 
         def read_output(job_id: str, stream: str, tail: int) -> dict[str, object]:
@@ -242,6 +243,7 @@ class App:
             read_output=read_output,
             environ=self.environ,
             folds=self.folds,
+            estimates=EstimateCache(self.paths.state_dir / "start-estimates.json"),
         )
 
     @cached_property

@@ -38,6 +38,7 @@ from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.advice import SubmitAdvice
 from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.estimates import EstimateCache
 from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.submission.judge import (
     CheckedJob,
@@ -96,6 +97,8 @@ class Executor:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     #: the sessions' folds, for the budgets (built on the store if not given)
     folds: SessionFolds | None = None
+    #: Slurm's start estimates kept for a minute, for the advice (none kept if not given)
+    estimates: EstimateCache | None = None
     #: the one judge of requests, plans and approvals (agent/runtime/submission/judge.py)
     judge: Judge = field(init=False, repr=False)
 
@@ -110,6 +113,7 @@ class Executor:
             environ=self.environ,
             clock=self.clock,
             folds=self.folds,
+            estimates=self.estimates,
         )
 
     def run(self, session_id: str, step: st.Step, *, origin: Origin | None = None) -> st.StepResult:

@@ -44,6 +44,7 @@ from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.runtime.submission.advice import Adviser, SubmitAdvice
+from jobsmith.agent.runtime.submission.estimates import EstimateCache
 from jobsmith.agent.runtime.submission.hashing import script_sha256
 from jobsmith.agent.runtime.submission.jobs import (
     AssembledJob,
@@ -278,6 +279,8 @@ class Judge:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     #: the sessions' folds, for the budgets (built on the store if not given)
     folds: SessionFolds | None = None
+    #: Slurm's start estimates kept for a minute, for the advice (none kept if not given)
+    estimates: EstimateCache | None = None
     #: the queue's active tasks, while one look serves several decisions (see below)
     _active: int | None = field(default=None, init=False, repr=False)
     #: the submit limits (with their queues) seen within that one look, by QoS/account/partition
@@ -343,7 +346,10 @@ class Judge:
             site=self.site,
             assemble=self._assemble,
             records=self.ledger.all,
+            newest=self.ledger.newest,
             fixed_fields=fixed,
+            estimates=self.estimates,
+            user=getpass.getuser() if self.estimates is not None else "",
         )
 
     def _assemble(self, request: Any) -> AssembledJob:
