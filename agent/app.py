@@ -229,6 +229,7 @@ class App:
         from jobsmith.agent.runtime.logs import read_log
         from jobsmith.agent.runtime.submission.estimates import EstimateCache
         from jobsmith.agent.runtime.submission.executor import Executor
+        from jobsmith.agent.runtime.submission.queuecount import QueueCounts
 
         def read_output(job_id: str, stream: str, tail: int) -> dict[str, object]:
             return read_log(self, job_id, stream, tail).model_dump(mode="json")
@@ -244,6 +245,7 @@ class App:
             environ=self.environ,
             folds=self.folds,
             estimates=EstimateCache(self.paths.state_dir / "start-estimates.json"),
+            queue_counts=QueueCounts(self.paths.state_dir / "queue-count.json"),
         )
 
     @cached_property

@@ -23,6 +23,7 @@ from jobsmith.agent.runtime.session.ledger import INDEX, JobLedger, SubmissionRe
 from jobsmith.agent.runtime.submission.advice import Adviser
 from jobsmith.agent.runtime.submission.estimates import EstimateCache, shape_key
 from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest, assemble
+from jobsmith.agent.runtime.submission.queuecount import QueueCounts
 from jobsmith.job_templates import TemplateLibrary, shipped_library
 from tests.scheduler_double import SchedulerDouble, site_config
 
@@ -288,3 +289,76 @@ def test_an_index_mostly_of_old_lines_is_rewritten(tmp_path: Path) -> None:
     assert len((tmp_path / INDEX).read_text().splitlines()) == 100
     assert [r.job_id for r in ledger.newest("command", 5)] == ["7"]
     assert len((tmp_path / INDEX).read_text().splitlines()) == 1
+
+
+# --- the concurrency limit's squeue, only where the limit could be reached ----------------
+
+
+class Busy(SchedulerDouble):
+    """A queue with a settable number of active tasks."""
+
+    def __init__(self, active: int) -> None:
+        super().__init__()
+        self.active_now = active
+
+    def active_tasks(self) -> int:
+        super().active_tasks()
+        return self.active_now
+
+
+def _counting_judge(tmp_path: Path, limit: int | None, slurm: Busy, now: Any = None) -> Any:
+    from tests.scheduler_double import AgentHarness
+
+    judge = AgentHarness.build(tmp_path, {"max_concurrent_jobs": limit}, slurm=slurm)
+    judge = judge.executor.judge
+    kw = {"now": now} if now else {}
+    judge.queue_counts = QueueCounts(tmp_path / "queue-count.json", **kw)
+    return judge, JobLedger(judge.ledger._dir)
+
+
+def test_far_below_the_limit_a_recent_count_serves(tmp_path: Path) -> None:
+    slurm = Busy(10)
+    judge, ledger = _counting_judge(tmp_path, 100, slurm)
+    request = JobRequest(template="command", params={"command": "true"})
+    assert judge.job(request).decision.verdict == "allow"
+    assert slurm.count("active_tasks") == 1
+    judge.job(request)
+    judge.job(request)
+    assert slurm.count("active_tasks") == 1  # 10 + 1 is far below 100
+    rec = _record("77").model_copy(update={"submitted_at": datetime.now()})
+    rec = rec.model_copy(update={"options": JobOptions(job_name="c.js-1", array="0-44")})
+    ledger.record(rec)  # jobsmith submitted 45 tasks since the count: 10 + 45 + 1 > 50
+    judge.job(request)
+    assert slurm.count("active_tasks") == 2
+
+
+def test_near_the_limit_squeue_is_asked_every_time(tmp_path: Path) -> None:
+    slurm = Busy(60)
+    judge, _ = _counting_judge(tmp_path, 100, slurm)
+    request = JobRequest(template="command", params={"command": "true"})
+    for _ in range(3):
+        judge.job(request)
+    assert slurm.count("active_tasks") == 3
+    slurm.active_now = 100
+    assert judge.job(request).decision.verdict == "refuse"  # on a fresh count
+
+
+def test_a_stale_or_damaged_count_is_not_used(tmp_path: Path) -> None:
+    clock = {"now": datetime(2026, 12, 1, 12, 0)}
+    slurm = Busy(1)
+    judge, _ = _counting_judge(tmp_path, 100, slurm, now=lambda: clock["now"])
+    request = JobRequest(template="command", params={"command": "true"})
+    judge.job(request)
+    clock["now"] += timedelta(seconds=61)
+    judge.job(request)
+    assert slurm.count("active_tasks") == 2
+    (tmp_path / "queue-count.json").write_text('{"active": "x"')
+    judge.job(request)
+    assert slurm.count("active_tasks") == 3
+
+
+def test_without_a_limit_no_squeue_and_nothing_kept(tmp_path: Path) -> None:
+    slurm = Busy(1)
+    judge, _ = _counting_judge(tmp_path, None, slurm)
+    judge.job(JobRequest(template="command", params={"command": "true"}))
+    assert slurm.count("active_tasks") == 0 and not (tmp_path / "queue-count.json").exists()
