@@ -15,12 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler
-from jobsmith.agent.diagnosis.job import diagnose_job
-from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime.documents import SubmissionDocument
 from jobsmith.agent.runtime.recovery.rerun import (
     failed_task_indices,
@@ -64,6 +62,9 @@ from jobsmith.errors import (
 )
 from jobsmith.job_templates import TemplateLibrary
 from jobsmith.site_config import SiteConfig
+
+if TYPE_CHECKING:  # imported where used: a submission never diagnoses
+    from jobsmith.agent.diagnosis.table import Diagnosis
 
 
 @dataclass(frozen=True)
@@ -412,6 +413,8 @@ class Executor:
 
     def diagnose(self, job_id: str) -> list[Diagnosis]:
         """Why a job (or each failed task) ended as it did (a step's hands)."""
+        from jobsmith.agent.diagnosis.job import diagnose_job
+
         return diagnose_job(self.scheduler, self.site, self._stderr_lines, job_id)
 
     def _stderr_lines(self, job_id: str) -> list[str]:
