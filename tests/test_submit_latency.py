@@ -362,3 +362,37 @@ def test_without_a_limit_no_squeue_and_nothing_kept(tmp_path: Path) -> None:
     judge, _ = _counting_judge(tmp_path, None, slurm)
     judge.job(JobRequest(template="command", params={"command": "true"}))
     assert slurm.count("active_tasks") == 0 and not (tmp_path / "queue-count.json").exists()
+
+
+# --- the history's one narrow sacct ---------------------------------------------------------
+
+
+class SacctOnly:
+    """A transport answering sacct with real 22.05 output (tests/fixtures), nothing else."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: Any, *, timeout: float, stdin: Any = None, env: Any = None) -> Any:
+        from jobsmith.adapters.slurm import argv as slurm_argv
+        from jobsmith.adapters.transport import CommandResult
+
+        self.calls.append(list(argv))
+        assert argv[0] == "sacct", argv
+        text = (
+            Path(__file__).parent / "fixtures" / "slurm-22.05" / "sacct-parsable.txt"
+        ).read_text()
+        return CommandResult(tuple(argv), 0, text.replace("|", slurm_argv.DELIMITER), "")
+
+
+def test_the_history_is_one_sacct_without_the_costly_columns_and_no_squeue() -> None:
+    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+
+    transport = SacctOnly()
+    used = SlurmScheduler(transport).usage(["331"], NOW)  # type: ignore[arg-type]
+    assert used["331"].state is JobState.COMPLETED
+    (call,) = transport.calls
+    fields = next(a for a in call if a.startswith("--format=")).removeprefix("--format=")
+    assert {"MaxRSS", "TotalCPU", "Elapsed", "AllocCPUS", "State"} <= set(fields.split(","))
+    assert not {"QOS", "AllocTRES", "ReqTRES"} & set(fields.split(","))
+    assert SlurmScheduler(transport).usage([], NOW) == {}

@@ -273,10 +273,10 @@ class Adviser:
         return earlier[:limit]
 
     def _statuses(self, earlier: list[SubmissionRecord]) -> dict[str, JobStatus]:
-        """The runs' statuses: one status call."""
+        """What the runs used: one narrow accounting call."""
         since = min(r.submitted_at for r in earlier)
         since = max(since, self._now() - _HISTORY_WINDOW)
-        return self._scheduler.status([r.job_id for r in earlier], since)
+        return self._scheduler.usage([r.job_id for r in earlier], since)
 
     def _sizing(
         self,
