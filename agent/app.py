@@ -234,6 +234,8 @@ class App:
         def read_output(job_id: str, stream: str, tail: int) -> dict[str, object]:
             return read_log(self, job_id, stream, tail).model_dump(mode="json")
 
+        state, slurmless = self.paths.state_dir, self.no_slurm is not None
+
         return Executor(
             store=self.store,
             scheduler=self.scheduler,
@@ -244,8 +246,9 @@ class App:
             read_output=read_output,
             environ=self.environ,
             folds=self.folds,
-            estimates=EstimateCache(self.paths.state_dir / "start-estimates.json"),
-            queue_counts=QueueCounts(self.paths.state_dir / "queue-count.json"),
+            # kept only from the real Slurm's answers (--no-slurm's stand-in answers none)
+            estimates=None if slurmless else EstimateCache(state / "start-estimates.json"),
+            queue_counts=None if slurmless else QueueCounts(state / "queue-count.json"),
         )
 
     @cached_property
