@@ -24,7 +24,9 @@ Run as root on the lab cluster, from the repository root:
 
 In a git worktree without its own .venv, run it with the main checkout's Python: this
 checkout's jobsmith is then run as `python -m jobsmith` with this checkout's src/ first
-on PYTHONPATH. `--checkout DIR` times another checkout's jobsmith (a before and after).
+on PYTHONPATH. `--checkout DIR` times another checkout's jobsmith; `--before DIR` times a second one
+in the same rounds (a before and after paired like the rest; both share the one jobsmith
+home, so the before's submissions are history for the after's advice and the reverse).
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ JOBSMITH_SUBMIT = ("submit", "command", "-P", "command=true", "-t", "1", "--mem"
 RAW_SBATCH = ("sbatch", "--parsable", "-t", "1", "--mem", "50M", "--wrap", "true")
 
 
-def jobsmith_argv(user: AsUser, checkout: Path) -> list[str]:
-    """How the checkout's jobsmith is started: its .venv's script, or (a worktree) this
-    Python with the checkout's src/ first on PYTHONPATH."""
+def jobsmith_argv(checkout: Path) -> list[str]:
+    """How the checkout's jobsmith is started: its .venv's script, or (a worktree, an
+    exported commit) this Python with the checkout's src/ first on PYTHONPATH."""
     script = checkout / ".venv" / "bin" / "jobsmith"
     if script.exists():
         return [str(script), "--site", str(SITE)]
-    user.env["PYTHONPATH"] = str(checkout / "src")
-    return [sys.executable, "-m", "jobsmith", "--site", str(SITE)]
+    path = f"PYTHONPATH={checkout / 'src'}"
+    return ["env", path, sys.executable, "-m", "jobsmith", "--site", str(SITE)]
 
 
 def timed(
@@ -109,18 +111,28 @@ def main() -> None:
         "--checkout",
         type=Path,
         default=ROOT,
-        help="the jobsmith checkout to time (default: this one; another: a before/after)",
+        help="the jobsmith checkout to time (default: this one)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout timed in the same rounds (e.g. `git archive` of the base)",
     )
     args = parser.parse_args()
     with scratch_user(args.user) as user:
         submitted: list[str] = []
-        base = jobsmith_argv(user, args.checkout)
+        base = jobsmith_argv(args.checkout)
         print(f"jobsmith: {' '.join(base[:3])} (checkout {args.checkout})")
         ways = {
             "sbatch": list(RAW_SBATCH),
             "submit --no-advice": [*base, *JOBSMITH_SUBMIT, "--no-advice"],
             "submit": [*base, *JOBSMITH_SUBMIT],
         }
+        if args.before is not None:
+            before = jobsmith_argv(args.before)
+            print(f"before: {' '.join(before[:3])} (checkout {args.before})")
+            ways["before --no-advice"] = [*before, *JOBSMITH_SUBMIT, "--no-advice"]
+            ways["before submit"] = [*before, *JOBSMITH_SUBMIT]
         times: dict[str, list[float]] = {name: [] for name in ways}
         try:
             for _ in range(args.repeat):
