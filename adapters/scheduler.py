@@ -159,6 +159,13 @@ class Scheduler(Protocol):
         """States of many jobs at the cost of one accounting and at most one queue query."""
         ...
 
+    def usage(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
+        """What the jobs used and how they ended (state, elapsed time, memory, CPU time),
+        for the advice's history: one narrow accounting query, no queue query; a job
+        accounting does not show is missing or NOT_VISIBLE, and without accounting the
+        answer is empty."""
+        ...
+
     def find_by_name(self, job_name: str, since: datetime) -> list[str]:
         """Job ids carrying job_name, from the controller and accounting."""
         ...

@@ -185,7 +185,11 @@ class App:
     def executor(self) -> Executor:
         """The policy-bound executor every action goes through."""
         from jobsmith.agent.runtime.logs import read_output
+        from jobsmith.agent.runtime.submission.estimates import EstimateCache
         from jobsmith.agent.runtime.submission.executor import Executor
+        from jobsmith.agent.runtime.submission.queuecount import QueueCounts
+
+        state, slurmless = self.paths.state_dir, self.no_slurm is not None
 
         return Executor(
             store=self.store,
@@ -197,6 +201,9 @@ class App:
             read_output=partial(read_output, self),
             environ=self.environ,
             folds=self.folds,
+            # kept only from the real Slurm's answers (--no-slurm's stand-in answers none)
+            estimates=None if slurmless else EstimateCache(state / "start-estimates.json"),
+            queue_counts=None if slurmless else QueueCounts(state / "queue-count.json"),
         )
 
     @cached_property

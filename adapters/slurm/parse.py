@@ -315,6 +315,11 @@ SACCT_FIELDS: tuple[str, ...] = (
     "Comment",
 )
 _FREE_TEXT = frozenset({"JobName", "WorkDir", "Comment"})
+#: what the advice's history reads (sizing.py): SACCT_FIELDS without QOS, AllocTRES and
+#: ReqTRES, each of which costs sacct a lookup of its own (about 0.09 s each on the lab)
+USAGE_FIELDS: tuple[str, ...] = tuple(
+    f for f in SACCT_FIELDS if f not in {"QOS", "AllocTRES", "ReqTRES"}
+)
 _CANONICAL = {name.lower(): name for name in SACCT_FIELDS}
 
 

@@ -44,6 +44,7 @@ from jobsmith.adapters.slurm.options import dependency_spec, render_directives
 from jobsmith.adapters.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
+    USAGE_FIELDS,
     parse_key_values,
     parse_sacct_parsable,
     parse_squeue,
@@ -217,6 +218,18 @@ class SlurmScheduler:
         if _needs_queue(job_ids, accounting):
             queue = self.queue()
         return merge_status(job_ids, accounting, queue)
+
+    def usage(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
+        """One sacct call for what the jobs used (USAGE_FIELDS: no QOS or TRES columns,
+        each of which costs sacct a lookup of its own in slurmdbd), no squeue."""
+        if not job_ids or not self._uses_accounting():
+            return {}
+        try:
+            res = self._checked(argv.sacct_jobs(job_ids, since, USAGE_FIELDS))
+        except AccountingDisabled:
+            return {}
+        self._accounting_answered()
+        return merge_status(job_ids, parse_sacct_parsable(res.stdout, argv.DELIMITER), [])
 
     def accounting(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
         """sacct records for the jobs (all tasks of arrays), in one call, whatever the rows

@@ -131,7 +131,7 @@ def poll_jobs(parts: PollParts, job_ids: list[str], since: str) -> dict[str, Job
     floor = datetime.now() - window
     ledger = parts.ledger
     if not job_ids:
-        job_ids = [r.job_id for r in ledger.all() if r.submitted_at >= floor]
+        job_ids = [r.job_id for r in ledger.since(floor)]
     known = [r.submitted_at for j in job_ids if (r := ledger.get(j)) is not None]
     since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
     statuses = with_recorded_ends(parts.folds, ledger, batched_poll(parts, job_ids, since_dt))

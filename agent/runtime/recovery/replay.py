@@ -81,6 +81,9 @@ class DryRunScheduler:
     def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
         return self.real.status(job_ids, since)
 
+    def usage(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
+        return self.real.usage(job_ids, since)
+
     def find_by_name(self, job_name: str, since: datetime) -> list[str]:
         return self.real.find_by_name(job_name, since)
 

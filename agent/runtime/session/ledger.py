@@ -3,11 +3,22 @@
 One JSON file per job id, written to a temporary name and renamed into place: rename is
 atomic on local disks and on NFS, so a reader on another login node never sees half a
 record. (The session store of the agent will carry the same facts as events.)
+
+Beside them, an index (`index.jsonl`: one line per record, its job id, template and
+submission time) lets the advice and `status` read the newest records of a template or
+of the last days without parsing every record (`newest`, `since`). The records stay the
+truth and their format is unchanged: the index is a hint, checked against the
+directory's file names at every read. A record without a line (written by an older
+jobsmith, or a line lost to a write on another host) is read once and indexed; a line
+without a record is dropped; a damaged line is ignored; a missing index is rebuilt.
+Older jobsmith versions read only `*.json` and never see it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.files import replace_file
+
+#: the index's file name beside the records (not *.json: never read as a record)
+INDEX = "index.jsonl"
 
 
 class SubmissionRecord(BaseModel):
@@ -35,15 +49,17 @@ class SubmissionRecord(BaseModel):
 
 
 class JobLedger:
-    """Submission records in a directory (one file per job id)."""
+    """Submission records in a directory (one file per job id), with an index (module
+    docstring)."""
 
     def __init__(self, directory: Path) -> None:
         self._dir = directory
 
     def record(self, rec: SubmissionRecord) -> Path:
-        """Store rec atomically; returns its path."""
+        """Store rec atomically, and its line in the index; returns its path."""
         target = self._dir / f"{rec.job_id}.json"
         replace_file(target, rec.model_dump_json(indent=2).encode())
+        self._append([_Entry.of(rec)])
         return target
 
     def get(self, job_id: str) -> SubmissionRecord | None:
@@ -58,8 +74,29 @@ class JobLedger:
 
     def recent(self, days: int = 7) -> list[SubmissionRecord]:
         """What jobsmith submitted for this user in the last days, oldest first."""
-        floor = datetime.now() - timedelta(days=days)
-        return [r for r in self.all() if r.submitted_at >= floor]
+        return self.since(datetime.now() - timedelta(days=days))
+
+    def since(self, floor: datetime) -> list[SubmissionRecord]:
+        """The records submitted at floor or later, oldest first (through the index)."""
+        chosen = [e for e in self._entries() if e.submitted_at >= floor]
+        return self._read(sorted(chosen, key=_Entry.order))
+
+    def newest(self, template: str, limit: int) -> list[SubmissionRecord]:
+        """The template's newest records, newest first, at most limit (through the
+        index: only those records are read)."""
+        if limit <= 0:
+            return []
+        chosen = sorted(
+            (e for e in self._entries() if e.template == template), key=_Entry.order, reverse=True
+        )
+        found: list[SubmissionRecord] = []
+        for entry in chosen:  # in order, until limit are read (a damaged one is skipped)
+            rec = self.get(entry.job_id)
+            if rec is not None and rec.template == template:
+                found.append(rec)
+                if len(found) == limit:
+                    break
+        return found
 
     def recent_job_ids(self) -> list[str]:
         """The job ids of the last 7 days' submissions (`status` without ids, for ask's
@@ -72,3 +109,99 @@ class JobLedger:
             return []
         recs = [self.get(p.stem) for p in self._dir.glob("*.json")]
         return sorted((r for r in recs if r is not None), key=lambda r: r.submitted_at)
+
+    # --- the index --------------------------------------------------------------------
+
+    def _read(self, entries: list[_Entry]) -> list[SubmissionRecord]:
+        recs = (self.get(e.job_id) for e in entries)
+        return sorted((r for r in recs if r is not None), key=lambda r: r.submitted_at)
+
+    def _entries(self) -> list[_Entry]:
+        """One entry per record in the directory now: the index's, the missing ones read
+        from their records (and added to the index); the index rewritten if it holds many
+        lines no record has."""
+        try:
+            names = [n[:-5] for n in os.listdir(self._dir) if n.endswith(".json")]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        indexed, lines = self._load_index()
+        entries: list[_Entry] = []
+        missing: list[_Entry] = []
+        for job_id in names:
+            entry = indexed.get(job_id)
+            if entry is None:
+                rec = self.get(job_id)
+                if rec is None:
+                    continue  # damaged, or not a record: all() skips it too
+                entry = _Entry(job_id, rec.template, rec.submitted_at)
+                missing.append(entry)
+            entries.append(entry)
+        if lines > 2 * len(entries) + 64:
+            self._rewrite(entries)  # mostly lines of records gone, or the same job again
+        elif missing:
+            self._append(missing)
+        return entries
+
+    def _load_index(self) -> tuple[dict[str, _Entry], int]:
+        """The index's entries by job id (the last line of a job wins) and its line count."""
+        try:
+            text = (self._dir / INDEX).read_text("utf-8", errors="replace")
+        except OSError:
+            return {}, 0
+        found: dict[str, _Entry] = {}
+        lines = 0
+        for line in text.splitlines():
+            lines += 1
+            entry = _Entry.parse(line)
+            if entry is not None:
+                found[entry.job_id] = entry
+        return found, lines
+
+    def _append(self, entries: list[_Entry]) -> None:
+        """Add lines to the index, in one write (O_APPEND); an index that cannot be
+        written is no index: the records still say everything."""
+        data = "".join(e.line() for e in entries).encode()
+        with contextlib.suppress(OSError):
+            fd = os.open(self._dir / INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+    def _rewrite(self, entries: list[_Entry]) -> None:
+        with contextlib.suppress(OSError):
+            replace_file(self._dir / INDEX, "".join(e.line() for e in entries).encode())
+
+
+class _Entry:
+    """One line of the index: a record's job id, template and submission time."""
+
+    __slots__ = ("job_id", "submitted_at", "template")
+
+    def __init__(self, job_id: str, template: str, submitted_at: datetime) -> None:
+        self.job_id = job_id
+        self.template = template
+        self.submitted_at = submitted_at
+
+    @classmethod
+    def of(cls, rec: SubmissionRecord) -> _Entry:
+        return cls(rec.job_id, rec.template, rec.submitted_at)
+
+    @classmethod
+    def parse(cls, line: str) -> _Entry | None:
+        """The entry a line holds, or None for a damaged one."""
+        try:
+            data = json.loads(line)
+            entry = cls(data["j"], data["t"], datetime.fromisoformat(data["at"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(entry.job_id, str) or not isinstance(entry.template, str):
+            return None
+        return entry
+
+    def line(self) -> str:
+        at = self.submitted_at.isoformat()
+        return json.dumps({"j": self.job_id, "t": self.template, "at": at}) + "\n"
+
+    def order(self) -> tuple[datetime, str]:
+        return (self.submitted_at, self.job_id)

@@ -5,20 +5,27 @@ Both are offers. The user takes them (`submit --right-size`, `--earliest`) or th
 policy does (`policy.advice: apply`); otherwise the job goes as asked and the advice is
 shown beside it, in text and in `--json`. Asking costs one batched accounting call for
 the history (none when jobsmith never ran the template) and one `sbatch --test-only`
-per partition the job could run in, only here, at submission. Advice never stops a
-submission: if Slurm cannot answer, the advice says so and the job goes as asked.
+per partition the job could run in (none for a minute after the same question:
+estimates.py), only here, at submission, all asked at once and waited for at most
+DEADLINE_S together. Advice never stops a submission: if Slurm cannot answer, or not in
+time, the advice says so (or leaves out what came too late) and the job goes as asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus, Scheduler
 from jobsmith.agent.runtime.session.ledger import SubmissionRecord
+from jobsmith.agent.runtime.submission.estimates import EstimateCache, shape_key
 from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest
 from jobsmith.agent.runtime.submission.policy import Cost
 from jobsmith.agent.runtime.submission.sizing import SizingProposal, propose, samples, usage_of
@@ -32,6 +39,9 @@ _EARLIER_BY = timedelta(minutes=1)
 _HISTORY_WINDOW = timedelta(days=60)
 _RESOURCE_FIELDS = ("mem_mb", "time_limit_s", "cpus_per_task")
 GRES_CAVEAT = "Slurm's start estimates for GPU jobs are unreliable on 22.05"
+#: the most the advice waits for Slurm, all its questions together (they are asked at
+#: once); what has not answered by then is not offered and the job goes as asked
+DEADLINE_S = 2.0
 
 
 class PartitionEstimate(BaseModel):
@@ -97,7 +107,12 @@ class Adviser:
     call, estimates through `sbatch --test-only`.
 
     `assemble` renders a request exactly as submission would (raising for a partition the
-    job does not fit); `records` lists what jobsmith submitted, oldest first.
+    job does not fit); `records` lists what jobsmith submitted, oldest first; `newest`,
+    if given, the template's newest records (newest first, at most n: the ledger's index)
+    and is used instead of `records`. Slurm's questions (each partition's estimate, the
+    history) are asked at once, and the whole waits at most `deadline_s`: what has not
+    answered by then is not offered. `estimates`, if given, keeps Slurm's estimates for
+    a minute (estimates.py); `user` is whose they are.
     """
 
     def __init__(
@@ -109,13 +124,21 @@ class Adviser:
         records: Callable[[], list[SubmissionRecord]],
         fixed_fields: Callable[[str], set[str]],
         now: Callable[[], datetime] = datetime.now,
+        newest: Callable[[str, int], list[SubmissionRecord]] | None = None,
+        deadline_s: float = DEADLINE_S,
+        estimates: EstimateCache | None = None,
+        user: str = "",
     ) -> None:
         self._scheduler = scheduler
         self._site = site
         self._assemble = assemble
         self._records = records
+        self._newest = newest
         self._fixed = fixed_fields
         self._now = now
+        self._deadline_s = deadline_s
+        self._cache = estimates
+        self._user = user
 
     def advise(self, request: JobRequest) -> SubmitAdvice:
         """The advice for request (never raises a Slurm error: `unavailable` says it)."""
@@ -125,12 +148,26 @@ class Adviser:
         except JobsmithError:
             # the submission itself reports what is wrong with the request, in its words
             return SubmitAdvice(partition=request.partition)
-        try:
-            estimates = self._estimates(request, job) if settings.earliest_start != "off" else ()
-            sizing = self._sizing(request, job) if settings.right_size != "off" else None
-        except JobsmithError as exc:
-            return SubmitAdvice(partition=job.options.partition, unavailable=str(exc))
+        deadline = time.monotonic() + self._deadline_s
+        fits = self._fits(request, job) if settings.earliest_start != "off" else []
+        earlier = self._earlier(request) if settings.right_size != "off" else []
+        asks: dict[str, Callable[[], object]] = {
+            f"estimate {name}": functools.partial(self._estimate, name, candidate)
+            for name, candidate in fits
+        }
+        if earlier:
+            asks["history"] = functools.partial(self._statuses, earlier)
+        answers = _at_once(asks, deadline)
         chosen = job.options.partition
+        try:
+            estimates = self._estimates_of(fits, answers)
+            statuses = _answer(answers, "history") if earlier else None
+        except JobsmithError as exc:
+            return SubmitAdvice(partition=chosen, unavailable=str(exc))
+        if asks and not answers:
+            late = f"Slurm did not answer within {self._deadline_s:g} s"
+            return SubmitAdvice(partition=chosen, unavailable=late)
+        sizing = self._sizing(request, job, earlier, statuses) if statuses is not None else None
         mine = next((e for e in estimates if e.partition == chosen), None)
         requested_start = mine.estimated_start if mine else None
         advice = SubmitAdvice(
@@ -143,7 +180,10 @@ class Adviser:
         )
         if sizing is None:
             return advice
-        return self._with_proposal(advice, request, job, requested_start)
+        try:
+            return self._with_proposal(advice, request, job, requested_start, deadline)
+        except JobsmithError as exc:
+            return SubmitAdvice(partition=chosen, unavailable=str(exc))
 
     def _with_proposal(
         self,
@@ -151,34 +191,52 @@ class Adviser:
         request: JobRequest,
         job: AssembledJob,
         requested_start: datetime | None,
+        deadline: float,
     ) -> SubmitAdvice:
-        """The proposal's cost and start (and the request's start, if not yet asked)."""
+        """The proposal's cost and start (and the request's start, if not yet asked),
+        both asked at once within what is left of the deadline (late: no start)."""
         assert advice.sizing is not None
         smaller = self._assemble(advice.apply_to(request, right_size=True, earliest=False))
+        asks: dict[str, Callable[[], object]] = {
+            "proposed": functools.partial(self._estimate, smaller.options.partition or "", smaller)
+        }
         if requested_start is None:
-            requested_start = self._estimate(job.options.partition or "", job).estimated_start
-        proposed = self._estimate(smaller.options.partition or "", smaller)
+            asks["requested"] = functools.partial(self._estimate, job.options.partition or "", job)
+        answers = _at_once(asks, deadline)
+        proposed = _answer(answers, "proposed")
+        if requested_start is None:
+            requested = _answer(answers, "requested")
+            requested_start = requested.estimated_start if requested else None
         return advice.model_copy(
             update={
                 "proposed_cost": Cost.of(smaller.options),
                 "requested_start": requested_start,
-                "proposed_start": proposed.estimated_start,
+                "proposed_start": proposed.estimated_start if proposed else None,
             }
         )
 
     # --- the earliest start -----------------------------------------------------------
 
-    def _estimates(self, request: JobRequest, job: AssembledJob) -> tuple[PartitionEstimate, ...]:
-        """An estimate per partition the job fits, if it fits several (else none)."""
+    def _fits(self, request: JobRequest, job: AssembledJob) -> list[tuple[str, AssembledJob]]:
+        """The partitions the job fits, each with the job as it would go there (none
+        unless it fits several: nothing to compare)."""
         fits: list[tuple[str, AssembledJob]] = []
         for name in self._candidates(job):
             try:
                 fits.append((name, self._assemble(request.model_copy(update={"partition": name}))))
             except JobsmithError:
                 continue  # over that partition's limits: not a choice
-        if len(fits) < 2:
+        return fits if len(fits) >= 2 else []
+
+    def _estimates_of(
+        self, fits: list[tuple[str, AssembledJob]], answers: Mapping[str, object]
+    ) -> tuple[PartitionEstimate, ...]:
+        """Every partition's estimate, or none if any came too late (a comparison with
+        one partition missing could offer the wrong one)."""
+        found = [_answer(answers, f"estimate {name}") for name, _ in fits]
+        if any(e is None for e in found):
             return ()
-        return tuple(self._estimate(name, candidate) for name, candidate in fits)
+        return tuple(e for e in found if isinstance(e, PartitionEstimate))
 
     def _candidates(self, job: AssembledJob) -> list[str]:
         """The site's partitions; a job without GPUs is not offered a GPU partition
@@ -190,7 +248,12 @@ class Adviser:
         return [n for n in parts if n in without or n == job.options.partition]
 
     def _estimate(self, partition: str, job: AssembledJob) -> PartitionEstimate:
-        verdict = self._scheduler.test_only(job.script)
+        key = shape_key(self._user, job.options) if self._cache is not None else ""
+        verdict = self._cache.get(key) if self._cache is not None else None
+        if verdict is None:
+            verdict = self._scheduler.test_only(job.script)
+            if self._cache is not None:
+                self._cache.put(key, verdict)
         return PartitionEstimate(
             partition=partition,
             accepted=verdict.ok,
@@ -201,16 +264,29 @@ class Adviser:
 
     # --- right-sizing -----------------------------------------------------------------
 
-    def _sizing(self, request: JobRequest, job: AssembledJob) -> SizingProposal | None:
-        """A proposal from the template's recent completed runs (one status call)."""
-        settings = self._site.policy.advice
+    def _earlier(self, request: JobRequest) -> list[SubmissionRecord]:
+        """The template's newest runs jobsmith submitted, newest first (the ledger only)."""
+        limit = self._site.policy.advice.history_jobs
+        if self._newest is not None:
+            return self._newest(request.template, limit)
         earlier = [r for r in reversed(self._records()) if r.template == request.template]
-        earlier = earlier[: settings.history_jobs]
-        if not earlier:
-            return None
+        return earlier[:limit]
+
+    def _statuses(self, earlier: list[SubmissionRecord]) -> dict[str, JobStatus]:
+        """What the runs used: one narrow accounting call."""
         since = min(r.submitted_at for r in earlier)
         since = max(since, self._now() - _HISTORY_WINDOW)
-        statuses = self._scheduler.status([r.job_id for r in earlier], since)
+        return self._scheduler.usage([r.job_id for r in earlier], since)
+
+    def _sizing(
+        self,
+        request: JobRequest,
+        job: AssembledJob,
+        earlier: list[SubmissionRecord],
+        statuses: Mapping[str, JobStatus],
+    ) -> SizingProposal | None:
+        """A proposal from the template's recent completed runs."""
+        settings = self._site.policy.advice
         alike = [r for r in earlier if r.params == request.params]
         for basis, chosen in (("same template and parameters", alike), ("same template", earlier)):
             runs = samples([_runs(statuses.get(r.job_id)) for r in chosen])
@@ -219,6 +295,50 @@ class Adviser:
                 requested = {f: getattr(job.options, f) for f in _RESOURCE_FIELDS}
                 return propose(usage, requested, self._fixed(request.template))
         return None
+
+
+def _at_once(asks: Mapping[str, Callable[[], object]], deadline: float) -> dict[str, object]:
+    """Each ask run in its own thread, all at once; the answers (or the exception each
+    raised) of those that finished by deadline (time.monotonic). The threads are daemons:
+    one still waiting on Slurm never holds the process up at its exit."""
+    if not asks:
+        return {}
+    answers: dict[str, object] = {}
+    done = threading.Condition()
+
+    def run(name: str, ask: Callable[[], object]) -> None:
+        try:
+            answer: object = ask()
+        except Exception as exc:  # handed to the caller, which decides
+            answer = _Raised(exc)
+        with done:
+            answers[name] = answer
+            done.notify_all()
+
+    for name, ask in asks.items():
+        threading.Thread(target=run, args=(name, ask), daemon=True, name=f"advice {name}").start()
+    with done:
+        while len(answers) < len(asks):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            done.wait(left)
+        return dict(answers)
+
+
+class _Raised:
+    """An exception an ask raised, kept to be raised again where its answer is read."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+
+def _answer(answers: Mapping[str, object], name: str) -> Any:
+    """The answer named name (None if it came too late); what it raised, raised here."""
+    answer = answers.get(name)
+    if isinstance(answer, _Raised):
+        raise answer.exc
+    return answer
 
 
 def _runs(status: JobStatus | None) -> Sequence[JobRecord]:

@@ -15,12 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler
-from jobsmith.agent.diagnosis.job import diagnose_job
-from jobsmith.agent.diagnosis.table import Diagnosis
 from jobsmith.agent.runtime.documents import SubmissionDocument
 from jobsmith.agent.runtime.recovery.rerun import (
     failed_task_indices,
@@ -38,6 +36,7 @@ from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.advice import SubmitAdvice
 from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.estimates import EstimateCache
 from jobsmith.agent.runtime.submission.jobs import JobRequest
 from jobsmith.agent.runtime.submission.judge import (
     CheckedJob,
@@ -47,6 +46,7 @@ from jobsmith.agent.runtime.submission.judge import (
     refusal,
 )
 from jobsmith.agent.runtime.submission.policy import Cost, Ruling, check_limits
+from jobsmith.agent.runtime.submission.queuecount import QueueCounts
 from jobsmith.agent.runtime.workflows.planrun import (
     PlanStepUndecided,
     redirect_after_rerun,
@@ -62,6 +62,9 @@ from jobsmith.errors import (
 )
 from jobsmith.job_templates import TemplateLibrary
 from jobsmith.site_config import SiteConfig
+
+if TYPE_CHECKING:  # imported where used: a submission never diagnoses
+    from jobsmith.agent.diagnosis.table import Diagnosis
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,10 @@ class Executor:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     #: the sessions' folds, for the budgets (built on the store if not given)
     folds: SessionFolds | None = None
+    #: Slurm's start estimates kept for a minute, for the advice (none kept if not given)
+    estimates: EstimateCache | None = None
+    #: the last squeue count of the active tasks, kept a minute (none kept if not given)
+    queue_counts: QueueCounts | None = None
     #: the one judge of requests, plans and approvals (agent/runtime/submission/judge.py)
     judge: Judge = field(init=False, repr=False)
 
@@ -110,6 +117,8 @@ class Executor:
             environ=self.environ,
             clock=self.clock,
             folds=self.folds,
+            estimates=self.estimates,
+            queue_counts=self.queue_counts,
         )
 
     def run(self, session_id: str, step: st.Step, *, origin: Origin | None = None) -> st.StepResult:
@@ -404,6 +413,8 @@ class Executor:
 
     def diagnose(self, job_id: str) -> list[Diagnosis]:
         """Why a job (or each failed task) ended as it did (a step's hands)."""
+        from jobsmith.agent.diagnosis.job import diagnose_job
+
         return diagnose_job(self.scheduler, self.site, self._stderr_lines, job_id)
 
     def _stderr_lines(self, job_id: str) -> list[str]:

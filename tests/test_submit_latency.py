@@ -1,0 +1,398 @@
+"""Nothing in a submit waits that need not (issue 26), as behaviour on the scheduler double.
+
+The figures are benchmarks/bench_submit_latency.py's; here: the advice's questions are
+asked at once and a late one is left out (never an error); Slurm's estimates are kept for
+a minute and a damaged cache is ignored; the ledger's index gives what a full read gives.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.session.ledger import INDEX, JobLedger, SubmissionRecord
+from jobsmith.agent.runtime.submission.advice import Adviser
+from jobsmith.agent.runtime.submission.estimates import EstimateCache, shape_key
+from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest, assemble
+from jobsmith.agent.runtime.submission.queuecount import QueueCounts
+from jobsmith.job_templates import TemplateLibrary, shipped_library
+from tests.scheduler_double import SchedulerDouble, site_config
+
+MIB = 2**20
+NOW = datetime(2026, 12, 1, 12, 0)
+REQUEST = JobRequest(template="command", params={"command": "run-it"}, mem_mb=2000)
+
+
+class SlowDouble(SchedulerDouble):
+    """The double whose test-only and status answer only when let go (or never)."""
+
+    def __init__(self, *, slow_test_only: bool = False, slow_status: bool = False) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.slow_test_only = slow_test_only
+        self.slow_status = slow_status
+        #: met by two test-onlys at once: proof they are asked concurrently
+        self.together = threading.Barrier(2, timeout=10)
+
+    def test_only(self, script: str) -> TestOnlyResult:
+        self._call("test_only", script)
+        if self.slow_test_only:
+            self.release.wait(30)
+        else:
+            self.together.wait()
+        return TestOnlyResult(ok=True, estimated_start=NOW, message="Job 1 to start")
+
+    def status(self, job_ids: Any, since: datetime) -> dict[str, JobStatus]:
+        if self.slow_status:
+            self.release.wait(30)
+        return super().status(job_ids, since)
+
+
+def _adviser(
+    tmp_path: Path,
+    slurm: SchedulerDouble,
+    records: list[SubmissionRecord] = (),  # type: ignore[assignment]
+    *,
+    deadline_s: float = 5.0,
+    cache: EstimateCache | None = None,
+    **policy: Any,
+) -> Adviser:
+    site = site_config(tmp_path, {"advice": policy} if policy else None)
+    library = TemplateLibrary([shipped_library()])
+
+    def build(request: JobRequest) -> AssembledJob:
+        return assemble(
+            library.get(request.template), request, site, cwd=tmp_path, header=slurm.script_header
+        )
+
+    return Adviser(
+        scheduler=slurm,
+        site=site,
+        assemble=build,
+        records=lambda: list(records),
+        fixed_fields=lambda t: set(library.get(t).spec.resources.references()),
+        now=lambda: NOW,
+        deadline_s=deadline_s,
+        estimates=cache,
+        user="alice",
+    )
+
+
+def _record(job_id: str, template: str = "command", hours_ago: float = 1) -> SubmissionRecord:
+    return SubmissionRecord(
+        job_id=job_id,
+        cluster="doublelab",
+        template=template,
+        params={"command": "run-it"},
+        options=JobOptions(job_name=f"{template}.js-abc"),
+        script_sha256="0" * 64,
+        submitted_at=NOW - timedelta(hours=hours_ago),
+    )
+
+
+# --- the advice: at once, within a deadline ----------------------------------------------
+
+
+def test_the_partitions_are_asked_at_once(tmp_path: Path) -> None:
+    slurm = SlowDouble()  # each test-only waits for the other: one after another would hang
+    advice = _adviser(tmp_path, slurm, right_size="off").advise(REQUEST)
+    assert [e.partition for e in advice.partitions] == ["debug", "small"]
+    assert advice.unavailable is None
+
+
+def test_a_slow_test_only_gives_no_advice_not_an_error(tmp_path: Path) -> None:
+    slurm = SlowDouble(slow_test_only=True)
+    try:
+        advice = _adviser(tmp_path, slurm, deadline_s=0.2, right_size="off").advise(REQUEST)
+    finally:
+        slurm.release.set()
+    assert advice.partitions == () and advice.earliest is None and not advice.offers()
+    assert advice.unavailable is not None and "did not answer within 0.2 s" in advice.unavailable
+
+
+def test_what_answered_in_time_is_offered_and_what_did_not_is_left_out(tmp_path: Path) -> None:
+    slurm = SlowDouble(slow_test_only=True)
+    recs = [_record(str(i)) for i in (1, 2, 3)]
+    for rec in recs:
+        slurm.set_state(rec.job_id, JobState.COMPLETED, max_rss_bytes=100 * MIB, elapsed_s=30)
+    try:
+        advice = _adviser(tmp_path, slurm, recs, deadline_s=0.3).advise(REQUEST)
+    finally:
+        slurm.release.set()
+    assert advice.partitions == ()  # the estimates came too late
+    assert advice.sizing is not None  # the history did not
+    assert advice.proposed_cost is not None and advice.proposed_start is None
+    assert advice.unavailable is None
+
+
+def test_a_slow_history_leaves_out_the_sizing_only(tmp_path: Path) -> None:
+    slurm = SlowDouble(slow_status=True)
+    recs = [_record(str(i)) for i in (1, 2, 3)]
+    try:
+        advice = _adviser(tmp_path, slurm, recs, deadline_s=0.3).advise(REQUEST)
+    finally:
+        slurm.release.set()
+    assert advice.sizing is None
+    assert [e.partition for e in advice.partitions] == ["debug", "small"]
+
+
+def test_the_history_comes_from_the_ledgers_newest_records(tmp_path: Path) -> None:
+    ledger = JobLedger(tmp_path / "jobs")
+    for i in range(1, 8):
+        ledger.record(_record(str(i), hours_ago=i))
+    ledger.record(_record("99", template="other", hours_ago=0.5))
+    slurm = SchedulerDouble()
+    adviser = _adviser(tmp_path, slurm, history_jobs=3, earliest_start="off")
+    adviser._newest = ledger.newest
+    adviser.advise(REQUEST)
+    (asked,) = [args for name, args in slurm.calls if name == "status"]
+    assert asked[0] == ("1", "2", "3")  # the template's three newest, newest first
+
+
+# --- the estimates, kept a minute ----------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_an_estimate_is_reused_within_its_lifetime_and_asked_again_after(tmp_path: Path) -> None:
+    clock = Clock()
+    cache = EstimateCache(tmp_path / "state" / "start-estimates.json", now=clock)
+    slurm = SlowDouble()
+    _adviser(tmp_path, slurm, cache=cache, right_size="off").advise(REQUEST)
+    assert slurm.count("test_only") == 2
+    clock.now += timedelta(seconds=59)
+    again = _adviser(tmp_path, slurm, cache=cache, right_size="off").advise(REQUEST)
+    assert slurm.count("test_only") == 2  # both partitions' estimates from the cache
+    assert [e.partition for e in again.partitions] == ["debug", "small"]
+    clock.now += timedelta(seconds=2)
+    _adviser(tmp_path, slurm, cache=cache, right_size="off").advise(REQUEST)
+    assert slurm.count("test_only") == 4
+
+
+def test_another_shape_or_user_is_another_question() -> None:
+    small = JobOptions(job_name="a.js-1", partition="debug", mem_mb=100)
+    assert shape_key("alice", small) == shape_key(
+        "alice", small.model_copy(update={"job_name": "b"})
+    )
+    assert shape_key("alice", small) != shape_key("alice", small.model_copy(update={"mem_mb": 200}))
+    assert shape_key("alice", small) != shape_key("bob", small)
+
+
+def test_a_corrupt_cache_is_ignored_and_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "start-estimates.json"
+    cache = EstimateCache(path)
+    for junk in (b"\x00not json", b"[1, 2]", b'{"version": 1, "estimates": {"k": 3}}'):
+        path.write_bytes(junk)
+        assert cache.get("k") is None
+    slurm = SlowDouble()
+    advice = _adviser(tmp_path, slurm, cache=cache, right_size="off").advise(REQUEST)
+    assert slurm.count("test_only") == 2 and len(advice.partitions) == 2
+    assert json.loads(path.read_text())["version"] == 1  # replaced by a sound one
+    key = next(iter(json.loads(path.read_text())["estimates"]))
+    assert cache.get(key) is not None
+
+
+def test_a_refusal_is_not_kept(tmp_path: Path) -> None:
+    cache = EstimateCache(tmp_path / "e.json")
+    cache.put("k", TestOnlyResult(ok=False, message="Requested node configuration"))
+    assert cache.get("k") is None and not (tmp_path / "e.json").exists()
+
+
+# --- the ledger's index --------------------------------------------------------------------
+
+records_st = st.lists(
+    st.tuples(st.sampled_from(["command", "file_array", "x"]), st.integers(0, 10_000)),
+    min_size=0,
+    max_size=25,
+    unique_by=lambda t: t[1],  # distinct times: the order of equal times is not defined
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    recs=records_st,
+    unindexed=st.sets(st.integers(0, 24)),
+    deleted=st.sets(st.integers(0, 24)),
+    index=st.sampled_from(["kept", "missing", "corrupt", "stale"]),
+    limit=st.integers(0, 6),
+    days=st.integers(0, 8),
+)
+def test_the_index_answers_as_reading_every_record(
+    tmp_path_factory: Any,
+    recs: list[tuple[str, int]],
+    unindexed: set[int],
+    deleted: set[int],
+    index: str,
+    limit: int,
+    days: int,
+) -> None:
+    folder = tmp_path_factory.mktemp("ledger")
+    ledger = JobLedger(folder)
+    now = datetime.now().replace(microsecond=0)
+    made = []
+    for i, (template, minutes) in enumerate(recs):
+        rec = SubmissionRecord(
+            job_id=str(1000 + i),
+            cluster="c",
+            template=template,
+            params={},
+            options=JobOptions(job_name=f"{template}.js-{i}"),
+            script_sha256="0" * 64,
+            submitted_at=now - timedelta(minutes=minutes * 2),
+        )
+        made.append(rec)
+        if i in unindexed:  # as an older jobsmith wrote it: no line in the index
+            (folder / f"{rec.job_id}.json").write_text(rec.model_dump_json())
+        else:
+            ledger.record(rec)
+    for i in deleted & set(range(len(made))):
+        (folder / f"{made[i].job_id}.json").unlink()
+    (folder / "1500.json").write_text("{damaged")  # not a record: skipped by both
+    if index == "missing":
+        (folder / INDEX).unlink(missing_ok=True)
+    elif index == "corrupt":
+        (folder / INDEX).write_bytes(b'\xff{"j": 1}\nnot json\n{"j": "1000", "t": 3}\n')
+    elif index == "stale":
+        with (folder / INDEX).open("a") as fh:
+            fh.write(json.dumps({"j": "4242", "t": "command", "at": now.isoformat()}) + "\n")
+    everything = ledger.all()
+    for template in ("command", "file_array", "x", "none"):
+        expected = [r for r in reversed(everything) if r.template == template][:limit]
+        assert ledger.newest(template, limit) == expected
+    floor = now - timedelta(days=days, hours=days * 2)
+    assert ledger.since(floor) == [r for r in everything if r.submitted_at >= floor]
+    # and again, now that reading has repaired the index
+    assert ledger.since(floor) == [r for r in everything if r.submitted_at >= floor]
+
+
+def test_an_index_mostly_of_old_lines_is_rewritten(tmp_path: Path) -> None:
+    ledger = JobLedger(tmp_path)
+    for _ in range(100):  # the same job recorded again and again: one line each
+        ledger.record(_record("7"))
+    assert len((tmp_path / INDEX).read_text().splitlines()) == 100
+    assert [r.job_id for r in ledger.newest("command", 5)] == ["7"]
+    assert len((tmp_path / INDEX).read_text().splitlines()) == 1
+
+
+# --- the concurrency limit's squeue, only where the limit could be reached ----------------
+
+
+class Busy(SchedulerDouble):
+    """A queue with a settable number of active tasks."""
+
+    def __init__(self, active: int) -> None:
+        super().__init__()
+        self.active_now = active
+
+    def active_tasks(self) -> int:
+        super().active_tasks()
+        return self.active_now
+
+
+def _counting_judge(tmp_path: Path, limit: int | None, slurm: Busy, now: Any = None) -> Any:
+    from tests.scheduler_double import AgentHarness
+
+    judge = AgentHarness.build(tmp_path, {"max_concurrent_jobs": limit}, slurm=slurm)
+    judge = judge.executor.judge
+    kw = {"now": now} if now else {}
+    judge.queue_counts = QueueCounts(tmp_path / "queue-count.json", **kw)
+    return judge, JobLedger(judge.ledger._dir)
+
+
+def test_far_below_the_limit_a_recent_count_serves(tmp_path: Path) -> None:
+    slurm = Busy(10)
+    judge, ledger = _counting_judge(tmp_path, 100, slurm)
+    request = JobRequest(template="command", params={"command": "true"})
+    assert judge.job(request).decision.verdict == "allow"
+    assert slurm.count("active_tasks") == 1
+    judge.job(request)
+    judge.job(request)
+    assert slurm.count("active_tasks") == 1  # 10 + 1 is far below 100
+    rec = _record("77").model_copy(update={"submitted_at": datetime.now()})
+    rec = rec.model_copy(update={"options": JobOptions(job_name="c.js-1", array="0-44")})
+    ledger.record(rec)  # jobsmith submitted 45 tasks since the count: 10 + 45 + 1 > 50
+    judge.job(request)
+    assert slurm.count("active_tasks") == 2
+
+
+def test_near_the_limit_squeue_is_asked_every_time(tmp_path: Path) -> None:
+    slurm = Busy(60)
+    judge, _ = _counting_judge(tmp_path, 100, slurm)
+    request = JobRequest(template="command", params={"command": "true"})
+    for _ in range(3):
+        judge.job(request)
+    assert slurm.count("active_tasks") == 3
+    slurm.active_now = 100
+    assert judge.job(request).decision.verdict == "refuse"  # on a fresh count
+
+
+def test_a_stale_or_damaged_count_is_not_used(tmp_path: Path) -> None:
+    clock = {"now": datetime(2026, 12, 1, 12, 0)}
+    slurm = Busy(1)
+    judge, _ = _counting_judge(tmp_path, 100, slurm, now=lambda: clock["now"])
+    request = JobRequest(template="command", params={"command": "true"})
+    judge.job(request)
+    clock["now"] += timedelta(seconds=61)
+    judge.job(request)
+    assert slurm.count("active_tasks") == 2
+    (tmp_path / "queue-count.json").write_text('{"active": "x"')
+    judge.job(request)
+    assert slurm.count("active_tasks") == 3
+
+
+def test_without_a_limit_no_squeue_and_nothing_kept(tmp_path: Path) -> None:
+    slurm = Busy(1)
+    judge, _ = _counting_judge(tmp_path, None, slurm)
+    judge.job(JobRequest(template="command", params={"command": "true"}))
+    assert slurm.count("active_tasks") == 0 and not (tmp_path / "queue-count.json").exists()
+
+
+# --- the history's one narrow sacct ---------------------------------------------------------
+
+
+class SacctOnly:
+    """A transport answering sacct with real 22.05 output (tests/fixtures), nothing else."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: Any, *, timeout: float, stdin: Any = None, env: Any = None) -> Any:
+        from jobsmith.adapters.slurm import argv as slurm_argv
+        from jobsmith.adapters.transport import CommandResult
+
+        self.calls.append(list(argv))
+        assert argv[0] == "sacct", argv
+        text = (
+            Path(__file__).parent / "fixtures" / "slurm-22.05" / "sacct-parsable.txt"
+        ).read_text()
+        return CommandResult(tuple(argv), 0, text.replace("|", slurm_argv.DELIMITER), "")
+
+
+def test_the_history_is_one_sacct_without_the_costly_columns_and_no_squeue() -> None:
+    from jobsmith.adapters.slurm.scheduler import SlurmScheduler
+
+    transport = SacctOnly()
+    used = SlurmScheduler(transport).usage(["331"], NOW)  # type: ignore[arg-type]
+    assert used["331"].state is JobState.COMPLETED
+    (call,) = transport.calls
+    fields = next(a for a in call if a.startswith("--format=")).removeprefix("--format=")
+    assert {"MaxRSS", "TotalCPU", "Elapsed", "AllocCPUS", "State"} <= set(fields.split(","))
+    assert not {"QOS", "AllocTRES", "ReqTRES"} & set(fields.split(","))
+    assert SlurmScheduler(transport).usage([], NOW) == {}
