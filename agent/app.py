@@ -187,7 +187,6 @@ class App:
         from jobsmith.agent.runtime.logs import read_output
         from jobsmith.agent.runtime.submission.estimates import EstimateCache
         from jobsmith.agent.runtime.submission.executor import Executor
-        from jobsmith.agent.runtime.submission.queuecount import QueueCounts
 
         state, slurmless = self.paths.state_dir, self.no_slurm is not None
 
@@ -203,7 +202,6 @@ class App:
             folds=self.folds,
             # kept only from the real Slurm's answers (--no-slurm's stand-in answers none)
             estimates=None if slurmless else EstimateCache(state / "start-estimates.json"),
-            queue_counts=None if slurmless else QueueCounts(state / "queue-count.json"),
         )
 
     @cached_property

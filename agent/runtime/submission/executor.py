@@ -46,7 +46,6 @@ from jobsmith.agent.runtime.submission.judge import (
     refusal,
 )
 from jobsmith.agent.runtime.submission.policy import Cost, Ruling, check_limits
-from jobsmith.agent.runtime.submission.queuecount import QueueCounts
 from jobsmith.agent.runtime.workflows.planrun import (
     PlanStepUndecided,
     redirect_after_rerun,
@@ -101,8 +100,6 @@ class Executor:
     folds: SessionFolds | None = None
     #: Slurm's start estimates kept for a minute, for the advice (none kept if not given)
     estimates: EstimateCache | None = None
-    #: the last squeue count of the active tasks, kept a minute (none kept if not given)
-    queue_counts: QueueCounts | None = None
     #: the one judge of requests, plans and approvals (agent/runtime/submission/judge.py)
     judge: Judge = field(init=False, repr=False)
 
@@ -118,7 +115,6 @@ class Executor:
             clock=self.clock,
             folds=self.folds,
             estimates=self.estimates,
-            queue_counts=self.queue_counts,
         )
 
     def run(self, session_id: str, step: st.Step, *, origin: Origin | None = None) -> st.StepResult:

@@ -62,7 +62,6 @@ from jobsmith.agent.runtime.submission.policy import (
     history_from_folds,
     submit_limit_refusal,
 )
-from jobsmith.agent.runtime.submission.queuecount import HEADROOM, QueueCounts
 from jobsmith.agent.runtime.submission.user_scripts import assemble_script, is_script
 from jobsmith.agent.runtime.workflows.plans import Plan, approval_text
 from jobsmith.errors import InputError, PolicyError, TemplateError
@@ -282,9 +281,6 @@ class Judge:
     folds: SessionFolds | None = None
     #: Slurm's start estimates kept for a minute, for the advice (none kept if not given)
     estimates: EstimateCache | None = None
-    #: the last squeue count of the active tasks, kept a minute (queuecount.py): none
-    #: kept if not given, and every judgement under a concurrency limit asks squeue
-    queue_counts: QueueCounts | None = None
     #: the queue's active tasks, while one look serves several decisions (see below)
     _active: int | None = field(default=None, init=False, repr=False)
     #: the submit limits (with their queues) seen within that one look, by QoS/account/partition
@@ -413,7 +409,7 @@ class Judge:
         # the last week, so a long-lived store does not slow every submission down
         sessions = self.folds_active_since(self.clock() - timedelta(days=7))
         history = history_from_folds(sessions, self.clock())
-        decision = evaluate(cost, self.site.policy, history, self._active_tasks(cost.tasks))
+        decision = evaluate(cost, self.site.policy, history, self._active_tasks())
         if decision.verdict != "refuse":  # no person need approve what Slurm would refuse
             decision = self._submit_limit_refusal(jobs) or decision
         if approval_given and decision.verdict == "approve":
@@ -450,7 +446,7 @@ class Judge:
         if self._limits is not None:
             yield
             return
-        self._active = self._queue_now() if self.site.policy.max_concurrent_jobs is not None else 0
+        self._active = self._active_tasks()
         self._limits = {}
         try:
             yield
@@ -458,35 +454,12 @@ class Judge:
             self._active = None
             self._limits = None
 
-    def _active_tasks(self, adding: int = 0) -> int:
+    def _active_tasks(self) -> int:
         """The queue's active tasks, for the concurrency limit: 0 without one (no squeue:
-        a site with no such limit pays nothing for it). Far below the limit, a count
-        squeue gave under a minute ago plus what jobsmith submitted since serves
-        (queuecount.py: adding is what this judgement adds); near it, squeue is asked."""
-        limit = self.site.policy.max_concurrent_jobs
-        if limit is None:
+        a site with no such limit pays nothing for it)."""
+        if self.site.policy.max_concurrent_jobs is None:
             return 0
-        if self._active is not None:
-            return self._active
-        known = self._known_active()
-        if known is not None and known + adding <= limit * HEADROOM:
-            return known
-        return self._queue_now()
-
-    def _queue_now(self) -> int:
-        """squeue's count of the active tasks now (kept for the next judgement)."""
-        active = self.scheduler.active_tasks()
-        if self.queue_counts is not None:
-            self.queue_counts.keep(active)
-        return active
-
-    def _known_active(self) -> int | None:
-        """The kept count plus the tasks jobsmith submitted since it (None: no fresh one)."""
-        seen = self.queue_counts.recent() if self.queue_counts is not None else None
-        if seen is None:
-            return None
-        active, at = seen
-        return active + sum(r.options.array_size() for r in self.ledger.since(at))
+        return self._active if self._active is not None else self.scheduler.active_tasks()
 
     def folds_active_since(self, since: datetime) -> list[SessionFold]:
         """The folds of the sessions with an event since `since`, for the budgets' windows
