@@ -269,9 +269,11 @@ def test_the_site_may_pass_more_options_as_written(site, tmp_path: Path) -> None
 
 
 def test_pbs_lines_are_refused_and_args_need_a_shell() -> None:
-    pbs = parse_script("#!/bin/bash\n#PBS -q long\ntrue\n", "p.sh")
     with pytest.raises(InputError, match="line 2: #PBS lines are read by sbatch too"):
-        script_request(pbs, "p.sh", [], [], ())
+        parse_script("#!/bin/bash\n#PBS -q long\ntrue\n", "p.sh")
+    with pytest.raises(InputError, match=r"p\.sh: line 4: #BSUB lines are read by sbatch too"):
+        parse_script("#!/bin/bash\n#SBATCH -t 5\n#SBATCH --mem=1G\n #BSUB -q x\ntrue\n", "p.sh")
+    parse_script("#!/bin/bash\ntrue\n#PBS -q long\n", "p.sh")  # after the first command: a comment
     python = parse_script("#!/usr/bin/env python3\n#SBATCH -t 5\nprint(1)\n", "p.py")
     with pytest.raises(InputError, match="arguments are given to a shell script only"):
         script_request(python, "p.py", [], ["x"], ())

@@ -13,6 +13,8 @@ with #SBATCH before any executable commands"):
 - option words follow getopt_long: `--name=value`, `--name value`, a unique prefix of a
   long name, `-xvalue`, `-x value`, and bundled short flags.
 
+`#PBS` and `#BSUB` lines in the header are refused: sbatch reads some of them too.
+
 One deviation, on the safe side: an *indented* `#SBATCH` line inside the header is taken
 as a directive too. Whether sbatch reads it has varied; taking it means jobsmith judges
 it either way, and removes it from the script it hands to sbatch.
@@ -77,6 +79,8 @@ SHORT_OPTIONS: dict[str, str] = {
 
 
 _DIRECTIVE = re.compile(r"^\s*#SBATCH(\s|$)")
+#: other schedulers' directives, which sbatch also reads in a script's header
+_FOREIGN = re.compile(r"^\s*#(PBS|BSUB)(\s|$)")
 
 
 def parse_script(text: str, name: str) -> ScriptParts:
@@ -101,6 +105,11 @@ def parse_script(text: str, name: str) -> ScriptParts:
     for number, line in enumerate(lines[1:], 2):
         if in_header and line.strip() and not line.lstrip().startswith("#"):
             in_header = False
+        if in_header and _FOREIGN.match(line):
+            raise InputError(
+                f"{name}: line {number}: {line.split()[0]} lines are read by sbatch too, but "
+                "jobsmith judges only #SBATCH lines: write it as #SBATCH, or remove it"
+            )
         if _DIRECTIVE.match(line):
             if in_header:
                 words = directive_words(line.lstrip()[len("#SBATCH") :], f"line {number}")

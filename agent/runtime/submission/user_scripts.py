@@ -23,8 +23,9 @@ Decisions, each said in docs/batch-scripts.md:
 - Options jobsmith models become the request's fields; a few that change nothing the
   policy judges are passed as written (PASSED); the site may pass more
   (`jobs.sbatch_options`); the rest are refused by name, before anything is submitted.
-- `#PBS` and `#BSUB` lines in the header are refused: sbatch reads some of them too, and
-  jobsmith judges only `#SBATCH` lines.
+- `#PBS` and `#BSUB` lines in the header are refused where the script is read
+  (adapters/slurm/sbatch_script.py): sbatch reads some of them too, and jobsmith judges
+  only `#SBATCH` lines.
 """
 
 from __future__ import annotations
@@ -130,7 +131,6 @@ _NEVER = {
 
 #: interpreters whose arguments `set --` gives (the script's own, after the directives)
 _SHELLS = frozenset({"sh", "bash", "dash", "ksh", "zsh", "mksh"})
-_FOREIGN = re.compile(r"^\s*#(PBS|BSUB)(\s|$)")
 
 
 def is_script(template: str) -> bool:
@@ -147,14 +147,6 @@ def script_request(
 ) -> JobRequest:
     """The request script asks for, the command line's options winning (sbatch's rule);
     InputError naming the option and where it was (line N, the command line)."""
-    for number, line in enumerate(script.rest.split("\n"), 2):
-        if not line.strip() or not line.lstrip().startswith("#"):
-            break
-        if _FOREIGN.match(line):
-            raise InputError(
-                f"{name}: line {number}: {line.split()[0]} lines are read by sbatch too, but "
-                "jobsmith judges only #SBATCH lines: write it as #SBATCH, or remove it"
-            )
     allowed = PASSED | set(site_allows)
     fields: dict[str, Any] = {}
     passed: dict[str, str] = {}
