@@ -1192,6 +1192,11 @@ def mcp(
                 mcp_server.serve_stdio(app, options)
     except Stop:
         pass  # SIGTERM or SIGINT: a normal end, the watcher lock given back
+    except BaseExceptionGroup as group:
+        # a signal that lands while one of the SDK's tasks runs (its stdout writer, say)
+        # reaches us wrapped in the task group's exception group: still a normal end
+        if group.split(Stop)[1] is not None:
+            raise
     except JobsmithError as err:
         click.echo(f"jobsmith: error: {err}", err=True)
         sys.exit(err.exit_code)
