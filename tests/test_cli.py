@@ -549,7 +549,7 @@ def test_a_job_slurm_moved_to_another_qos_is_held_or_cancelled_at_the_first_poll
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.stdout.strip()
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # as above
         while True:
             job = json.loads(run("status", job_id, "--json").stdout)["jobs"][0]
             held = job["state"] == "PENDING" and "Held" in str(job.get("reason"))
