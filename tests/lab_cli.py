@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner, Result
 
@@ -66,3 +74,60 @@ def jobs_named(name: str) -> set[str]:
         check=True,
     ).stdout.split()
     return set(acct) | set(queue)
+
+
+@dataclass
+class Watched:
+    """What watcher cycles (`watch --once --json`) reported: every decision, in order, and
+    the last state each job changed to."""
+
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    states: dict[str, str] = field(default_factory=dict)
+
+    def rerun_id(self) -> str | None:
+        """The job id of the first re-run decided, if any."""
+        return next((str(d["new_job_id"]) for d in self.decisions if d.get("new_job_id")), None)
+
+    def rerun_completed(self) -> bool:
+        """A re-run was decided and has completed."""
+        rerun = self.rerun_id()
+        return rerun is not None and self.states.get(rerun) == "COMPLETED"
+
+
+def watch_until(done: Callable[[Watched], bool], timeout_s: float, every_s: float = 2) -> Watched:
+    """Watcher cycles until done(what was seen) holds or timeout_s passed (the caller's
+    assertions then say what is missing); what the cycles reported."""
+    seen = Watched()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        cycle = json.loads(js("watch", "--once", "--json").stdout)
+        seen.decisions += cycle["decisions"]
+        seen.states |= {c["job_id"]: c["state"] for c in cycle["changes"]}
+        if done(seen):
+            break
+        time.sleep(every_s)
+    return seen
+
+
+@contextmanager
+def webhook_receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A local HTTP receiver for `notify.webhook_url`: its URL and the JSON bodies POSTed
+    to it, in order (answered 204)."""
+    received: list[dict[str, Any]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(json.loads(body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/hook", received
+    finally:
+        server.shutdown()

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from lab_cli import js
+from lab_cli import Watched, js, watch_until
 
 pytestmark = pytest.mark.usefixtures("lab_cluster", "user_site")
 
@@ -47,18 +46,7 @@ def test_a_script_out_of_memory_is_rerun_with_more_by_the_rule_brain(workdir: Pa
     )
     (workdir / "logs").mkdir()
     job_id = _sbatch("hog.sh")
-    decisions: list[dict[str, object]] = []
-    final: dict[str, str] = {}
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        cycle = json.loads(js("watch", "--once", "--json").stdout)
-        decisions += cycle["decisions"]
-        final |= {c["job_id"]: c["state"] for c in cycle["changes"]}
-        rerun_id = next((str(d["new_job_id"]) for d in decisions if d.get("new_job_id")), None)
-        if rerun_id and final.get(rerun_id) == "COMPLETED":
-            break
-        time.sleep(2)
-    (decision,) = decisions
+    (decision,) = watch_until(Watched.rerun_completed, timeout_s=240).decisions
     assert decision["job_id"] == job_id and decision["action"] == "rerun"
     assert decision["verdicts"] == ["out_of_memory"]
     new_id = str(decision["new_job_id"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from hold_brain import HoldBrain
-from lab_cli import js, submit_oom_array
+from lab_cli import js, submit_oom_array, watch_until
 
 from jobsmith.agent.brains.protocol import Brain, load_brain
 from jobsmith.agent.brains.rules import RuleBrain
@@ -55,15 +55,10 @@ def _session_of(job_id: str) -> str:
 
 def _until_decided(job_id: str, timeout_s: float = 180) -> list[dict[str, object]]:
     """Watcher cycles until one decides about job_id; every decision seen."""
-    decisions: list[dict[str, object]] = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        cycle = json.loads(js("watch", "--once", "--json").stdout)
-        decisions += cycle["decisions"]
-        if any(d["job_id"] == job_id for d in decisions):
-            return decisions
-        time.sleep(2)
-    raise AssertionError(f"no decision about job {job_id} within {timeout_s}s")
+    seen = watch_until(lambda s: any(d["job_id"] == job_id for d in s.decisions), timeout_s)
+    if not any(d["job_id"] == job_id for d in seen.decisions):
+        raise AssertionError(f"no decision about job {job_id} within {timeout_s}s")
+    return seen.decisions
 
 
 @pytest.mark.lab

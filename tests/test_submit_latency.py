@@ -229,7 +229,7 @@ records_st = st.lists(
     recs=records_st,
     unindexed=st.sets(st.integers(0, 24)),
     deleted=st.sets(st.integers(0, 24)),
-    index=st.sampled_from(["kept", "missing", "corrupt", "stale"]),
+    index=st.sampled_from(["kept", "missing", "corrupt", "stale", "sessionless"]),
     limit=st.integers(0, 6),
     days=st.integers(0, 8),
 )
@@ -255,6 +255,7 @@ def test_the_index_answers_as_reading_every_record(
             options=JobOptions(job_name=f"{template}.js-{i}"),
             script_sha256="0" * 64,
             submitted_at=now - timedelta(minutes=minutes * 2),
+            session_id=None if i % 3 == 0 else f"s{i % 2}",
         )
         made.append(rec)
         if i in unindexed:  # as an older jobsmith wrote it: no line in the index
@@ -270,8 +271,18 @@ def test_the_index_answers_as_reading_every_record(
         (folder / INDEX).write_bytes(b'\xff{"j": 1}\nnot json\n{"j": "1000", "t": 3}\n')
     elif index == "stale":
         with (folder / INDEX).open("a") as fh:
-            fh.write(json.dumps({"j": "4242", "t": "command", "at": now.isoformat()}) + "\n")
+            line = {"j": "4242", "t": "command", "s": "s1", "at": now.isoformat()}
+            fh.write(json.dumps(line) + "\n")
+    elif index == "sessionless":  # as the index was before it named sessions
+        path = folder / INDEX
+        old = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        path.write_text(
+            "".join(json.dumps({"j": o["j"], "t": o["t"], "at": o["at"]}) + "\n" for o in old)
+        )
     everything = ledger.all()
+    sessions = [(r.job_id, r.session_id) for r in everything]
+    assert [(e.job_id, e.session_id) for e in ledger.entries()] == sessions
+    assert [(e.job_id, e.session_id) for e in ledger.entries()] == sessions  # repaired
     for template in ("command", "file_array", "x", "none"):
         expected = [r for r in reversed(everything) if r.template == template][:limit]
         assert ledger.newest(template, limit) == expected

@@ -10,7 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-from lab_cli import LAB_SITE, submit_oom_array, write_user_site
+from lab_cli import (
+    LAB_SITE,
+    Watched,
+    submit_oom_array,
+    watch_until,
+    webhook_receiver,
+    write_user_site,
+)
 from lab_cli import js as lab_js
 
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval
@@ -168,18 +175,8 @@ def test_watch_once_polls_all_sessions_in_one_sacct_and_records_states(js, workd
 @pytest.mark.usefixtures("lab_cluster")
 def test_oom_array_task_is_rerun_alone_with_more_memory_unattended(js, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     array_id = submit_oom_array(workdir)  # task 2 needs ~300 MB; the array asks for 100M
-    decisions: list[dict[str, object]] = []
-    final: dict[str, str] = {}
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        cycle = json.loads(js("watch", "--once", "--json").stdout)
-        decisions += cycle["decisions"]
-        final |= {c["job_id"]: c["state"] for c in cycle["changes"]}
-        rerun_id = next((str(d["new_job_id"]) for d in decisions if d.get("new_job_id")), None)
-        if rerun_id and final.get(rerun_id) == "COMPLETED":
-            break
-        time.sleep(2)
-    (decision,) = decisions
+    seen = watch_until(Watched.rerun_completed, timeout_s=240)
+    (decision,), final = seen.decisions, seen.states
     assert decision["job_id"] == array_id and decision["action"] == "rerun"
     assert decision["verdicts"] == ["out_of_memory"]
     assert int(decision["mem_mb"]) >= 300  # type: ignore[call-overload]
@@ -224,39 +221,18 @@ def test_next_command_tells_what_ended_once_and_never_in_json(js, workdir: Path)
 def test_webhook_hears_of_ended_jobs_and_mail_goes_to_slurm(  # type: ignore[no-untyped-def]
     js, workdir: Path, jobsmith_home: Path
 ) -> None:
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    received: list[dict[str, object]] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append(json.loads(body))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    write_user_site(
-        jobsmith_home / "config",
-        workdir,
-        f"notify:\n  webhook_url: http://127.0.0.1:{server.server_port}/hook\n"
-        "  webhook_for: job\n  mail_user: alice@example.org\n",
-    )
-    dry = json.loads(js("render", "command", "-P", "command=true", "--json").stdout)
-    assert "#SBATCH --mail-type=END,FAIL" in dry["script"]
-    assert "#SBATCH --mail-user=alice@example.org" in dry["script"]
-    job = js("submit", "command", "-P", "command=exit 4", "--log-dir", str(workdir))
-    job_id = job.stdout.strip()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not received:
-        js("watch", "--once", "--json")
-        time.sleep(1)
-    server.shutdown()
+    with webhook_receiver() as (url, received):
+        write_user_site(
+            jobsmith_home / "config",
+            workdir,
+            f"notify:\n  webhook_url: {url}\n  webhook_for: job\n  mail_user: alice@example.org\n",
+        )
+        dry = json.loads(js("render", "command", "-P", "command=true", "--json").stdout)
+        assert "#SBATCH --mail-type=END,FAIL" in dry["script"]
+        assert "#SBATCH --mail-user=alice@example.org" in dry["script"]
+        job = js("submit", "command", "-P", "command=exit 4", "--log-dir", str(workdir))
+        job_id = job.stdout.strip()
+        watch_until(lambda _: bool(received), timeout_s=120, every_s=1)
     assert received and received[0]["event"] == "job_ended"
     assert received[0]["job_id"] == job_id and received[0]["state"] == "FAILED"
 
@@ -279,12 +255,7 @@ def test_adopted_hand_submitted_job_is_watched_and_rerun_with_more_memory(  # ty
     adopted = js("adopt", job_id, "--json")
     assert adopted.exit_code == 0, adopted.output
     subprocess.run(["scontrol", "release", job_id], check=True)
-    decisions: list[dict[str, object]] = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and not decisions:
-        decisions += json.loads(js("watch", "--once", "--json").stdout)["decisions"]
-        time.sleep(2)
-    (decision,) = decisions
+    (decision,) = watch_until(lambda seen: bool(seen.decisions), timeout_s=180).decisions
     assert decision["job_id"] == job_id and decision["action"] == "rerun"
     new_id = str(decision["new_job_id"])
     waited = json.loads(js("wait", new_id, "--json", "--timeout", "120").stdout)["jobs"][0]

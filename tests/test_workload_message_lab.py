@@ -5,14 +5,12 @@ the session's figures; never per job or per task (agent/watcher/workload.py)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
-from lab_cli import js
+from lab_cli import js, webhook_receiver
 
 pytestmark = pytest.mark.usefixtures("lab_cluster")
 
@@ -20,22 +18,8 @@ pytestmark = pytest.mark.usefixtures("lab_cluster")
 @pytest.fixture
 def receiver() -> Iterator[tuple[str, list[dict[str, object]]]]:
     """A local HTTP receiver: its URL and what it was POSTed."""
-    received: list[dict[str, object]] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append(json.loads(body))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", received
-    server.shutdown()
+    with webhook_receiver() as (url, received):
+        yield url, received
 
 
 def test_a_plan_is_told_once_when_its_last_job_ended(  # type: ignore[no-untyped-def]

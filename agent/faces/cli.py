@@ -553,23 +553,17 @@ def submit(
     Before submitting, jobsmith offers a right-sized request (from your completed runs
     of the same template) and the partition where Slurm would start the job earliest;
     --right-size and --earliest take them, the site's policy may take them itself."""
-    from jobsmith.agent.runtime.submission import onestep
-    from jobsmith.agent.views import render as views
-
     app = _app(ctx)
-    request = _request(kwargs)
-    advice = None if no_advice else _advice(app, request, right_size, earliest)
-    if advice is not None:
-        request = advice.apply_to(
-            request,
-            right_size="right_size" in advice.applied,
-            earliest="earliest" in advice.applied,
-        )
-    if dry_run or test_only:
-        _show_checked(app, request, as_json, test_only=test_only, advice=advice)
-        return
-    # the CLI showed the advice and applied what the person or the site's policy takes
-    views.show_submitted(*onestep.submit(app, request, advised=True), as_json, advice)
+    _submit_or_check(
+        app,
+        _request(kwargs),
+        as_json,
+        advise=not no_advice,
+        right_size=right_size,
+        earliest=earliest,
+        dry_run=dry_run,
+        test_only=test_only,
+    )
 
 
 #: jobsmith's own flags of `jobsmith sbatch`, found among sbatch's options too
@@ -608,9 +602,7 @@ def sbatch(
     as sbatch reads them; the script runs as written. The job gets jobsmith's tag,
     ledger, watcher, diagnosis and `rerun`. docs/batch-scripts.md says what is passed,
     what is refused, and where the tag goes."""
-    from jobsmith.agent.runtime.submission import onestep
     from jobsmith.agent.runtime.submission.user_scripts import read_request
-    from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
     from jobsmith.errors import InputError
 
@@ -623,12 +615,38 @@ def sbatch(
     request, flags = read.request, read.flags
     for line in read.notes:
         note(f"jobsmith: {line}")
-    as_json = as_json or "--json" in flags
-    dry_run, test_only = dry_run or "--dry-run" in flags, test_only or "--test-only" in flags
+    _submit_or_check(
+        app,
+        request,
+        as_json or "--json" in flags,
+        advise=not (no_advice or "--no-advice" in flags),
+        right_size=right_size or "--right-size" in flags,
+        earliest=earliest or "--earliest" in flags,
+        dry_run=dry_run or "--dry-run" in flags,
+        test_only=test_only or "--test-only" in flags,
+    )
+
+
+def _submit_or_check(
+    app: App,
+    request: Any,
+    as_json: bool,
+    *,
+    advise: bool,
+    right_size: bool,
+    earliest: bool,
+    dry_run: bool,
+    test_only: bool,
+) -> None:
+    """The one ending of `submit` and `sbatch`: take the advice (unless --no-advice) and
+    apply what the person or the site's policy takes, then either show the check
+    (--dry-run, --test-only) or submit, as the person who was shown that advice."""
+    from jobsmith.agent.runtime.submission import onestep
+    from jobsmith.agent.views import render as views
+
     advice = None
-    if not (no_advice or "--no-advice" in flags):
-        right, early = right_size or "--right-size" in flags, earliest or "--earliest" in flags
-        advice = _advice(app, request, right, early)
+    if advise:
+        advice = _advice(app, request, right_size, earliest)
         request = advice.apply_to(
             request,
             right_size="right_size" in advice.applied,

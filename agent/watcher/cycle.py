@@ -96,21 +96,23 @@ def open_jobs(ledger: JobLedger, folds: SessionFolds) -> list[SubmissionRecord]:
     The second kind matters because `jobsmith status` or `wait` may have recorded the
     failure first: the decision must not depend on which poll saw it. Each session's
     recorded states and decisions come from its fold (agent/runtime/session/readmodel.py), so a
-    cycle reads only the events appended since the last one.
+    cycle reads only the events appended since the last one; and the jobs' sessions come
+    from the ledger's index, so only the records of open jobs are read.
     """
     out = []
-    for record in ledger.all():
-        if record.session_id is None:
+    for entry in ledger.entries():  # the index: only the open jobs' records are read
+        if entry.session_id is None:
             continue
-        fold = folds.of(record.session_id)
-        recorded = fold.job_states.get(record.job_id)
-        state = JobState.known(recorded)
+        fold = folds.of(entry.session_id)
+        state = JobState.known(fold.job_states.get(entry.job_id))
         if (
             state is None
             or not state.is_terminal
-            or (state.is_failure and record.job_id not in fold.decided)
+            or (state.is_failure and entry.job_id not in fold.decided)
         ):
-            out.append(record)
+            record = ledger.get(entry.job_id)
+            if record is not None:
+                out.append(record)
     return out
 
 

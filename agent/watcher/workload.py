@@ -45,9 +45,9 @@ def ended_workloads(
     if not touched:
         return {}
     jobs: dict[str, list[str]] = {}
-    for record in ledger.all():  # in submission order
-        if record.session_id in touched:
-            jobs.setdefault(record.session_id, []).append(record.job_id)
+    for entry in ledger.entries():  # in submission order, without reading records
+        if entry.session_id in touched:
+            jobs.setdefault(entry.session_id, []).append(entry.job_id)
     ended: dict[str, str] = {}
     for session_id, job_ids in jobs.items():
         fold = folds.of(session_id)
