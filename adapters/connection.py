@@ -75,9 +75,9 @@ def scheduler_for(
     transport: Transport, access: SchedulerAccess, cluster: str | None, clusters_dir: Path
 ) -> Scheduler:
     """Slurm through transport, with the site's command timeout, remembering per cluster
-    (in clusters_dir) whether the site keeps accounting (adapters/slurm/accounting.py);
+    (in clusters_dir) whether the site keeps accounting (adapters/slurm/parsing/accounting.py);
     cluster None: no site config (commands that need none still work without one)."""
-    from jobsmith.adapters.slurm.accounting import AccountingMemory
+    from jobsmith.adapters.slurm.parsing.accounting import AccountingMemory
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
     memory = AccountingMemory(clusters_dir / f"{cluster or 'no-site-config'}.json")

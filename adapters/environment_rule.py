@@ -23,7 +23,7 @@ Slurm command runs in, and so a job's, is built positively, from this allowlist:
   carries (a head job's SLURM_CPUS_PER_TASK, SLURM_NTASKS, SLURM_MEM_PER_NODE,
   SLURM_EXPORT_ENV) would be read by srun inside the new job as its own options, and
   sbatch copies every SLURM_* into the job whatever --export says. SBATCH_* are folded
-  or refused before anything runs (agent/runtime/submission/jobs.py, fold_sbatch_env);
+  or refused before anything runs (agent/runtime/submission/request/jobs.py, fold_sbatch_env);
 - the names and shell patterns the site file or the user's own file lists under
   `jobs.environment.allow`.
 

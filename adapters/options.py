@@ -1,7 +1,7 @@
 """What jobsmith asks of the scheduler for one job, as typed values (`JobOptions`).
 
 The scheduler-neutral request: the agent builds, checks against policy and records it;
-the adapter renders it (for Slurm, as `#SBATCH` directives: adapters/slurm/options.py),
+the adapter renders it (for Slurm, as `#SBATCH` directives: adapters/slurm/commands/options.py),
 so the script alone says what will be submitted and a hash of it binds an approval to
 both the commands and the resources. Values are validated here, field by field: a value
 can never carry a newline, a space or a second option.

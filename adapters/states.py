@@ -1,6 +1,6 @@
 """Job states as jobsmith knows them, whatever the scheduler: the neutral Enum.
 
-The scheduler's own spellings are mapped to it in the adapter (adapters/slurm/states.py
+The scheduler's own spellings are mapped to it in the adapter (adapters/slurm/parsing/states.py
 for Slurm), in exactly one place; everything else reads this Enum and its predicates.
 """
 

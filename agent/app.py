@@ -185,7 +185,7 @@ class App:
     def executor(self) -> Executor:
         """The policy-bound executor every action goes through."""
         from jobsmith.agent.runtime.logs import read_output
-        from jobsmith.agent.runtime.submission.estimates import EstimateCache
+        from jobsmith.agent.runtime.submission.advising.estimates import EstimateCache
         from jobsmith.agent.runtime.submission.executor import Executor
 
         state, slurmless = self.paths.state_dir, self.no_slurm is not None

@@ -23,7 +23,7 @@ from lab_user import SITE
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.app import App, UserDirs
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.submission.steps import Render, Submit
 
 

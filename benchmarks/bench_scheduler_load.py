@@ -60,9 +60,9 @@ from slurm_stats import (
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus, task_range_size
-from jobsmith.adapters.slurm import argv
-from jobsmith.adapters.slurm.options import render_directives
-from jobsmith.adapters.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct_parsable
+from jobsmith.adapters.slurm.commands import argv
+from jobsmith.adapters.slurm.commands.options import render_directives
+from jobsmith.adapters.slurm.parsing.parse import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct_parsable
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
 

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from lab_user import LAB_JOBSMITH
 
-from jobsmith.adapters.slurm import argv
-from jobsmith.adapters.slurm.parse import SACCT_FIELDS, parse_sacct_parsable
+from jobsmith.adapters.slurm.commands import argv
+from jobsmith.adapters.slurm.parsing.parse import SACCT_FIELDS, parse_sacct_parsable
 
 USER_ENV = ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"]
 

@@ -1,6 +1,6 @@
 """A template's resource defaults, and their resolution against parameter values.
 
-Field names match JobOptions (adapters/slurm/options.py) so the resolved values can be
+Field names match JobOptions (adapters/slurm/commands/options.py) so the resolved values can be
 passed straight into it. A default is either a number or `{param: <name>}`, which takes
 it from an int parameter: torch_train's `gpus` parameter sets both `--gres` and
 torchrun's `--nproc_per_node`, so the two cannot disagree.

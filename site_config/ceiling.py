@@ -30,7 +30,7 @@ The limits (CEILINGS, the one list of them):
   be fewer (none, where the centre's file names none);
 - paths.allowed_roots: each root of a later layer must lie within one of the centre's,
   compared resolved (symlinks and `..` followed), as submission resolves paths against
-  the roots (agent/runtime/submission/jobs.py, job_templates/paths.py).
+  the roots (agent/runtime/submission/request/jobs.py, job_templates/paths.py).
 
 Only what the centre's file states is a limit. A field it leaves out keeps jobsmith's
 default, which a later layer may change: an unset limit is no limit, as in Slurm. A

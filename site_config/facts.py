@@ -2,7 +2,7 @@
 
 `jobsmith site check` and `site init` compare a site file with these facts. They are
 scheduler-neutral models; the scheduler adapter fills them in (for Slurm from scontrol
-and sacctmgr, adapters/slurm/facts.py), so nothing here reads a scheduler's output.
+and sacctmgr, adapters/slurm/parsing/facts.py), so nothing here reads a scheduler's output.
 """
 
 from __future__ import annotations

@@ -284,7 +284,7 @@ class Canary(_Section):
 
 
 class Advice(_Section):
-    """What jobsmith offers at submission (agent/runtime/submission/advice.py): a request
+    """What jobsmith offers at submission (agent/runtime/submission/advising/advice.py): a request
     right-sized
     from the user's own history, and the partition where Slurm would start it earliest.
     'propose' shows the offer beside the job; 'apply' takes it (and says so); 'off' asks

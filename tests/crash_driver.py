@@ -12,7 +12,7 @@ from pathlib import Path
 
 from jobsmith.agent.app import build_app
 from jobsmith.agent.runtime.session.events import EventKind
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.submission.steps import Submit
 
 PLAN = [

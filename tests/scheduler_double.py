@@ -33,10 +33,10 @@ from jobsmith.adapters.scheduler import (
     SubmitResult,
     TestOnlyResult,
 )
+from jobsmith.adapters.slurm.commands.logpaths import expand_log_pattern
+from jobsmith.adapters.slurm.commands.options import render_directives
+from jobsmith.adapters.slurm.commands.slurmenv import environment_inputs
 from jobsmith.adapters.slurm.inflight import orphan_sbatch_alive
-from jobsmith.adapters.slurm.logpaths import expand_log_pattern
-from jobsmith.adapters.slurm.options import render_directives
-from jobsmith.adapters.slurm.slurmenv import environment_inputs
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.store import FileSessionStore

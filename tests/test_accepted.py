@@ -21,7 +21,7 @@ from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.accepted import altered
 from jobsmith.agent.runtime.submission.executor import Executor
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.watcher.news import News
 from jobsmith.agent.watcher.polling import check_accepted
 from jobsmith.site_config import SiteConfig
@@ -383,9 +383,9 @@ LAB = Path(__file__).parent / "fixtures" / "lab-22.05"
 def lab_poll(capture: str) -> dict[str, JobStatus]:
     """One poll's answer for the three jobs of fixtures/lab-22.05/README.md (sacct-accepted*),
     parsed and merged as the Slurm adapter does."""
-    from jobsmith.adapters.slurm.argv import DELIMITER
-    from jobsmith.adapters.slurm.parse import parse_sacct_parsable, parse_squeue
-    from jobsmith.adapters.slurm.status import merge_status
+    from jobsmith.adapters.slurm.commands.argv import DELIMITER
+    from jobsmith.adapters.slurm.parsing.parse import parse_sacct_parsable, parse_squeue
+    from jobsmith.adapters.slurm.parsing.status import merge_status
 
     acct = parse_sacct_parsable((LAB / f"sacct-{capture}.txt").read_text(), DELIMITER)
     queue = parse_squeue((LAB / f"squeue-{capture}.txt").read_text(), DELIMITER)

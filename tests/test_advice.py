@@ -21,9 +21,9 @@ from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import TestOnlyResult
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.ledger import SubmissionRecord
-from jobsmith.agent.runtime.submission.advice import Adviser, SubmitAdvice
-from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest, assemble
-from jobsmith.agent.runtime.submission.sizing import p95, propose, samples, usage_of
+from jobsmith.agent.runtime.submission.advising.advice import Adviser, SubmitAdvice
+from jobsmith.agent.runtime.submission.advising.sizing import p95, propose, samples, usage_of
+from jobsmith.agent.runtime.submission.request.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.agent.views.advice import advice_lines
 from jobsmith.job_templates import TemplateLibrary, shipped_library
 from tests.scheduler_double import SchedulerDouble, site_config

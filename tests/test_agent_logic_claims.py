@@ -2,7 +2,7 @@
 as single decisions, in one process (test_claims races real processes for the same rules).
 
 Each test pins one decision point of agent/runtime/session/claims.py or
-agent/runtime/submission/approvals.py:
+agent/runtime/submission/approval/approvals.py:
 a lease's last moment, a holder that is this process or another one, a process whose name
 has a parenthesis in it, the defaults a damaged approval request shows, the words of a
 refusal.
@@ -39,7 +39,11 @@ from jobsmith.agent.runtime.session.claims import (
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import FileSessionStore, utc_now
-from jobsmith.agent.runtime.submission.approvals import AlreadyAnswered, answer, pending_approvals
+from jobsmith.agent.runtime.submission.approval.approvals import (
+    AlreadyAnswered,
+    answer,
+    pending_approvals,
+)
 
 HOST = socket.gethostname()
 STEP = "st-0123456789"

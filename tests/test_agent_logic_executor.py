@@ -28,9 +28,10 @@ from jobsmith.agent.app import App, UserDirs
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.ledger import SubmissionRecord
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.submission import answers, orders
+from jobsmith.agent.runtime.submission import orders
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.approvals import (
+from jobsmith.agent.runtime.submission.approval import answers
+from jobsmith.agent.runtime.submission.approval.approvals import (
     AlreadyAnswered,
     ApprovalNeeded,
     answer,
@@ -38,9 +39,9 @@ from jobsmith.agent.runtime.submission.approvals import (
     pending_approvals,
 )
 from jobsmith.agent.runtime.submission.executor import job_ids_of
-from jobsmith.agent.runtime.submission.jobs import JobRequest
-from jobsmith.agent.runtime.submission.judge import Origin, Who
+from jobsmith.agent.runtime.submission.judging.judge import Origin, Who
 from jobsmith.agent.runtime.submission.orders import Recorded
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.plans import Plan
 from jobsmith.errors import (
     InputError,

@@ -1,10 +1,10 @@
 """Policy without Slurm: what a submission costs, what history counts, which rule decides.
 
-agent/runtime/submission/policy.py is pure: these tests pin each decision point at its boundary
-(the last
-value a rule allows and the first it refuses), the order the rules are tried in, and the
-exact words a refusal shows, since a person reads them to know what to change. The
-real-cluster tests (test_sessions) show the same rules refusing real submissions.
+agent/runtime/submission/judging/policy.py is pure: these tests pin each decision point
+at its boundary (the last value a rule allows and the first it refuses), the order the
+rules are tried in, and the exact words a refusal shows, since a person reads them to
+know what to change. The real-cluster tests (test_sessions) show the same rules refusing
+real submissions.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.readmodel import SessionFold, TokenSpend, TokenTotals
-from jobsmith.agent.runtime.submission.policy import (
+from jobsmith.agent.runtime.submission.judging.policy import (
     BudgetUse,
     Cost,
     History,
@@ -29,7 +29,7 @@ from jobsmith.agent.runtime.submission.policy import (
     evaluate,
     model_tokens_from_folds,
 )
-from jobsmith.agent.runtime.submission.policy import history_from_events as history
+from jobsmith.agent.runtime.submission.judging.policy import history_from_events as history
 from jobsmith.errors import PolicyError
 from jobsmith.site_config import SiteConfig
 from jobsmith.site_config.model import Budgets, Policy

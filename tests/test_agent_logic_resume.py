@@ -37,13 +37,13 @@ from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import utc_now
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.approvals import (
+from jobsmith.agent.runtime.submission.approval.approvals import (
     ApprovalNeeded,
     answer,
     find_pending,
     pending_approvals,
 )
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.plans import Plan
 
 HOST = socket.gethostname()

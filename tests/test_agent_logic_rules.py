@@ -34,10 +34,10 @@ from jobsmith.agent.runtime.session.jobstate import StateChange
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.answers import approve, deny
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded, pending_approvals
+from jobsmith.agent.runtime.submission.approval.answers import approve, deny
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded, pending_approvals
 from jobsmith.agent.runtime.submission.executor import Executor
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.submission.steps import Rerun
 from jobsmith.errors import InputError, NotFound, SchedulerError
 

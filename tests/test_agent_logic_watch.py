@@ -29,7 +29,7 @@ from jobsmith.agent.runtime.session.ledger import SubmissionRecord
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval, open_jobs, watch_cycle
 from jobsmith.errors import SchedulerError
 

@@ -24,10 +24,10 @@ from jobsmith.adapters.workflow import EngineKind, LaunchRequest
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.answers import approve
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded, pending_approvals
+from jobsmith.agent.runtime.submission.approval.answers import approve
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded, pending_approvals
 from jobsmith.agent.runtime.submission.executor import Executor
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 from jobsmith.errors import PolicyError
 

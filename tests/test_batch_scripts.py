@@ -1,6 +1,6 @@
 """`jobsmith sbatch SCRIPT` (issue 25, item 1), without the cluster: a user's own batch
-script read as sbatch reads it (adapters/slurm/sbatch_script.py), the request it becomes
-and the script jobsmith hands to sbatch (agent/runtime/submission/user_scripts.py), and
+script read as sbatch reads it (adapters/slurm/commands/sbatch_script.py), the request it becomes
+and the script jobsmith hands to sbatch (agent/runtime/submission/request/user_scripts.py), and
 every refusal as one line before anything is submitted.
 
 The lab half, real scripts through Slurm, is tests/test_batch_scripts_lab.py.
@@ -19,8 +19,8 @@ from scheduler_double import site_config
 
 from jobsmith.adapters.capabilities import ScriptOption
 from jobsmith.adapters.options import Dependency, DependencyKind
-from jobsmith.adapters.slurm.options import render_directives
-from jobsmith.adapters.slurm.sbatch_script import (
+from jobsmith.adapters.slurm.commands.options import render_directives
+from jobsmith.adapters.slurm.commands.sbatch_script import (
     LONG_OPTIONS,
     SbatchScripts,
     directive_words,
@@ -28,7 +28,7 @@ from jobsmith.adapters.slurm.sbatch_script import (
     parse_script,
     split_command_line,
 )
-from jobsmith.agent.runtime.submission.user_scripts import (
+from jobsmith.agent.runtime.submission.request.user_scripts import (
     assemble_script,
     read_request,
     script_request,
@@ -407,7 +407,7 @@ def test_a_script_job_sent_as_json_cannot_carry_a_directive(
 ) -> None:
     from pydantic import ValidationError
 
-    from jobsmith.agent.runtime.submission.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 
     sent = {"name": "x.sh", "shebang": "#!/bin/bash", "rest": "true\n", **job}
     with pytest.raises(ValidationError) as err:
@@ -421,7 +421,7 @@ def test_a_script_job_sent_as_json_cannot_carry_a_directive(
 def test_options_passed_as_written_are_the_sites_to_allow_however_sent(
     site, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    from jobsmith.agent.runtime.submission.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 
     sent = {"name": "x.sh", "shebang": "#!/bin/bash", "rest": "true\n"}
     ok = JobRequest.model_validate(

@@ -22,9 +22,9 @@ from jobsmith.adapters.options import array_head
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.submission import orders
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
-from jobsmith.agent.runtime.submission.jobs import JobRequest
-from jobsmith.agent.runtime.submission.judge import Origin, Who
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.judging.judge import Origin, Who
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.site_config.model import Canary
 
 lab = pytest.mark.usefixtures("lab_cluster")

@@ -25,7 +25,7 @@ from jobsmith.agent.runtime.recovery.rerun import with_directives
 from jobsmith.agent.runtime.recovery.resume import resume_session
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 
 
 class Bare(SchedulerDouble):

@@ -38,7 +38,7 @@ from jobsmith.agent.runtime.session.claims import (
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import FileSessionStore, utc_now
-from jobsmith.agent.runtime.submission.approvals import answer, pending_approvals
+from jobsmith.agent.runtime.submission.approval.approvals import answer, pending_approvals
 
 HERE = Path(__file__).resolve().parent
 

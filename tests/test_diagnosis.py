@@ -31,7 +31,7 @@ import pytest
 
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.parse import (
+from jobsmith.adapters.slurm.parsing.parse import (
     parse_key_values,
     parse_sacct_json,
     parse_sacct_parsable,

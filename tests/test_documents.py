@@ -108,7 +108,7 @@ def test_a_compact_pending_document_bounds_each_script_but_keeps_its_hash() -> N
     from datetime import UTC, datetime
 
     from jobsmith.agent.runtime.documents import MAX_COMPACT_SCRIPT
-    from jobsmith.agent.runtime.submission.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.approval.approvals import PendingApproval
 
     held = PendingApproval(
         session_id="s",

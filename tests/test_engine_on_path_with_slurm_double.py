@@ -23,7 +23,7 @@ from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.snakemake import SnakemakeEngine
 from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 from jobsmith.agent.runtime.workflows.pipelines import EngineNotFound
 

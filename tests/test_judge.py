@@ -1,4 +1,4 @@
-"""The judge (agent/runtime/submission/judge.py) without Slurm: the real judge, templates,
+"""The judge (agent/runtime/submission/judging/judge.py) without Slurm: the real judge, templates,
 session store and ledger, with the scheduler double as Slurm (tests/scheduler_double.py).
 
 What is pinned: the person-first rules of an origin (a model's cancel and hold; a
@@ -28,9 +28,8 @@ from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.ledger import SubmissionRecord
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
-from jobsmith.agent.runtime.submission.jobs import JobRequest
-from jobsmith.agent.runtime.submission.judge import (
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.judging.judge import (
     CheckedJob,
     Judge,
     Origin,
@@ -39,7 +38,8 @@ from jobsmith.agent.runtime.submission.judge import (
     tainted_reason,
     total_cost,
 )
-from jobsmith.agent.runtime.submission.policy import Cost, Ruling
+from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.plans import Plan
 from jobsmith.errors import PolicyError, TemplateError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobsmith.adapters.slurm.logpaths import expand_log_pattern
+from jobsmith.adapters.slurm.commands.logpaths import expand_log_pattern
 
 
 def test_array_task_pattern() -> None:

@@ -24,7 +24,7 @@ from mcp_client import document, stdio_session
 from jobsmith.agent.app import build_app
 from jobsmith.agent.faces.mcp_tools import MAX_ERROR_CHARS, McpTools, Sessions, tool_specs
 from jobsmith.agent.faces.mcp_wait import WaitInput
-from jobsmith.agent.runtime.submission.check_tokens import CheckTokens
+from jobsmith.agent.runtime.submission.approval.check_tokens import CheckTokens
 
 lab = pytest.mark.usefixtures("lab_cluster")
 NAMES = [s.name for s in tool_specs() if s.name != "wait_for_jobs"]

@@ -55,7 +55,7 @@ from jobsmith.agent.brains.taint import Taint
 from jobsmith.agent.faces.chat import Chat
 from jobsmith.agent.faces.terminal import Pipes
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
-from jobsmith.agent.runtime.submission import answers
+from jobsmith.agent.runtime.submission.approval import answers
 from jobsmith.agent.runtime.submission.steps import Submit
 from jobsmith.errors import JobsmithError
 from jobsmith.site_config.model import ModelSettings

@@ -19,14 +19,14 @@ from test_agent_logic_resume import crashed, intent_of, resume
 from test_agent_logic_watch import cycle, states, submit
 
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.accounting import (
+from jobsmith.adapters.slurm.parsing.accounting import (
     RECHECK_S,
     AccountingFacts,
     AccountingMemory,
     facts_from_config,
 )
+from jobsmith.adapters.slurm.parsing.status import controller_status, summarise
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-from jobsmith.adapters.slurm.status import controller_status, summarise
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.runtime.session.jobstate import record_job_states
@@ -109,8 +109,8 @@ def test_show_config_tells_accounting_and_min_job_age() -> None:
 
 
 def test_the_controller_alone_reads_a_finished_job_and_calls_a_gone_one_final_unknown() -> None:
-    from jobsmith.adapters.slurm import argv
-    from jobsmith.adapters.slurm.parse import parse_squeue
+    from jobsmith.adapters.slurm.commands import argv
+    from jobsmith.adapters.slurm.parsing.parse import parse_squeue
 
     queue = parse_squeue(fixture("squeue_finished.txt"), argv.DELIMITER)
     done = finished_job_id()

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from jobsmith.adapters.options import Dependency, JobOptions, array_task_count
-from jobsmith.adapters.slurm.options import render_directives
+from jobsmith.adapters.slurm.commands.options import render_directives
 from jobsmith.units import format_time_limit
 
 

@@ -44,7 +44,8 @@ def test_coexists_with_other_top_level_adapters_and_agent(tmp_path: Path) -> Non
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(f"WHO = 'other {name}'\n")
     code = (
-        "import adapters, agent, jobsmith.adapters.slurm.options as o, jobsmith.agent.faces.cli;"
+        "import adapters, agent, jobsmith.adapters.slurm.commands.options as o,"
+        " jobsmith.agent.faces.cli;"
         "print(adapters.WHO, '|', agent.WHO, '|', o.__name__)"
     )
     out = subprocess.run(
@@ -55,4 +56,5 @@ def test_coexists_with_other_top_level_adapters_and_agent(tmp_path: Path) -> Non
         check=True,
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
-    assert out.stdout.strip() == "other adapters | other agent | jobsmith.adapters.slurm.options"
+    expected = "other adapters | other agent | jobsmith.adapters.slurm.commands.options"
+    assert out.stdout.strip() == expected

@@ -38,8 +38,8 @@ from pathlib import Path
 import pytest
 
 from jobsmith.adapters.records import JobRecord, QueueRecord
-from jobsmith.adapters.slurm.argv import DELIMITER
-from jobsmith.adapters.slurm.parse import (
+from jobsmith.adapters.slurm.commands.argv import DELIMITER
+from jobsmith.adapters.slurm.parsing.parse import (
     SACCT_FIELDS,
     SQUEUE_FIELDS,
     SQUEUE_FORMAT,

@@ -26,7 +26,7 @@ from jobsmith.adapters.snakemake import SnakemakeEngine
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 from jobsmith.errors import InputError, JobsmithError
 from jobsmith.files import MAX_INPUT_BYTES

@@ -18,7 +18,7 @@ from jobsmith.adapters.snakemake import SnakemakeEngine
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest, RecordFile
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.payloads import PipelinePayload
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows import pipelines as pl
 from jobsmith.errors import InputError, PolicyError
 from jobsmith.job_templates.loader import TemplateLibrary, shipped_library

@@ -32,7 +32,7 @@ from jobsmith.agent.runtime.recovery.resume import ResumeReport, resume
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.payloads import PipelineBudgetPayload, payload
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
 CONSOLE = Path(__file__).resolve().parent / "fixtures" / "snakemake" / "killed" / "console-1.log"

@@ -31,7 +31,7 @@ import pytest
 from lab_cli import LAB_SITE, jobs_named, js
 
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.slurm.options import render_directives
+from jobsmith.adapters.slurm.commands.options import render_directives
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.errors import SchedulerUnavailable

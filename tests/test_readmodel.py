@@ -31,7 +31,7 @@ from jobsmith.agent.runtime.session.payloads import (
 from jobsmith.agent.runtime.session.readmodel import FORMAT, SessionFold, SessionFolds, fold_events
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import FileSessionStore, SessionNotFound
-from jobsmith.agent.runtime.submission.policy import (
+from jobsmith.agent.runtime.submission.judging.policy import (
     History,
     history_from_events,
     history_from_folds,
@@ -275,7 +275,7 @@ def test_the_last_poll_is_kept_and_read_back_without_slurm(tmp_path: Path) -> No
 
 
 def test_pending_approvals_read_only_the_requests_still_waiting(tmp_path: Path) -> None:
-    from jobsmith.agent.runtime.submission.approvals import pending_approvals
+    from jobsmith.agent.runtime.submission.approval.approvals import pending_approvals
 
     store = CountingStore(FileSessionStore(tmp_path / "sessions"))
     busy, quiet = store.create(), store.create()

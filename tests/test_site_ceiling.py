@@ -596,7 +596,7 @@ class _Facts:
     """The lab's Slurm as `site init` asks it: cluster_facts only (real captured output)."""
 
     def cluster_facts(self, user: str) -> object:
-        from jobsmith.adapters.slurm.facts import build_facts
+        from jobsmith.adapters.slurm.parsing.facts import build_facts
 
         return build_facts(
             *((LAB / name).read_text() for name in _FACTS),

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.slurm.facts import (
+from jobsmith.adapters.slurm.commands.options import render_directives
+from jobsmith.adapters.slurm.parsing.facts import (
     build_facts,
     parse_assoc,
     parse_gpu_gres,
     parse_nodes,
     parse_partitions,
 )
-from jobsmith.adapters.slurm.options import render_directives
-from jobsmith.adapters.slurm.parse import parse_key_values
-from jobsmith.agent.runtime.submission.policy import Cost, thresholds_exceeded
+from jobsmith.adapters.slurm.parsing.parse import parse_key_values
+from jobsmith.agent.runtime.submission.judging.policy import Cost, thresholds_exceeded
 from jobsmith.errors import ConfigError, SchedulerError
 from jobsmith.site_config import (
     ClusterFacts,

@@ -17,7 +17,7 @@ import pytest
 
 from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.options import render_directives
+from jobsmith.adapters.slurm.commands.options import render_directives
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.states import JobState

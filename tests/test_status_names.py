@@ -1,4 +1,4 @@
-"""slurmdbd's stand-in row for a just-ended job (adapters/slurm/parse.py marks it) costs
+"""slurmdbd's stand-in row for a just-ended job (adapters/slurm/parsing/parse.py marks it) costs
 nothing extra (issue 21): one sacct answers, whatever its rows hold, and the agent fills
 the row from what it submitted (agent/runtime/recovery/standin.py): the name jobsmith submitted it
 under (so `wait`'s final table and `status` agree: issue 14), its memory and time, and
@@ -13,9 +13,9 @@ from typing import Any
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.scheduler import JobStatus
-from jobsmith.adapters.slurm.argv import DELIMITER
+from jobsmith.adapters.slurm.commands.argv import DELIMITER
+from jobsmith.adapters.slurm.parsing.status import merge_status
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-from jobsmith.adapters.slurm.status import merge_status
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.runtime.recovery.standin import settle_stand_ins

@@ -20,9 +20,9 @@ from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import JobStatus, TestOnlyResult
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.ledger import INDEX, JobLedger, SubmissionRecord
-from jobsmith.agent.runtime.submission.advice import Adviser
-from jobsmith.agent.runtime.submission.estimates import EstimateCache, shape_key
-from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest, assemble
+from jobsmith.agent.runtime.submission.advising.advice import Adviser
+from jobsmith.agent.runtime.submission.advising.estimates import EstimateCache, shape_key
+from jobsmith.agent.runtime.submission.request.jobs import AssembledJob, JobRequest, assemble
 from jobsmith.job_templates import TemplateLibrary, shipped_library
 from tests.scheduler_double import SchedulerDouble, site_config
 

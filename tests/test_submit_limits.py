@@ -20,7 +20,7 @@ from scheduler_double import AgentHarness, SchedulerDouble
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import SubmitLimit, SubmitLimits
-from jobsmith.adapters.slurm.qoslimits import (
+from jobsmith.adapters.slurm.parsing.qoslimits import (
     SubmitFacts,
     applicable,
     counted,
@@ -31,8 +31,8 @@ from jobsmith.adapters.slurm.qoslimits import (
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.jobs import JobRequest
-from jobsmith.agent.runtime.submission.policy import submit_limit_refusal
+from jobsmith.agent.runtime.submission.judging.policy import submit_limit_refusal
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.plans import Plan
 from jobsmith.errors import PolicyError, SchedulerError
 

@@ -24,7 +24,7 @@ from scheduler_double import AgentHarness
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.brains.ask_tools import AskTools
 from jobsmith.agent.brains.taint import Taint
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.steps import Submit
 
 READS = ("logs", "diagnose", "status")

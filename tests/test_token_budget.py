@@ -40,7 +40,7 @@ from jobsmith.agent.runtime.session.readmodel import (
 )
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.site_config.model import Budgets, ModelSettings
 
 KEY = "sk-ant-test-" + secrets.token_hex(16)

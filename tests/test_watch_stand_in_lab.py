@@ -81,7 +81,7 @@ class Cycles:
 
 
 def _sacct_wrapper(tmp_path: Path, job_id: str, flag: Path) -> tuple[dict[str, str], Path]:
-    from jobsmith.adapters.slurm.argv import DELIMITER
+    from jobsmith.adapters.slurm.commands.argv import DELIMITER
 
     real = shutil.which("sacct")
     assert real is not None

@@ -15,7 +15,7 @@ import pytest
 from lab_cli import LAB_SITE, js
 
 from jobsmith import workload_caps
-from jobsmith.agent.runtime.submission.jobs import split_array
+from jobsmith.agent.runtime.submission.request.jobs import split_array
 from jobsmith.agent.runtime.workflows import plans
 from jobsmith.agent.runtime.workflows.transcode import Probe, segments
 from jobsmith.errors import InputError

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lab_cli import js
 
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.errors import ConfigError, JobsmithError, TemplateError
 from jobsmith.job_templates import TemplateLibrary, render_body
 from jobsmith.site_config import load_site

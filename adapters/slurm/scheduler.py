@@ -5,7 +5,7 @@ Submissions are never duplicated: every script carries a unique tag in its job n
 (which accounting always stores, unlike --comment), and before any retry the tag is
 looked up in the controller and in accounting.
 
-Where the site keeps no accounting (adapters/slurm/accounting.py), status and lookups
+Where the site keeps no accounting (adapters/slurm/parsing/accounting.py), status and lookups
 read the controller alone, which holds a finished job only for MinJobAge.
 """
 
@@ -29,19 +29,21 @@ from jobsmith.adapters.scheduler import (
     TestOnlyResult,
     task_range_size,
 )
-from jobsmith.adapters.slurm import argv
-from jobsmith.adapters.slurm.accounting import (
+from jobsmith.adapters.slurm.commands import argv
+from jobsmith.adapters.slurm.commands.logpaths import expand_log_pattern
+from jobsmith.adapters.slurm.commands.options import dependency_spec, render_directives
+from jobsmith.adapters.slurm.commands.sbatch_script import SbatchScripts
+from jobsmith.adapters.slurm.commands.slurmenv import environment_inputs
+from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive, remote_probe
+from jobsmith.adapters.slurm.parsing.accounting import (
     NO_ACCOUNTING,
     AccountingDisabled,
     AccountingFacts,
     AccountingMemory,
     facts_from_config,
 )
-from jobsmith.adapters.slurm.facts import build_facts
-from jobsmith.adapters.slurm.inflight import SUBMIT_TAG_ENV, orphan_sbatch_alive, remote_probe
-from jobsmith.adapters.slurm.logpaths import expand_log_pattern
-from jobsmith.adapters.slurm.options import dependency_spec, render_directives
-from jobsmith.adapters.slurm.parse import (
+from jobsmith.adapters.slurm.parsing.facts import build_facts
+from jobsmith.adapters.slurm.parsing.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     USAGE_FIELDS,
@@ -49,7 +51,7 @@ from jobsmith.adapters.slurm.parse import (
     parse_sacct_parsable,
     parse_squeue,
 )
-from jobsmith.adapters.slurm.qoslimits import (
+from jobsmith.adapters.slurm.parsing.qoslimits import (
     QOS_FIELDS,
     QUEUED_FORMAT,
     USER_ASSOC_FIELDS,
@@ -60,9 +62,7 @@ from jobsmith.adapters.slurm.qoslimits import (
     parse_queued,
     parse_user_assoc,
 )
-from jobsmith.adapters.slurm.sbatch_script import SbatchScripts
-from jobsmith.adapters.slurm.slurmenv import environment_inputs
-from jobsmith.adapters.slurm.status import controller_status, merge_status
+from jobsmith.adapters.slurm.parsing.status import controller_status, merge_status
 from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
 from jobsmith.site_config.facts import ClusterFacts
@@ -303,7 +303,7 @@ class SlurmScheduler:
         return sum(task_range_size(q) for q in self.queue() if q.state.is_active)
 
     def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
-        """The MaxSubmit limits a job would be under (adapters/slurm/qoslimits.py), counted
+        """The MaxSubmit limits a job would be under (adapters/slurm/parsing/qoslimits.py), counted
         with one squeue of the caller's jobs, which is skipped when none applies."""
         base, rules = applicable(self._submit_facts_of(user), options)
         if not rules:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from jobsmith import faults
 from jobsmith.adapters.environment_rule import JobEnvironmentRule
-from jobsmith.adapters.slurm.slurmenv import command_environ
+from jobsmith.adapters.slurm.commands.slurmenv import command_environ
 from jobsmith.adapters.transport import CommandResult, decode
 from jobsmith.errors import SchedulerUnavailable
 

@@ -8,7 +8,7 @@ plan: several jobs and their dependencies, agent/runtime/workflows/plans.py), wh
 judges; and `cancel` and `hold`, which change jobs that exist and so are always held for a
 person, whatever the policy says. Once the conversation has read what jobs wrote (logs,
 diagnose, status), `submit` and `run_plan` are held for a person too (taint.py tracks what
-it read; both rules are the judge's: agent/runtime/submission/judge.py).
+it read; both rules are the judge's: agent/runtime/submission/judging/judge.py).
 Each input schema is the step's own, taken from `step_schemas()`, less what jobsmith
 fills in (the step's id and action); the model can never name a step id.
 
@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.agent.brains.taint import Taint
 from jobsmith.agent.runtime.documents import MAX_COMPACT_SESSION_CHARS, DiagnosisDocument
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
-from jobsmith.agent.runtime.submission.judge import Origin, Who
+from jobsmith.agent.runtime.submission.judging.judge import Origin, Who
 from jobsmith.agent.runtime.submission.steps import (
     STEP_ADAPTER,
     Outcome,

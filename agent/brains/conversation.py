@@ -45,7 +45,7 @@ from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.payloads import UsagePayload
 from jobsmith.agent.runtime.session.readmodel import TokenTotals
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.steps import StepResult
 from jobsmith.errors import ConfigError, InputError, JobsmithError, PolicyError

@@ -30,10 +30,13 @@ from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.jobstate import StateChange
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
+from jobsmith.agent.runtime.submission.judging.policy import (
+    model_token_refusal,
+    model_tokens_from_folds,
+)
 from jobsmith.agent.runtime.submission.onestep import StepParts, one_step
-from jobsmith.agent.runtime.submission.policy import model_token_refusal, model_tokens_from_folds
 from jobsmith.agent.runtime.submission.steps import Rerun, StepResult
 from jobsmith.agent.runtime.workflows.planrun import after_failure
 from jobsmith.errors import JobsmithError

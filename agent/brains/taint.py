@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsmith.agent.runtime.session.events import Event, EventKind
-from jobsmith.agent.runtime.submission.judge import tainted_reason
+from jobsmith.agent.runtime.submission.judging.judge import tainted_reason
 
 #: steps whose results carry text that jobs, files or logs wrote (names, comments,
 #: reasons, output lines, evidence quoted from stderr)
@@ -59,7 +59,8 @@ class Taint:
 
     def hold_reason(self, action: str, setting: str) -> str | None:
         """Why a person must approve this step first (None: the policy alone decides):
-        the judge's rule (agent/runtime/submission/judge.py) for what this conversation has read."""
+        the judge's rule (agent/runtime/submission/judging/judge.py) for what this
+        conversation has read."""
         return tainted_reason(self.source, action, setting)
 
     def _read(self, step: dict[str, Any]) -> None:

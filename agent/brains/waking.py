@@ -49,7 +49,7 @@ from jobsmith.agent.runtime.session.payloads import WakeFailedPayload, WakePaylo
 from jobsmith.agent.runtime.session.readmodel import SessionFolds, TokenTotals
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.errors import JobsmithError
 
 WAKE_PROMPT = """\

@@ -36,15 +36,15 @@ from jobsmith.agent.brains.ask_tools import ToolOutcome, as_data, step_outcome
 from jobsmith.agent.brains.conversation import AskFailed, Interrupted, Run
 from jobsmith.agent.faces.terminal import Terminal
 from jobsmith.agent.runtime.session.readmodel import TokenTotals
-from jobsmith.agent.runtime.submission import answers
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded, pending_approvals
+from jobsmith.agent.runtime.submission.approval import answers
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded, pending_approvals
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
 from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
-    from jobsmith.agent.runtime.submission.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.approval.approvals import PendingApproval
     from jobsmith.agent.watcher.cycle import WatchCycle
 
 PROMPT = "you> "

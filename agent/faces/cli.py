@@ -118,7 +118,7 @@ def _tell_news() -> None:
     if isinstance(app, App):
 
         def still_pending(asked: set[str]) -> set[str]:
-            from jobsmith.agent.runtime.submission.approvals import pending_approvals
+            from jobsmith.agent.runtime.submission.approval.approvals import pending_approvals
 
             return {p.step_id for p in pending_approvals(app.store, app.folds)} & asked
 
@@ -474,7 +474,7 @@ def _given_each(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 
 def _request(kwargs: dict[str, Any]) -> Any:
-    from jobsmith.agent.runtime.submission.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 
     return JobRequest.from_cli(**kwargs)
 
@@ -602,7 +602,7 @@ def sbatch(
     as sbatch reads them; the script runs as written. The job gets jobsmith's tag,
     ledger, watcher, diagnosis and `rerun`. docs/batch-scripts.md says what is passed,
     what is refused, and where the tag goes."""
-    from jobsmith.agent.runtime.submission.user_scripts import read_request
+    from jobsmith.agent.runtime.submission.request.user_scripts import read_request
     from jobsmith.agent.views.output import note
     from jobsmith.errors import InputError
 
@@ -677,7 +677,7 @@ def _show_checked(
     the refusal), 8 held for a person's approval (the script is still shown), 4 if Slurm
     itself would refuse (--test-only).
     """
-    from jobsmith.agent.runtime.submission.judge import Origin
+    from jobsmith.agent.runtime.submission.judging.judge import Origin
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
 
@@ -739,7 +739,7 @@ def rerun(
 ) -> None:
     """Submit a job jobsmith ran before again: same script, new resources (prints the id)."""
     from jobsmith.agent.brains.deciding import rerun_by_hand
-    from jobsmith.agent.runtime.submission.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.request.jobs import JobRequest
     from jobsmith.agent.views import render as views
 
     failed_only = failed_only and not every_task
@@ -1053,7 +1053,7 @@ def watch(
 @click.pass_context
 def pending(ctx: click.Context, as_json: bool) -> None:
     """Steps waiting for a person, with their script and cost."""
-    from jobsmith.agent.runtime.submission.approvals import pending_approvals
+    from jobsmith.agent.runtime.submission.approval.approvals import pending_approvals
     from jobsmith.agent.views import render as views
 
     app = _app(ctx)
@@ -1066,7 +1066,7 @@ def pending(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def approve(ctx: click.Context, step_id: str, as_json: bool) -> None:
     """Approve a held step: it runs exactly as shown by `jobsmith pending`."""
-    from jobsmith.agent.runtime.submission import answers
+    from jobsmith.agent.runtime.submission.approval import answers
     from jobsmith.agent.views import render as views
 
     views.show_step_result(answers.approve(_app(ctx), step_id), as_json)
@@ -1079,7 +1079,7 @@ def approve(ctx: click.Context, step_id: str, as_json: bool) -> None:
 @click.pass_context
 def deny(ctx: click.Context, step_id: str, reason: str, as_json: bool) -> None:
     """Refuse a held step; nothing runs."""
-    from jobsmith.agent.runtime.submission import answers
+    from jobsmith.agent.runtime.submission.approval import answers
     from jobsmith.agent.views.output import print_json
 
     item = answers.deny(_app(ctx), step_id, reason)
@@ -1346,7 +1346,7 @@ def pipeline_run(
     """Launch a pipeline: its engine runs as a Slurm head job configured from the site
     config, and submits the pipeline's tasks itself (prints the head job's id)."""
     from jobsmith.adapters.workflow import EngineKind, LaunchRequest
-    from jobsmith.agent.runtime.submission.jobs import JobRequest
+    from jobsmith.agent.runtime.submission.request.jobs import JobRequest
     from jobsmith.agent.views import render as views
 
     launch_dir = (kwargs["launch_dir"] or Path.cwd()).absolute()

@@ -37,7 +37,7 @@ from jobsmith.agent.faces import mcp_wait
 from jobsmith.agent.faces.mcp_tools import McpTools, Sessions, ToolReply, tool_specs
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.submission.check_tokens import CheckTokens
+from jobsmith.agent.runtime.submission.approval.check_tokens import CheckTokens
 from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:

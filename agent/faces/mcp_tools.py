@@ -8,7 +8,8 @@ bounds and data marking). Submission is two calls:
 
 - `check_job` assembles the job, judges it on the submit path's policy, asks
   `sbatch --test-only` when it would start, and returns the script, its cost, the
-  verdict and a token bound to the script's sha256 (agent/runtime/submission/check_tokens.py).
+  verdict and a token bound to the script's sha256
+  (agent/runtime/submission/approval/check_tokens.py).
   It is recorded as a `test_only` step. A refused job, or one Slurm would not accept,
   gets no token.
 - `submit_job(token, script_sha256)` submits exactly the checked bytes through the
@@ -36,15 +37,15 @@ from jobsmith.agent.runtime.documents import SessionDocument
 from jobsmith.agent.runtime.session.claims import append_result
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
-from jobsmith.agent.runtime.submission.check_tokens import CheckTokens, TokenRefused
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.approval.check_tokens import CheckTokens, TokenRefused
 from jobsmith.agent.runtime.submission.orders import Checked
 from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER, Outcome, Submit, TestOnly
 from jobsmith.errors import InputError, JobsmithError, NotFound, PolicyError
 
 if TYPE_CHECKING:
     from jobsmith.agent.app import App
-    from jobsmith.agent.runtime.submission.check_tokens import Issued
+    from jobsmith.agent.runtime.submission.approval.check_tokens import Issued
 
 #: the read-only tools that are ask's own (same schemas, same bounds)
 ASK_TOOLS = ("list_templates", "show_template", "status", "logs", "diagnose")

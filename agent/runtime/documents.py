@@ -29,7 +29,7 @@ from jobsmith.agent.runtime.session.readmodel import TokenTotals
 from jobsmith.agent.runtime.workflows.progress import WorkProgress
 
 if TYPE_CHECKING:
-    from jobsmith.agent.runtime.submission.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.approval.approvals import PendingApproval
     from jobsmith.agent.runtime.workflows.pipelines import PipelineRun
 
 #: a compact document lists at most this many of an array's not-completed tasks

@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jobsmith.agent.runtime.submission.advice import SubmitAdvice
-    from jobsmith.agent.runtime.submission.sizing import SizingProposal
+    from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
+    from jobsmith.agent.runtime.submission.advising.sizing import SizingProposal
 
 
 def advice_lines(advice: SubmitAdvice) -> list[str]:

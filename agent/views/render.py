@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.session.readmodel import TokenTotals
     from jobsmith.agent.runtime.session.store import PruneReport
     from jobsmith.agent.runtime.sitefile import SiteCheckReport, SiteInitResult, SiteShow
-    from jobsmith.agent.runtime.submission.advice import SubmitAdvice
-    from jobsmith.agent.runtime.submission.approvals import PendingApproval
-    from jobsmith.agent.runtime.submission.judge import CheckedJob, Judgement
+    from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
+    from jobsmith.agent.runtime.submission.approval.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.judging.judge import CheckedJob, Judgement
     from jobsmith.agent.runtime.submission.steps import StepResult
     from jobsmith.agent.runtime.workflows.pipelinerun import Launched
     from jobsmith.agent.runtime.workflows.progress import TaskProgress, WorkProgress

@@ -108,7 +108,7 @@ def check_accepted(parts: PollParts, statuses: Mapping[str, JobStatus]) -> None:
 def _undo(parts: PollParts, session_id: str, job_id: str, status: JobStatus) -> str | None:
     """Hold a changed job that waits, cancel one that runs (None: it has ended)."""
     from jobsmith.agent.runtime.submission import steps as st
-    from jobsmith.agent.runtime.submission.judge import Origin, Who
+    from jobsmith.agent.runtime.submission.judging.judge import Origin, Who
 
     if status.state.is_terminal:
         return None

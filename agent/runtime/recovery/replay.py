@@ -31,7 +31,7 @@ from jobsmith.adapters.scheduler import (
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.store import FileSessionStore
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 from jobsmith.errors import JobsmithError

@@ -56,7 +56,7 @@ from jobsmith.agent.runtime.session.claims import (
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.payloads import intent_payload, result_payload
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.orders import Recorded
 from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER

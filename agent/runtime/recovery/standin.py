@@ -2,7 +2,7 @@
 
 Right after a short job ends, or after a job starts on a busy cluster (slurmdbd has not
 recorded the start yet: seen in CI), slurmdbd can answer sacct for seconds with a row
-made from the step records alone (adapters/slurm/parse.py marks it JobRecord.stand_in):
+made from the step records alone (adapters/slurm/parsing/parse.py marks it JobRecord.stand_in):
 no name, no time limit, no memory asked, and a state that may lag the job's (PENDING
 beside a RUNNING batch step, in tests/fixtures/lab-22.05/sacct-placeholder-pipe.txt).
 
@@ -37,7 +37,7 @@ def settle_stand_ins(
 ) -> dict[str, JobStatus]:
     """statuses with what a stand-in row lacks filled from the ledger, and each status
     whose state is a stand-in's alone (the controller did not answer for the job, whose
-    state stands otherwise: adapters/slurm/status.py) holding the state last seen: its
+    state stands otherwise: adapters/slurm/parsing/status.py) holding the state last seen: its
     session's record, else the last poll's, else (never seen before: stand-ins come right
     after a start too) the row's own state read with its steps. last_poll is only read
     when a stand-in needs it."""

@@ -1,6 +1,6 @@
 """Lifting a failure-streak stop: after a streak of failed jobs a session submits nothing
 more until a person says they looked (the session folds, agent/runtime/session/readmodel.py,
-restart the streak there, and the policy reads them: agent/runtime/submission/policy.py)."""
+restart the streak there, and the policy reads them: agent/runtime/submission/judging/policy.py)."""
 
 from __future__ import annotations
 

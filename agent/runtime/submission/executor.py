@@ -34,18 +34,18 @@ from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.advice import SubmitAdvice
-from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
-from jobsmith.agent.runtime.submission.estimates import EstimateCache
-from jobsmith.agent.runtime.submission.jobs import JobRequest
-from jobsmith.agent.runtime.submission.judge import (
+from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
+from jobsmith.agent.runtime.submission.advising.estimates import EstimateCache
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.judging.judge import (
     CheckedJob,
     Judge,
     Origin,
     intent_params,
     refusal,
 )
-from jobsmith.agent.runtime.submission.policy import Cost, Ruling, check_limits
+from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling, check_limits
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.planrun import (
     PlanStepUndecided,
     redirect_after_rerun,
@@ -100,7 +100,7 @@ class Executor:
     folds: SessionFolds | None = None
     #: Slurm's start estimates kept for a minute, for the advice (none kept if not given)
     estimates: EstimateCache | None = None
-    #: the one judge of requests, plans and approvals (agent/runtime/submission/judge.py)
+    #: the one judge of requests, plans and approvals (agent/runtime/submission/judging/judge.py)
     judge: Judge = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -404,7 +404,8 @@ class Executor:
         return self.judge.job(request)
 
     def advise(self, request: JobRequest) -> SubmitAdvice:
-        """What a step's hands offer before a submission (agent/runtime/submission/advice.py)."""
+        """What a step's hands offer before a submission
+        (agent/runtime/submission/advising/advice.py)."""
         return self.judge.advise(request)
 
     def diagnose(self, job_id: str) -> list[Diagnosis]:

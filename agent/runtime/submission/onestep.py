@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.documents import ControlResult
     from jobsmith.agent.runtime.session.store import SessionStore
     from jobsmith.agent.runtime.submission.executor import Executor
-    from jobsmith.agent.runtime.submission.jobs import JobRequest
-    from jobsmith.agent.runtime.submission.judge import Origin
+    from jobsmith.agent.runtime.submission.judging.judge import Origin
+    from jobsmith.agent.runtime.submission.request.jobs import JobRequest
     from jobsmith.agent.runtime.submission.steps import Step, StepResult
     from jobsmith.agent.runtime.workflows.plans import Plan
 
@@ -43,7 +43,7 @@ def one_step(
 ) -> tuple[str, StepResult]:
     """Open a session titled title, run step in it; origin is the session's kind (cli,
     plan), asker what the judge weighs."""
-    from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+    from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 
     session_id = parts.store.create({"title": title, "origin": origin})
     try:
@@ -58,7 +58,7 @@ def submit(
 ) -> tuple[str, StepResult]:
     """`jobsmith submit`. advised: the person was shown the advice and chose (the judge
     does not apply the site's `apply` again)."""
-    from jobsmith.agent.runtime.submission.judge import Origin
+    from jobsmith.agent.runtime.submission.judging.judge import Origin
     from jobsmith.agent.runtime.submission.steps import Submit
 
     asker = Origin(advised=advised)

@@ -23,7 +23,7 @@ from typing import Any
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.judge import CheckedJob, Origin
+from jobsmith.agent.runtime.submission.judging.judge import CheckedJob, Origin
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,14 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jobsmith.adapters.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
 from jobsmith.agent.runtime.documents import StatusDocument
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.plans import Plan
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.agent.diagnosis.table import Diagnosis
-    from jobsmith.agent.runtime.submission.advice import SubmitAdvice
-    from jobsmith.agent.runtime.submission.judge import CheckedJob
+    from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
+    from jobsmith.agent.runtime.submission.judging.judge import CheckedJob
     from jobsmith.job_templates import TemplateLibrary
     from jobsmith.site_config import SiteConfig
 

@@ -35,7 +35,7 @@ from jobsmith.agent.runtime.session.payloads import (
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.runtime.submission.executor import Executor
-from jobsmith.agent.runtime.submission.jobs import JobRequest
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.submission.steps import Cancel, Hold, StepResult, Submit
 from jobsmith.agent.runtime.workflows import pipelines as pl
 from jobsmith.errors import InputError, NotFound, SchedulerError

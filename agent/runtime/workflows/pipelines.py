@@ -46,7 +46,11 @@ from jobsmith.agent.runtime.session.payloads import (
     payload,
     result_payload,
 )
-from jobsmith.agent.runtime.submission.jobs import JobRequest, default_partition, inside_roots
+from jobsmith.agent.runtime.submission.request.jobs import (
+    JobRequest,
+    default_partition,
+    inside_roots,
+)
 from jobsmith.errors import InputError, NotFound, PolicyError, SchedulerError
 from jobsmith.files import MAX_INPUT_BYTES, Usable, name_problem, usable_problem
 from jobsmith.site_config import SiteConfig

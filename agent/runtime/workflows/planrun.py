@@ -42,7 +42,7 @@ from jobsmith.agent.runtime.session.payloads import (
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.hashing import script_sha256
-from jobsmith.agent.runtime.submission.judge import (
+from jobsmith.agent.runtime.submission.judging.judge import (
     CheckedJob,
     Origin,
     PlannedJob,
@@ -50,8 +50,8 @@ from jobsmith.agent.runtime.submission.judge import (
     refusal,
     total_cost,
 )
+from jobsmith.agent.runtime.submission.judging.policy import Cost
 from jobsmith.agent.runtime.submission.orders import Order, Planned
-from jobsmith.agent.runtime.submission.policy import Cost
 from jobsmith.agent.runtime.workflows.plans import Plan, approval_text, summary_of
 from jobsmith.errors import JobsmithError, NotFound, PolicyError, SchedulerError
 
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, Scheduler
     from jobsmith.agent.runtime.session.ledger import JobLedger
     from jobsmith.agent.runtime.session.store import SessionStore
-    from jobsmith.agent.runtime.submission.judge import Judge
+    from jobsmith.agent.runtime.submission.judging.judge import Judge
     from jobsmith.site_config import SiteConfig
 
 
@@ -116,9 +116,9 @@ def run_plan(
     The jobs are checked once (or given, checked: a canary's halves); a later run of the
     same step (after an approval, or a crash) submits the jobs recorded then, so what was
     approved is what is submitted. origin: who asks, whose rules may hold the plan for a
-    person whatever its cost (agent/runtime/submission/judge.py).
+    person whatever its cost (agent/runtime/submission/judging/judge.py).
     """
-    from jobsmith.agent.runtime.submission.approvals import ApprovalNeeded
+    from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 
     plan = step.plan
     events = log.events()

@@ -48,8 +48,8 @@ from pydantic_core import PydanticCustomError
 
 from jobsmith.adapters.capabilities import OwnScripts
 from jobsmith.adapters.options import Dependency, DependencyKind
-from jobsmith.agent.runtime.submission.jobs import JobFields, JobRequest, split_array
-from jobsmith.agent.runtime.submission.user_scripts import read_request
+from jobsmith.agent.runtime.submission.request.jobs import JobFields, JobRequest, split_array
+from jobsmith.agent.runtime.submission.request.user_scripts import read_request
 from jobsmith.errors import InputError
 from jobsmith.site_config.diagnostics import describe_validation_error
 from jobsmith.site_config.fieldtypes import Name

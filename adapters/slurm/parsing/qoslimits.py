@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.options import JobOptions, array_task_count
 from jobsmith.adapters.scheduler import SubmitLimit, SubmitLimits
-from jobsmith.adapters.slurm.facts import limit_count, output_lines, unreadable
+from jobsmith.adapters.slurm.parsing.facts import limit_count, output_lines, unreadable
 
 #: `sacctmgr show qos format=` fields: every QoS with its submit limits
 QOS_FIELDS = ("Name", "MaxSubmitPU", "MaxSubmitPA")

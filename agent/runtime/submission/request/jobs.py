@@ -43,7 +43,7 @@ from jobsmith.adapters.options import (
 )
 from jobsmith.adapters.scheduler import EnvironmentDefault, EnvironmentInputs
 from jobsmith.agent.runtime.submission import hashing
-from jobsmith.agent.runtime.submission.policy import check_limits
+from jobsmith.agent.runtime.submission.judging.policy import check_limits
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import RenderedBody, Template, render_body
 from jobsmith.site_config import SiteConfig
@@ -146,7 +146,7 @@ class JobFields(BaseModel):
 class JobRequest(JobFields):
     """What the user asked for: a template, its parameters, resource overrides, and the
     jobs it waits for; or, instead of a template, a user's own batch script (`jobsmith
-    sbatch`: agent/runtime/submission/user_scripts.py)."""
+    sbatch`: agent/runtime/submission/request/user_scripts.py)."""
 
     dependencies: tuple[Dependency, ...] = Field((), description="jobs to wait for")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from jobsmith.adapters.slurm.slurmenv import PINNED
+from jobsmith.adapters.slurm.commands.slurmenv import PINNED
 
 #: Field separator for sacct/squeue parsable output. The ASCII unit separator cannot occur
 #: in job names, comments or paths typed by people, unlike '|'.

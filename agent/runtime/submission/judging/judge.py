@@ -13,7 +13,8 @@ server, a plan's steps, a canary, an approval judged again. In order, a request 
    and the resources against the site's limits (jobs.py and policy.py; the script's
    sha256 is the one AssembledJob computes);
 4. the policy's verdict on spending its cost now: budgets, concurrency, approval
-   thresholds (agent/runtime/submission/policy.py), and the scheduler's limits on queued jobs;
+   thresholds (agent/runtime/submission/judging/policy.py), and the scheduler's limits
+   on queued jobs;
 5. the person-first rules of its origin: a model may not cancel or hold jobs unasked,
    and a conversation that has read text jobs, files or logs wrote may not submit
    unasked (agent/brains/taint.py tracks what it read; the rule is here).
@@ -43,16 +44,10 @@ from jobsmith.agent.runtime.documents import PlanCheckDocument, PlanStepCheck, R
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
-from jobsmith.agent.runtime.submission.advice import Adviser, SubmitAdvice
-from jobsmith.agent.runtime.submission.estimates import EstimateCache
+from jobsmith.agent.runtime.submission.advising.advice import Adviser, SubmitAdvice
+from jobsmith.agent.runtime.submission.advising.estimates import EstimateCache
 from jobsmith.agent.runtime.submission.hashing import script_sha256
-from jobsmith.agent.runtime.submission.jobs import (
-    AssembledJob,
-    JobRequest,
-    assemble,
-    fold_sbatch_env,
-)
-from jobsmith.agent.runtime.submission.policy import (
+from jobsmith.agent.runtime.submission.judging.policy import (
     BudgetUse,
     Cost,
     Ruling,
@@ -62,7 +57,13 @@ from jobsmith.agent.runtime.submission.policy import (
     history_from_folds,
     submit_limit_refusal,
 )
-from jobsmith.agent.runtime.submission.user_scripts import assemble_script, is_script
+from jobsmith.agent.runtime.submission.request.jobs import (
+    AssembledJob,
+    JobRequest,
+    assemble,
+    fold_sbatch_env,
+)
+from jobsmith.agent.runtime.submission.request.user_scripts import assemble_script, is_script
 from jobsmith.agent.runtime.workflows.plans import Plan, approval_text
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import TemplateLibrary
@@ -320,9 +321,10 @@ class Judge:
         )
 
     def advise(self, request: JobRequest) -> SubmitAdvice:
-        """What to offer before submitting request (agent/runtime/submission/advice.py): asks Slurm
-        for the template's history and per-partition start estimates, never raises a
-        Slurm error. The user's SBATCH_* defaults count, as they do in job()."""
+        """What to offer before submitting request
+        (agent/runtime/submission/advising/advice.py): asks Slurm for the template's history
+        and per-partition start estimates, never raises a Slurm error. The user's SBATCH_*
+        defaults count, as they do in job()."""
         request, _ = fold_sbatch_env(request, self.scheduler.submission_environment(self.environ))
         return self._adviser().advise(request)
 

@@ -6,7 +6,7 @@ is deliberately plain, so a person can check it by hand: take the runs that comp
 (a failed run's peak says nothing about what success needs), their 95th percentile of
 peak memory, wall time and busy cores, add headroom, round to sizes people type, and
 propose only where the request is far above that. Pure: the records come from one
-batched accounting call made by the caller (agent/runtime/submission/advice.py).
+batched accounting call made by the caller (agent/runtime/submission/advising/advice.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ Decisions, each said in docs/batch-scripts.md:
   policy judges are passed as written (PASSED); the site may pass more
   (`jobs.sbatch_options`); the rest are refused by name, before anything is submitted.
 - `#PBS` and `#BSUB` lines in the header are refused where the script is read
-  (adapters/slurm/sbatch_script.py): sbatch reads some of them too, and jobsmith judges
+  (adapters/slurm/commands/sbatch_script.py): sbatch reads some of them too, and jobsmith judges
   only `#SBATCH` lines.
 """
 
@@ -42,7 +42,8 @@ from pydantic import ValidationError
 
 from jobsmith.adapters.capabilities import OwnScripts, ScriptOption, ScriptParts
 from jobsmith.adapters.options import JobOptions, parse_dependency
-from jobsmith.agent.runtime.submission.jobs import (
+from jobsmith.agent.runtime.submission.judging.policy import check_limits
+from jobsmith.agent.runtime.submission.request.jobs import (
     AssembledJob,
     Header,
     JobRequest,
@@ -55,7 +56,6 @@ from jobsmith.agent.runtime.submission.jobs import (
     inside_roots,
     split_array,
 )
-from jobsmith.agent.runtime.submission.policy import check_limits
 from jobsmith.errors import InputError, PolicyError
 from jobsmith.files import read_bounded
 from jobsmith.job_templates import RenderedBody, Resources

@@ -19,7 +19,7 @@ import re
 
 from pydantic_core import PydanticCustomError
 
-from jobsmith.adapters.slurm.parse import parse_key_values
+from jobsmith.adapters.slurm.parsing.parse import parse_key_values
 from jobsmith.errors import SchedulerError
 from jobsmith.site_config.facts import (
     Association,

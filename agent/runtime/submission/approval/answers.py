@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.agent.runtime.session.readmodel import SessionFolds
     from jobsmith.agent.runtime.session.store import SessionStore
-    from jobsmith.agent.runtime.submission.approvals import PendingApproval
+    from jobsmith.agent.runtime.submission.approval.approvals import PendingApproval
     from jobsmith.agent.runtime.submission.executor import Executor
     from jobsmith.agent.runtime.submission.steps import StepResult
 
@@ -40,7 +40,7 @@ _SUBMISSIONS = frozenset({"submit", "rerun"})
 
 def approve(parts: AnswerParts, step_id: str) -> StepResult:
     """Approve a held step and run exactly what was shown (once, however many approve)."""
-    from jobsmith.agent.runtime.submission.approvals import answer, find_pending
+    from jobsmith.agent.runtime.submission.approval.approvals import answer, find_pending
     from jobsmith.agent.runtime.submission.orders import Recorded
     from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
 
@@ -85,7 +85,7 @@ def start_estimate(scheduler: Scheduler, script: str | None) -> str | None:
 def deny(parts: AnswerParts, step_id: str, reason: str) -> PendingApproval:
     """Refuse a held step; nothing runs (an error if it was answered meanwhile). A denied
     re-run of a canary leaves the canary failed for good: its array's rest is cancelled."""
-    from jobsmith.agent.runtime.submission.approvals import answer, find_pending
+    from jobsmith.agent.runtime.submission.approval.approvals import answer, find_pending
     from jobsmith.agent.runtime.workflows.planrun import after_failure
 
     item = find_pending(parts.store, step_id, parts.folds)

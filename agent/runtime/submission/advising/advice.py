@@ -25,10 +25,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus, Scheduler
 from jobsmith.agent.runtime.session.ledger import SubmissionRecord
-from jobsmith.agent.runtime.submission.estimates import EstimateCache, shape_key
-from jobsmith.agent.runtime.submission.jobs import AssembledJob, JobRequest
-from jobsmith.agent.runtime.submission.policy import Cost
-from jobsmith.agent.runtime.submission.sizing import SizingProposal, propose, samples, usage_of
+from jobsmith.agent.runtime.submission.advising.estimates import EstimateCache, shape_key
+from jobsmith.agent.runtime.submission.advising.sizing import (
+    SizingProposal,
+    propose,
+    samples,
+    usage_of,
+)
+from jobsmith.agent.runtime.submission.judging.policy import Cost
+from jobsmith.agent.runtime.submission.request.jobs import AssembledJob, JobRequest
 from jobsmith.errors import JobsmithError
 from jobsmith.site_config import SiteConfig
 

@@ -26,9 +26,9 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any, NamedTuple, TypeVar
 
 from jobsmith.adapters.records import JobRecord, QueueRecord, StepRecord
-from jobsmith.adapters.slurm.argv import DELIMITER
-from jobsmith.adapters.slurm.logpaths import expand_log_pattern
-from jobsmith.adapters.slurm.states import parse_state
+from jobsmith.adapters.slurm.commands.argv import DELIMITER
+from jobsmith.adapters.slurm.commands.logpaths import expand_log_pattern
+from jobsmith.adapters.slurm.parsing.states import parse_state
 from jobsmith.adapters.states import JobState
 from jobsmith.units import parse_printed_duration, parse_printed_memory, parse_printed_seconds
 

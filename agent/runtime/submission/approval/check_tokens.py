@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from jobsmith.agent.runtime.submission import hashing
-from jobsmith.agent.runtime.submission.jobs import JobRequest
-from jobsmith.agent.runtime.submission.judge import CheckedJob
+from jobsmith.agent.runtime.submission.judging.judge import CheckedJob
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.errors import PolicyError
 
 #: how long a check's token may be used, unless the server is told otherwise

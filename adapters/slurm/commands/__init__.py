@@ -1,0 +1,1 @@
+"""What jobsmith writes for Slurm, and reads as sbatch would: argv, directives, scripts (pure)."""

@@ -1,0 +1,1 @@
+"""What Slurm prints, parsed into jobsmith's records and facts (pure)."""

@@ -1,0 +1,1 @@
+"""Advice at submission: right-sizing from history, and Slurm's start estimates."""
