@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built when first used: only pipelines use them (issue 26: a submit imports them)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class EngineKind(StrEnum):

@@ -232,12 +232,12 @@ def test_a_step_kind_is_one_class_the_executor_runs_cluster_facts(site) -> None:
     agent/runtime/submission/steps.py
     alone; the executor runs it with intent and result events like any other."""
     from jobsmith.agent.app import build_app
-    from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
+    from jobsmith.agent.runtime.submission.steps import step_adapter
 
     site("  approval:\n    core_hours: 100\n")
     app = build_app(site_file=REPO / "site_config" / "examples" / "lab.yaml")
     session = app.store.create({"title": "facts"})
-    result = app.executor.run(session, STEP_ADAPTER.validate_python({"action": "cluster_facts"}))
+    result = app.executor.run(session, step_adapter().validate_python({"action": "cluster_facts"}))
     assert "debug" in result.summary["partitions"]
     assert result.summary["partitions"]["debug"]["max_time_s"] == 1800
     assert [e.kind.value for e in app.store.read(session)] == ["session_opened", "intent", "result"]

@@ -144,6 +144,37 @@ def test_a_slow_history_leaves_out_the_sizing_only(tmp_path: Path) -> None:
     assert [e.partition for e in advice.partitions] == ["debug", "small"]
 
 
+class HistoryFirstDouble(SchedulerDouble):
+    """The double that says when the history's accounting call was asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history_asked = threading.Event()
+
+    def usage(self, job_ids: Any, since: datetime) -> dict[str, JobStatus]:
+        self.history_asked.set()
+        return super().usage(job_ids, since)
+
+
+def test_the_history_is_asked_while_the_job_is_assembled_for_each_partition(
+    tmp_path: Path,
+) -> None:
+    slurm = HistoryFirstDouble()
+    recs = [_record(str(i)) for i in (1, 2, 3)]
+    adviser = _adviser(tmp_path, slurm, recs)
+    build, seen = adviser._assemble, []
+
+    def assemble_for_a_partition(request: JobRequest) -> AssembledJob:
+        if request.partition is not None:  # the job as it would go to one partition
+            seen.append(slurm.history_asked.wait(5))
+        return build(request)
+
+    adviser._assemble = assemble_for_a_partition
+    advice = adviser.advise(REQUEST)
+    assert seen and all(seen)  # the accounting call was under way before each render
+    assert [e.partition for e in advice.partitions] == ["debug", "small"]
+
+
 def test_the_history_comes_from_the_ledgers_newest_records(tmp_path: Path) -> None:
     ledger = JobLedger(tmp_path / "jobs")
     for i in range(1, 8):

@@ -26,7 +26,7 @@ from messages_server import MessagesServer, message, text, tool_use
 
 from jobsmith.agent.brains.taint import Taint
 from jobsmith.agent.runtime.session.events import Event, EventKind
-from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
+from jobsmith.agent.runtime.submission.steps import step_adapter
 
 lab = pytest.mark.usefixtures("lab_cluster")
 
@@ -168,9 +168,9 @@ def _event(seq: int, kind: EventKind, data: dict[str, Any]) -> Event:
 def test_what_taints_and_what_is_held() -> None:
     clean = Taint()
     assert clean.hold_reason("submit", "person") is None  # nothing read: policy decides
-    read = STEP_ADAPTER.validate_python({"action": "read_output", "job_id": "12"})
+    read = step_adapter().validate_python({"action": "read_output", "job_id": "12"})
     tainted = Taint()
-    tainted.note(STEP_ADAPTER.validate_python({"action": "list_templates"}))
+    tainted.note(step_adapter().validate_python({"action": "list_templates"}))
     assert tainted.source is None  # the site's and the user's own templates: trusted
     tainted.note(read)
     assert tainted.source == "the log of job 12"

@@ -35,11 +35,11 @@ from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.judging.judge import Origin, Who
 from jobsmith.agent.runtime.submission.steps import (
-    STEP_ADAPTER,
     Outcome,
     Status,
     Step,
     StepResult,
+    step_adapter,
     step_schemas,
 )
 from jobsmith.errors import JobsmithError, PolicyError, SchedulerUnavailable
@@ -194,7 +194,7 @@ class AskTools:
             if isinstance(tail, int) and not isinstance(tail, bool) and tail > MAX_LOG_LINES:
                 raise ValueError(f"tail: at most {MAX_LOG_LINES} lines (asked for {tail})")
             given["tail"] = tail
-        return STEP_ADAPTER.validate_python({**given, "action": action})
+        return step_adapter().validate_python({**given, "action": action})
 
 
 def step_outcome(result: StepResult) -> ToolOutcome:

@@ -67,7 +67,8 @@ class Verdict(StrEnum):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built when a diagnosis is first made, not by every command that imports it (issue 26)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Efficiency(_Model):

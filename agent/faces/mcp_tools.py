@@ -40,7 +40,7 @@ from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.approval.check_tokens import CheckTokens, TokenRefused
 from jobsmith.agent.runtime.submission.orders import Checked
-from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER, Outcome, Submit, TestOnly
+from jobsmith.agent.runtime.submission.steps import Outcome, Submit, TestOnly, step_adapter
 from jobsmith.errors import InputError, JobsmithError, NotFound, PolicyError
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ class McpTools:
 
     def check_job(self, sid: str, args: dict[str, Any]) -> ToolReply:
         """Assemble and judge the job, ask Slurm when it would start, issue a token."""
-        step = STEP_ADAPTER.validate_python({**_own_fields(args), "action": "test_only"})
+        step = step_adapter().validate_python({**_own_fields(args), "action": "test_only"})
         assert isinstance(step, TestOnly)
         log = SessionLog(self.app.store, sid)
         log.intent(step.id, {"step": step.model_dump(mode="json"), "risk": step.risk})

@@ -39,7 +39,9 @@ MAX_COMPACT_SCRIPT = 4000
 
 
 class _Document(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # each document's validator is built when first used: a command shows one or two
+    # of them, and building all at import was most of a `jobsmith submit`'s (issue 26)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def full(self) -> dict[str, Any]:
         """What `--json` prints."""
@@ -427,7 +429,7 @@ class DiagnosisDocument(_Document):
 
 
 class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ControlResult(_Result):

@@ -303,10 +303,12 @@ def show_rendered(checked: CheckedJob, as_json: bool, advice: SubmitAdvice | Non
 
 def show_advice(advice: SubmitAdvice | None) -> None:
     """The advice at submission, a note per offer (nothing if there is none)."""
+    if advice is None:
+        return
     from jobsmith.agent.views.advice import advice_lines
     from jobsmith.agent.views.output import note
 
-    for line in advice_lines(advice) if advice is not None else []:
+    for line in advice_lines(advice):
         note(f"jobsmith: {line}")
 
 

@@ -43,7 +43,8 @@ QUEUED_FORMAT = "%q|%a|%P|%K"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built when first used: only a site with MaxSubmit limits reads them (issue 26)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class QosSubmit(_Frozen):

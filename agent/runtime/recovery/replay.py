@@ -33,7 +33,7 @@ from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
-from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
+from jobsmith.agent.runtime.submission.steps import step_adapter
 from jobsmith.errors import JobsmithError
 from jobsmith.site_config.facts import ClusterFacts
 
@@ -147,7 +147,7 @@ def _intents(events: list[Event]) -> list[Event]:
 def _one(
     executor: Executor, session: str, intent: Event, events: list[Event], dry: DryRunScheduler
 ) -> ReplayedStep:
-    step = STEP_ADAPTER.validate_python(intent.data["step"])
+    step = step_adapter().validate_python(intent.data["step"])
     then = next(
         (
             str(e.data.get("outcome"))

@@ -59,7 +59,7 @@ from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.orders import Recorded
-from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
+from jobsmith.agent.runtime.submission.steps import step_adapter
 from jobsmith.agent.runtime.workflows.planrun import PlanStepUndecided
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ def _reconcile(
     session_id, step_id = step.intent.session_id, step.intent.step_id or "?"
     data: dict[str, Any] = dict(step.intent.data)
     if "job_name" not in data or "script" not in data:
-        executor.run(session_id, STEP_ADAPTER.validate_python(data["step"]))
+        executor.run(session_id, step_adapter().validate_python(data["step"]))
         report.rerun.append(step_id)
         return
     at = step.intent.at

@@ -36,7 +36,8 @@ from jobsmith.agent.runtime.session.events import Event, EventKind
 
 
 class _Payload(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # built when an event of its kind is first read (a submit reads two kinds; issue 26)
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class JobStatePayload(_Payload):

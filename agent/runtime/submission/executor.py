@@ -34,7 +34,6 @@ from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
-from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
 from jobsmith.agent.runtime.submission.advising.estimates import EstimateCache
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.judging.judge import (
@@ -62,8 +61,10 @@ from jobsmith.errors import (
 from jobsmith.job_templates import TemplateLibrary
 from jobsmith.site_config import SiteConfig
 
-if TYPE_CHECKING:  # imported where used: a submission never diagnoses
+if TYPE_CHECKING:  # imported where used: a submission never diagnoses, nor (with
+    # --no-advice, or advice the person was shown) advises
     from jobsmith.agent.diagnosis.table import Diagnosis
+    from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
 
 
 @dataclass(frozen=True)

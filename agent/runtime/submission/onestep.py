@@ -68,9 +68,9 @@ def submit(
 def control(parts: StepParts, action: str, job_ids: list[str]) -> ControlResult:
     """cancel / hold / release (a foreign job may need approval)."""
     from jobsmith.agent.runtime.documents import ControlResult
-    from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
+    from jobsmith.agent.runtime.submission.steps import step_adapter
 
-    step = STEP_ADAPTER.validate_python({"action": action, "job_ids": job_ids})
+    step = step_adapter().validate_python({"action": action, "job_ids": job_ids})
     one_step(parts, f"{action} {' '.join(job_ids)}", step)
     return ControlResult(action=action, job_ids=job_ids)
 

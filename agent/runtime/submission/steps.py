@@ -18,12 +18,12 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jobsmith.adapters.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
-from jobsmith.agent.runtime.documents import StatusDocument
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.plans import Plan
 
@@ -85,7 +85,9 @@ class Risk(StrEnum):
 
 
 class _Step(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # each kind's validator is built when first used: a `jobsmith submit` builds only
+    # Submit's, not the fifteen others' (issue 26); what they accept is the same
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(default_factory=new_step_id, description="unique id of this step")
 
@@ -210,6 +212,8 @@ class Status(_Step):
 
     def handle(self, hands: Hands) -> dict[str, Any]:
         """One batched poll; arrays as counts plus their unfinished or failed tasks."""
+        from jobsmith.agent.runtime.documents import StatusDocument
+
         since = datetime.now() - timedelta(days=7)
         return StatusDocument.of(hands.scheduler.status(self.job_ids, since)).compact()
 
@@ -311,7 +315,12 @@ Step = Annotated[
     | ShowClusterFacts,
     Field(discriminator="action"),
 ]
-STEP_ADAPTER: TypeAdapter[Step] = TypeAdapter(Step)
+
+
+@cache
+def step_adapter() -> TypeAdapter[Step]:
+    """The validator of any step (a dict with its `action`), built on first use."""
+    return TypeAdapter(Step)
 
 
 class Outcome(StrEnum):
@@ -338,4 +347,4 @@ class StepResult(BaseModel):
 
 def step_schemas() -> dict[str, Any]:
     """JSON schema of every step: what a model is offered as tools."""
-    return STEP_ADAPTER.json_schema()
+    return step_adapter().json_schema()

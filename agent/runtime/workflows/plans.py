@@ -74,6 +74,9 @@ _KINDS: dict[str, DependencyKind] = {
 class PlanStep(JobFields):
     """One job of a plan: what `submit` takes, and the steps it waits for."""
 
+    # built when a plan is first read, not by every command that imports it (issue 26)
+    model_config = ConfigDict(defer_build=True)
+
     after_ok: list[Name] = Field(default_factory=list, description="start when these succeeded")
     after_any: list[Name] = Field(default_factory=list, description="start when these ended")
     after_not_ok: list[Name] = Field(default_factory=list, description="start if these failed")
@@ -86,7 +89,7 @@ class PlanStep(JobFields):
 class Plan(BaseModel):
     """A plan document (see the module docstring)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: Name = Field(description="the plan's name (sessions and job names show it)")
     steps: dict[Name, PlanStep] = Field(

@@ -42,7 +42,8 @@ _SPEED = re.compile(r"^\s*(?P<x>[0-9]+(?:\.[0-9]+)?)x\s*$")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built when progress is first read, not by every command that imports it (issue 26)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def approve(parts: AnswerParts, step_id: str) -> StepResult:
     """Approve a held step and run exactly what was shown (once, however many approve)."""
     from jobsmith.agent.runtime.submission.approval.approvals import answer, find_pending
     from jobsmith.agent.runtime.submission.orders import Recorded
-    from jobsmith.agent.runtime.submission.steps import STEP_ADAPTER
+    from jobsmith.agent.runtime.submission.steps import step_adapter
 
     item = find_pending(parts.store, step_id, parts.folds)
     # a fresh judgement before the approval is recorded: the site file loads (building
@@ -56,7 +56,7 @@ def approve(parts: AnswerParts, step_id: str) -> StepResult:
     answer(parts.store, item, True, given)
     if submission:
         return executor.submit(item.session_id, Recorded.approved(step_id, item.data))
-    step = STEP_ADAPTER.validate_python(item.data["step"])
+    step = step_adapter().validate_python(item.data["step"])
     if item.action == "run_plan":  # the plan checks the approved hash itself
         return executor.run(item.session_id, step)
     return executor.run_approved_control(item.session_id, step)

@@ -33,18 +33,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsmith.adapters.capabilities import directives_of
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler, SubmitLimits
-from jobsmith.agent.runtime.documents import PlanCheckDocument, PlanStepCheck, RenderDocument
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
-from jobsmith.agent.runtime.submission.advising.advice import Adviser, SubmitAdvice
 from jobsmith.agent.runtime.submission.advising.estimates import EstimateCache
 from jobsmith.agent.runtime.submission.hashing import script_sha256
 from jobsmith.agent.runtime.submission.judging.policy import (
@@ -63,12 +61,15 @@ from jobsmith.agent.runtime.submission.request.jobs import (
     assemble,
     fold_sbatch_env,
 )
-from jobsmith.agent.runtime.submission.request.user_scripts import assemble_script, is_script
-from jobsmith.agent.runtime.workflows.plans import Plan, approval_text
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import TemplateLibrary
 from jobsmith.job_templates.render import render_body
 from jobsmith.site_config import SiteConfig
+
+if TYPE_CHECKING:  # imported where used: a submit builds none of their models
+    from jobsmith.agent.runtime.documents import PlanCheckDocument, RenderDocument
+    from jobsmith.agent.runtime.submission.advising.advice import Adviser, SubmitAdvice
+    from jobsmith.agent.runtime.workflows.plans import Plan
 
 #: what a model may not do to jobs without a person, whatever it has read
 MODEL_CONTROLS = frozenset({"cancel", "hold"})
@@ -147,6 +148,8 @@ class CheckedJob:
 
     def document(self) -> RenderDocument:
         """The render document: the script, what made it, and the policy's verdict."""
+        from jobsmith.agent.runtime.documents import RenderDocument
+
         job = self.job
         opts = job.options
         return RenderDocument(
@@ -248,6 +251,8 @@ class Judgement:
 
     def document(self) -> PlanCheckDocument:
         """`plan check`'s document."""
+        from jobsmith.agent.runtime.documents import PlanCheckDocument, PlanStepCheck
+
         refused, wanted = self.refusal(), self.approval_reason()
         verdict = "refuse" if refused else "approve" if wanted else "allow"
         return PlanCheckDocument(
@@ -338,6 +343,9 @@ class Judge:
         return self._adviser().advise(request).taken(right_size=right, earliest=early)
 
     def _adviser(self) -> Adviser:
+        from jobsmith.agent.runtime.submission.advising.advice import Adviser
+        from jobsmith.agent.runtime.submission.request.user_scripts import is_script
+
         def fixed(template: str) -> set[str]:
             if is_script(template):  # a user's script takes its resources as it asks them
                 return set()
@@ -357,6 +365,8 @@ class Judge:
     def _assemble(self, request: Any) -> AssembledJob:
         header = directives_of(self.scheduler.capabilities()).script_header
         if getattr(request, "script", None) is not None:
+            from jobsmith.agent.runtime.submission.request.user_scripts import assemble_script
+
             return assemble_script(request, self.site, cwd=self.cwd, header=header)
         template = self.library.get(request.template)
         return assemble(template, request, self.site, cwd=self.cwd, header=header)
@@ -367,6 +377,8 @@ class Judge:
         """Every job of plan judged (without its dependencies) and its total cost
         judged, at one look at the queue; nothing recorded. The origin's rules hold the
         plan as a whole (run_plan), not each of its jobs."""
+        from jobsmith.agent.runtime.workflows.plans import approval_text
+
         origin = origin or Origin()
         with self.one_look_at_the_queue():
             checked = {name: self.job(plan.request(name, {}), origin) for name in plan.order()}
