@@ -39,6 +39,7 @@ from jobsmith.adapters.slurm.commands.slurmenv import environment_inputs
 from jobsmith.adapters.slurm.inflight import orphan_sbatch_alive
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.ledger import JobLedger
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.errors import JobNotFound, SchedulerUnavailable
@@ -446,3 +447,15 @@ class HarnessParts:
     @property
     def scheduler(self) -> SchedulerDouble:
         return self.h.slurm
+
+
+class Approver(HarnessParts):
+    """What `jobsmith approve`/`deny` use (agent/app.py's App has these), as carol."""
+
+    @property
+    def folds(self) -> SessionFolds:
+        return SessionFolds(self.h.store)
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return {"USER": "carol"}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scheduler_double import MIB, AgentHarness, HarnessParts, SchedulerDouble
+from scheduler_double import MIB, AgentHarness, Approver, HarnessParts, SchedulerDouble
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
@@ -31,12 +31,9 @@ from jobsmith.agent.brains.rules import RuleBrain, retry_depth
 from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.jobstate import StateChange
-from jobsmith.agent.runtime.session.readmodel import SessionFolds
-from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.approval.answers import approve, deny
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded, pending_approvals
-from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.submission.steps import Rerun
 from jobsmith.errors import InputError, NotFound, SchedulerError
@@ -653,29 +650,6 @@ class SlurmLikeDependencies(SchedulerDouble):
         super().set_dependencies(job_id, dependencies)
         if self.jobs[job_id].state.is_terminal:
             raise SchedulerError(f"scontrol update JobId={job_id}: the job has ended")
-
-
-@dataclass
-class Approver:
-    """What `jobsmith approve`/`deny` use (agent/app.py's App has these)."""
-
-    h: AgentHarness
-
-    @property
-    def store(self) -> FileSessionStore:
-        return self.h.store
-
-    @property
-    def folds(self) -> SessionFolds:
-        return SessionFolds(self.h.store)
-
-    @property
-    def executor(self) -> Executor:
-        return self.h.executor
-
-    @property
-    def environ(self) -> dict[str, str]:
-        return {"USER": "carol"}
 
 
 def canary_rerun_held(tmp_path: Path) -> tuple[AgentHarness, str, str, str, dict[str, Any]]:

@@ -12,50 +12,23 @@ tests/test_approval_judged_afresh.py."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from scheduler_double import AgentHarness
+from scheduler_double import AgentHarness, Approver
 
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.snakemake import SnakemakeEngine
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest
-from jobsmith.agent.runtime.session.readmodel import SessionFolds
-from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.approval.answers import approve
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded, pending_approvals
-from jobsmith.agent.runtime.submission.executor import Executor
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 from jobsmith.errors import PolicyError
 
 #: every submission is held for a person
 HELD = {"approval": {"core_hours": 0.0001}}
-
-
-@dataclass
-class Approver:
-    """What `jobsmith approve` uses (agent/app.py's App has these)."""
-
-    h: AgentHarness
-
-    @property
-    def store(self) -> FileSessionStore:
-        return self.h.store
-
-    @property
-    def folds(self) -> SessionFolds:
-        return SessionFolds(self.h.store)
-
-    @property
-    def executor(self) -> Executor:
-        return self.h.executor
-
-    @property
-    def environ(self) -> dict[str, str]:
-        return {"USER": "carol"}
 
 
 def _pending(h: AgentHarness) -> list[str]:
