@@ -399,3 +399,35 @@ def test_an_append_beaten_every_time_gives_up_naming_the_session(
     kinds = [e.kind for e in store.read(sid)]
     assert EventKind.USER_INPUT not in kinds  # nothing of its own appended
     assert kinds.count(EventKind.NOTE) == RACES  # the winners' events are all there
+
+
+def test_sessions_active_since_skips_unchanged_directories_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budgets ask every submit for the sessions active in the last week: a session
+    directory untouched since well before that is stat'ed, never read; one touched
+    since is read and kept, whatever its creation time (the caller filters on its newest
+    event), and no session with an event in the window is ever left out."""
+    import jobsmith.agent.runtime.session.store as store_module
+
+    store = FileSessionStore(tmp_path)
+    now = datetime.now(UTC)
+    old, recent, revived = (store.create() for _ in range(3))
+    week_ago = now - timedelta(days=7)
+    for sid in (old, revived):  # as if untouched for 8 days
+        past = (now - timedelta(days=8)).timestamp()
+        os.utime(tmp_path / sid, (past, past))
+    store.append(revived, 1, EventKind.NOTE, {"text": "still going"})  # its mtime is now
+    read: list[str] = []
+    summarise = store_module._summarise
+    monkeypatch.setattr(
+        store_module, "_summarise", lambda d, sid: read.append(sid) or summarise(d, sid)
+    )
+    active = [i.id for i in store.list_sessions(active_since=week_ago)]
+    assert active == [recent, revived] and read == [recent, revived]
+    everything = [i.id for i in store.list_sessions()]
+    assert everything == [old, recent, revived]
+    # within the margin for a file server's clock: still read
+    near = (week_ago - timedelta(minutes=30)).timestamp()
+    os.utime(tmp_path / old, (near, near))
+    assert old in [i.id for i in store.list_sessions(active_since=week_ago)]

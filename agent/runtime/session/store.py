@@ -88,6 +88,8 @@ _STAGING_PREFIX = ".new."
 _TOMBSTONE_PREFIX = ".trash."
 #: Leftovers younger than this may belong to a create, append or prune still under way.
 _DEBRIS_GRACE = timedelta(hours=1)
+#: how far a file server's clock (a session directory's mtime) may be behind this host's
+_MTIME_SLACK = timedelta(hours=1)
 
 
 class StoreError(JobsmithError):
@@ -180,8 +182,9 @@ class SessionStore(Protocol):
         """The id of the session created last (None: there is none)."""
         ...
 
-    def list_sessions(self) -> list[SessionInfo]:
-        """Every session, oldest first."""
+    def list_sessions(self, active_since: datetime | None = None) -> list[SessionInfo]:
+        """Every session, oldest first; with active_since, those with an event at or
+        after it (and possibly a few just before it: filter on last_event_at)."""
         ...
 
     def resolve(self, text: str) -> str:
@@ -321,11 +324,27 @@ class FileSessionStore:
             raise InputError(f"session {text!r} is ambiguous: {shown}; give more of its id")
         return hits[0] if hits else text
 
-    def list_sessions(self) -> list[SessionInfo]:
-        """Every session, oldest first (ids sort by creation time)."""
+    def list_sessions(self, active_since: datetime | None = None) -> list[SessionInfo]:
+        """Every session, oldest first (ids sort by creation time).
+
+        With active_since (the budgets' window: every submit asks), a session whose
+        directory has not changed since well before it is not read at all: each event is
+        a new file in it, so its mtime is when its newest event was linked in. Only the
+        directory is stat'ed, and the margin (_MTIME_SLACK) covers a file server whose
+        clock differs from this host's; what passes is summarised as before, so the
+        caller still filters on last_event_at. A user's thousands of one-step sessions
+        then cost a stat each, not a read of their first and last events. (Event times
+        are the store's clock, mtimes the real one: active_since is moved by their
+        difference, which is nothing unless a test gave the store a clock of its own.)"""
+        floor = None
+        if active_since is not None:
+            offset = self._clock() - datetime.now(UTC)
+            floor = (active_since - offset - _MTIME_SLACK).timestamp()
         infos = []
         for name in sorted(_listdir(self.root)):
             if not _SESSION_ID_RE.match(name):
+                continue
+            if floor is not None and _mtime(self.root / name) < floor:
                 continue
             try:
                 infos.append(_summarise(self.root / name, name))

@@ -481,7 +481,8 @@ class Judge:
         if self.folds is None:
             self.folds = SessionFolds(self.store)
         folds = self.folds
-        return [folds.of(s.id) for s in self.store.list_sessions() if s.last_event_at >= since]
+        active = self.store.list_sessions(active_since=since)
+        return [folds.of(s.id) for s in active if s.last_event_at >= since]
 
     def budget_use(self) -> list[BudgetUse]:
         """How much of each budget is spent now (as spend reads it), for a running
