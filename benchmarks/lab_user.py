@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,16 @@ SITE = ROOT / "site_config" / "examples" / "lab.yaml"
 JOBSMITH = str(ROOT / ".venv" / "bin" / "jobsmith")
 #: jobsmith on the lab's site file: the start of every command line the benchmarks time
 LAB_JOBSMITH = (JOBSMITH, "--site", str(SITE))
+
+
+def jobsmith_argv(checkout: Path) -> list[str]:
+    """How the checkout's jobsmith is started: its .venv's script, or (a worktree, an
+    exported commit) this Python with the checkout's src/ first on PYTHONPATH."""
+    script = checkout / ".venv" / "bin" / "jobsmith"
+    if script.exists():
+        return [str(script), "--site", str(SITE)]
+    path = f"PYTHONPATH={checkout / 'src'}"
+    return ["env", path, sys.executable, "-m", "jobsmith", "--site", str(SITE)]
 
 
 class AsUser:
