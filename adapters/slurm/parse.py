@@ -23,7 +23,6 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
-from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 from jobsmith.adapters.records import JobRecord, QueueRecord, StepRecord
@@ -351,9 +350,9 @@ def parse_sacct_parsable(
     free = [i for i, name in enumerate(header) if name in _FREE_TEXT]
     absorb = free[-1] if free else None
     cells = _Cells(tz)
-    # one pass: a job's row is kept as read (plain), its steps' records gather under it,
-    # and each job's record is built once at the end, its steps folded in
-    jobs: dict[str, tuple[str, partial[JobRecord]]] = {}
+    # one pass: a job's row is kept as read (its cells, plain text), its steps' records
+    # gather under it, and each job's record is built once at the end, steps folded in
+    jobs: dict[str, tuple[str, dict[str, str], re.Match[str]]] = {}
     steps: dict[str, list[StepRecord]] = {}
     for line in lines[1:]:
         split = _split_row(line, delimiter, len(header), absorb)
@@ -364,17 +363,17 @@ def parse_sacct_parsable(
             continue
         try:
             if ids["step"] is None:
-                jobs[ids["job"]] = (line, _job_from_row(row, ids, cells))
+                jobs[ids["job"]] = (line, row, ids)
             else:
                 step = _step_from_row(row, ids["step"], cells)
                 steps.setdefault(ids["job"], []).append(step)
         except ValueError:  # pydantic refused a value: this row only
             _skip(skipped, line)
     records = []
-    for key, (line, build) in jobs.items():
+    for key, (line, row, ids) in jobs.items():
         try:
-            records.append(build(steps=steps.get(key, ())))
-        except ValueError:  # this job only (its steps go with it)
+            records.append(_job_from_row(row, ids, cells, steps.get(key, ())))
+        except ValueError:  # pydantic refused a value: this job only (its steps go with it)
             _skip(skipped, line)
     return records
 
@@ -396,6 +395,8 @@ class _Cells:
         self._seconds: dict[str | None, float | None] = {}
         self._memory: dict[str | None, int | None] = {}
         self._times: dict[str | None, datetime | None] = {}
+        #: step records by what their row says (_step_from_row)
+        self.steps: dict[tuple[str | None, ...], StepRecord] = {}
 
     def state(self, cell: str | None) -> tuple[JobState, str | None]:
         """parse_state of the cell."""
@@ -435,9 +436,8 @@ def _once(seen: dict[str | None, V], convert: Callable[[str | None], V], cell: s
 
 
 def _job_from_row(
-    row: Mapping[str, str], ids: re.Match[str], cells: _Cells
-) -> partial[JobRecord]:
-    """The job's record, built once its steps are known (every value read now)."""
+    row: Mapping[str, str], ids: re.Match[str], cells: _Cells, steps: Sequence[StepRecord]
+) -> JobRecord:
     state, cancelled_by = cells.state(row.get("State"))
     derived, _ = cells.exit(row.get("DerivedExitCode"))
     alloc_cpus = _int(row.get("AllocCPUS"))
@@ -445,8 +445,7 @@ def _job_from_row(
     # no time limit, and a name that is not the job's
     stand_in = row.get("JobName") == "allocation" and not row.get("Partition")
     stand_in = stand_in and not _text(row.get("Timelimit"))
-    return partial(
-        _job_record,
+    return _job_record(
         _row_ids(ids, row.get("JobIDRaw")),
         _row_text(row, _JOB_TEXT),
         name=row.get("JobName", ""),
@@ -468,10 +467,21 @@ def _job_from_row(
             cells.time(row.get("Start")),
             cells.time(row.get("End")),
         ),
+        steps=steps,
     )
 
 
 def _step_from_row(row: Mapping[str, str], step: str, cells: _Cells) -> StepRecord:
+    """The step's record; steps that read alike share one (records are frozen): a
+    1,000-task array's `.batch` steps that all ended the same way are one record."""
+    said = (step, row.get("State"), row.get("ExitCode"), row.get("MaxRSS"), row.get("Elapsed"))
+    record = cells.steps.get(said)
+    if record is None:
+        record = cells.steps[said] = _new_step(row, step, cells)
+    return record
+
+
+def _new_step(row: Mapping[str, str], step: str, cells: _Cells) -> StepRecord:
     state, cancelled_by = cells.state(row.get("State"))
     exit_code, signal = cells.exit(row.get("ExitCode"))
     return StepRecord(
