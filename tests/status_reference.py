@@ -80,7 +80,8 @@ def reference_path(name: str) -> Path:
 def main() -> int:
     REFERENCES.mkdir(parents=True, exist_ok=True)
     for name in CAPTURES:
-        reference_path(name).write_bytes(gzip.compress(status_json(read_capture(name)).encode(), mtime=0))
+        document = status_json(read_capture(name)).encode()
+        reference_path(name).write_bytes(gzip.compress(document, mtime=0))
         print(reference_path(name).relative_to(FIXTURES.parent.parent))
     return 0
 
