@@ -18,6 +18,11 @@ root and are not counted. Snakemake runs from its own venv, `.venv-snakemake` (m
 Its plugin checks job states on a ~40 s cycle, so a round lasts about two minutes with it.
 
     sudo .venv/bin/python benchmarks/bench_plan.py [--rounds 3] [--user alice] [--no-snakemake]
+
+`--checkout DIR` runs another checkout's jobsmith (a worktree without its own .venv:
+`python -m jobsmith` with its src/ first on PYTHONPATH, lab_user.jobsmith_argv); `--before
+DIR` adds `plan run` by a second checkout as one more variant of the same rounds, so a
+before and after are paired like the rest.
 """
 
 from __future__ import annotations
@@ -113,6 +118,8 @@ VARIANTS: dict[str, Callable[[AsUser, Callable[[], None]], list[str]]] = {
     "jobsmith submit x4": by_hand,
     "Snakemake + slurm": snakemake,
 }
+#: the variant --before adds: plan run by the other checkout
+BEFORE = "plan run (before)"
 
 
 def main() -> int:
@@ -120,8 +127,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--user", default="alice")
     parser.add_argument("--no-snakemake", action="store_true", help="leave Snakemake out")
+    parser.add_argument("--checkout", type=Path, default=ROOT, help="the jobsmith to run")
+    parser.add_argument("--before", type=Path, help="a second checkout's plan run, paired")
     args = parser.parse_args()
-    names = list(VARIANTS)
+    variants = dict(VARIANTS)
+    if args.before is not None:
+        variants[BEFORE] = plan
+    names = list(variants)
     if args.no_snakemake:
         names.remove("Snakemake + slurm")
     elif not os.access(SNAKEMAKE, os.X_OK):
@@ -134,7 +146,8 @@ def main() -> int:
     for round_no in range(args.rounds):
         order = names[round_no % len(names) :] + names[: round_no % len(names)]
         for name in order:
-            with scratch_user(args.user) as user:
+            checkout = args.before if name == BEFORE else args.checkout
+            with scratch_user(args.user, checkout) as user:
                 before = take_snapshot(root)
                 marks: list[Snapshot] = []
 
@@ -142,7 +155,7 @@ def main() -> int:
                     marks.append(take_snapshot(root))
 
                 started = time.perf_counter()
-                VARIANTS[name](user, mark)
+                variants[name](user, mark)
                 wall = time.perf_counter() - started
                 after = take_snapshot(root)
             mine = before.ctld_users.get(args.user, 0)

@@ -19,6 +19,11 @@ failure. Run as root on the lab cluster:
 
     .venv/bin/python benchmarks/bench_status_array.py            # 1,000 tasks, 9 rounds
     .venv/bin/python benchmarks/bench_status_array.py --tasks 50 --repeat 3   # quick check
+
+`--checkout DIR` times another checkout's jobsmith (a worktree without its own .venv runs
+as `python -m jobsmith` with its src/ first on PYTHONPATH, lab_user.jobsmith_argv);
+`--before DIR` adds a second checkout's `status --json` to the same rounds, so a before
+and after are paired like the rest, and checks that both print the same document.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from lab_user import LAB_JOBSMITH
+from lab_user import ROOT, jobsmith_argv
 
 from jobsmith.adapters.slurm.commands import argv
 from jobsmith.adapters.slurm.parsing.parse import SACCT_FIELDS, parse_sacct_parsable
@@ -48,7 +53,7 @@ def as_user(user: str, command: list[str], **kw: object) -> subprocess.Completed
     return subprocess.run(full, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload, no-any-return]
 
 
-def submit_array(user: str, tasks: int, workdir: str) -> str:
+def submit_array(user: str, tasks: int, workdir: str, checkout: Path) -> str:
     """The array (the file_array template over tasks empty files, program `true`),
     submitted by jobsmith itself; its Slurm id."""
     folder = Path(workdir) / "bench-status-array"
@@ -57,7 +62,7 @@ def submit_array(user: str, tasks: int, workdir: str) -> str:
     as_user(user, ["touch", *names])
     params = folder / "params.json"
     as_user(user, ["tee", str(params)], input=json.dumps({"files": names, "program": "true"}))
-    command = [*LAB_JOBSMITH, "submit", "file_array", "--params-file", str(params)]
+    command = [*jobsmith_argv(checkout), "submit", "file_array", "--params-file", str(params)]
     res = as_user(user, [*command, "--mem", "50M", "--time", "1"], cwd=workdir)
     if res.returncode != 0:
         sys.exit(f"submit failed: {res.stderr.strip()}")
@@ -92,9 +97,20 @@ def main() -> None:
         "--existing", metavar="JOB_ID", help="measure an array this benchmark ran before"
     )
     parser.add_argument("--since-hours", type=float, default=0.1, help="with --existing")
+    parser.add_argument(
+        "--checkout",
+        type=Path,
+        default=ROOT,
+        help="the jobsmith checkout to time (default: this one)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout timed in the same rounds (e.g. `git archive` of the base)",
+    )
     args = parser.parse_args()
     since = datetime.now() - timedelta(hours=args.since_hours if args.existing else 0.1)
-    job_id = args.existing or submit_array(args.user, args.tasks, args.workdir)
+    job_id = args.existing or submit_array(args.user, args.tasks, args.workdir, args.checkout)
     print(f"array {job_id} ({args.tasks} tasks)", file=sys.stderr)
     try:
         deadline = time.monotonic() + args.wait_timeout
@@ -104,16 +120,24 @@ def main() -> None:
             print(f"  {done}/{args.tasks} tasks ended", file=sys.stderr)
             time.sleep(10)
         sacct = argv.sacct_jobs([job_id], since, SACCT_FIELDS)
-        status = [*LAB_JOBSMITH, "status", "--json", job_id]
-        times: dict[str, list[float]] = {"sacct": [], "status": []}
+        ways = {
+            "sacct": sacct,
+            "status": [*jobsmith_argv(args.checkout), "status", "--json", job_id],
+        }
+        if args.before is not None:
+            ways["before"] = [*jobsmith_argv(args.before), "status", "--json", job_id]
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        printed: dict[str, str] = {}
         for _ in range(args.repeat):
-            took, out = timed(args.user, sacct)
-            times["sacct"].append(took)
-            took, out = timed(args.user, status)
-            times["status"].append(took)
-        document = json.loads(out)
+            for name, command in ways.items():
+                took, printed[name] = timed(args.user, command)
+                times[name].append(took)
+        document = json.loads(printed["status"])
         counts = document["jobs"][0].get("task_counts")
         report(job_id, args, times, counts)
+        if "before" in printed:
+            same = printed["before"] == printed["status"]
+            print(f"status and before printed the same document: {same}")
     finally:
         if not args.existing:
             as_user(args.user, ["scancel", job_id])
@@ -122,13 +146,15 @@ def main() -> None:
 def report(
     job_id: str, args: argparse.Namespace, times: dict[str, list[float]], counts: object
 ) -> None:
-    """The medians and their ratio, as pasted into benchmarks/README.md."""
-    sacct, status = (statistics.median(times[k]) for k in ("sacct", "status"))
+    """The medians and their ratios, as pasted into benchmarks/README.md."""
+    sacct = statistics.median(times["sacct"])
     print(f"array {job_id}: {args.tasks} tasks; task_counts in the document: {counts}")
     for name, values in times.items():
         shown = " ".join(f"{v:.3f}" for v in values)
         print(f"{name:>7}: median {statistics.median(values):.3f} s  ({shown})")
-    print(f"ratio status/sacct (medians): {status / sacct:.2f}")
+    for name in [n for n in times if n != "sacct"]:
+        ratio = statistics.median(times[name]) / sacct
+        print(f"ratio {name}/sacct (medians): {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -34,25 +34,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from lab_user import ROOT, SITE, AsUser, scratch_user
+from lab_user import ROOT, AsUser, jobsmith_argv, scratch_user
 
 #: the `true` job of every round, as jobsmith's template and as raw sbatch
 JOBSMITH_SUBMIT = ("submit", "command", "-P", "command=true", "-t", "1", "--mem", "50M")
 RAW_SBATCH = ("sbatch", "--parsable", "-t", "1", "--mem", "50M", "--wrap", "true")
-
-
-def jobsmith_argv(checkout: Path) -> list[str]:
-    """How the checkout's jobsmith is started: its .venv's script, or (a worktree, an
-    exported commit) this Python with the checkout's src/ first on PYTHONPATH."""
-    script = checkout / ".venv" / "bin" / "jobsmith"
-    if script.exists():
-        return [str(script), "--site", str(SITE)]
-    path = f"PYTHONPATH={checkout / 'src'}"
-    return ["env", path, sys.executable, "-m", "jobsmith", "--site", str(SITE)]
 
 
 def timed(

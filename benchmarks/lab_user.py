@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,18 +21,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: the lab cluster's site file
 SITE = ROOT / "site_config" / "examples" / "lab.yaml"
-#: the checkout's jobsmith (its .venv, made by scripts/setup)
-JOBSMITH = str(ROOT / ".venv" / "bin" / "jobsmith")
-#: jobsmith on the lab's site file: the start of every command line the benchmarks time
-LAB_JOBSMITH = (JOBSMITH, "--site", str(SITE))
+
+
+def jobsmith_argv(checkout: Path) -> list[str]:
+    """jobsmith on the lab's site file, the start of every command line the benchmarks
+    time: the checkout's .venv script (made by scripts/setup), or (a worktree, an
+    exported commit) this Python with the checkout's src/ first on PYTHONPATH."""
+    script = checkout / ".venv" / "bin" / "jobsmith"
+    if script.exists():
+        return [str(script), "--site", str(SITE)]
+    path = f"PYTHONPATH={checkout / 'src'}"
+    return ["env", path, sys.executable, "-m", "jobsmith", "--site", str(SITE)]
 
 
 class AsUser:
-    """Commands as the lab user, with a private jobsmith home, from a scratch directory."""
+    """Commands as the lab user, with a private jobsmith home, from a scratch directory;
+    jobsmith is the checkout's (this one unless told, see jobsmith_argv)."""
 
-    def __init__(self, user: str, work: Path) -> None:
+    def __init__(self, user: str, work: Path, checkout: Path = ROOT) -> None:
         self.user = user
         self.work = work
+        self.checkout = checkout
         self.env = {
             "PATH": os.environ["PATH"],
             "HOME": str(Path("~" + user).expanduser()),
@@ -59,16 +69,16 @@ class AsUser:
 
     def jobsmith(self, *argv: str) -> str:
         """`jobsmith --site <lab> argv…` as the user (see run)."""
-        return self.run(*LAB_JOBSMITH, *argv)
+        return self.run(*jobsmith_argv(self.checkout), *argv)
 
     def _env(self) -> list[str]:
         return [f"{k}={v}" for k, v in self.env.items()]
 
 
 @contextmanager
-def scratch_user(user: str) -> Iterator[AsUser]:
+def scratch_user(user: str, checkout: Path = ROOT) -> Iterator[AsUser]:
     """The user in a fresh directory under /scratch that anyone may write (the user runs
     there, root set it up), removed with everything in it on leaving."""
     with tempfile.TemporaryDirectory(dir="/scratch") as tmp:
         os.chmod(tmp, 0o777)
-        yield AsUser(user, Path(tmp))
+        yield AsUser(user, Path(tmp), checkout)

@@ -784,8 +784,6 @@ def status(
 ) -> None:
     """State of jobs, one sacct call for all. Without job ids: one line per session of
     the last --since, what runs or waits and what failed first, at most 40 lines."""
-    from jobsmith.agent.runtime.glancefacts import glance_facts
-    from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
     from jobsmith.agent.runtime.workflows.progressread import read_progress
     from jobsmith.agent.views import render as views
     from jobsmith.agent.watcher.polling import poll_jobs
@@ -794,11 +792,17 @@ def status(
     statuses = poll_jobs(app, _ids(job_ids), since)
     progress = read_progress(app, statuses)
     if not (job_ids or every or as_json):
+        from jobsmith.agent.runtime.glancefacts import glance_facts
+
         facts = glance_facts(app.store, app.folds, app.ledger, statuses, since, progress)
         views.show_glance(statuses, facts)
         return
     sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
-    headlines = {} if as_json else pipeline_lines(app.store, set(sessions.values()), statuses)
+    headlines: dict[str, str] = {}
+    if not as_json:  # the glance's and the text's pipeline machinery: not for --json
+        from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
+
+        headlines = pipeline_lines(app.store, set(sessions.values()), statuses)
     views.show_status(statuses, as_json, sessions, headlines, progress)
 
 

@@ -170,12 +170,14 @@ def _job_record(
     times: tuple[datetime | None, datetime | None, datetime | None],
     steps: Sequence[StepRecord] = (),
 ) -> JobRecord:
-    """A JobRecord from what sacct said in either format. `times` are submit, start, end;
-    the job's peak RSS is the largest of its own and its steps' (see _with_steps); a
-    stand-in row's name and time limit are not the job's, so they are left unknown."""
+    """A JobRecord from what sacct said in either format, its steps folded in. `times`
+    are submit, start, end; the job's peak RSS is the largest of its own and its steps'
+    (sacct fills MaxRSS on step rows only); a stand-in row's name and time limit are not
+    the job's, so they are left unknown. Built once, steps and all: a 1,000-task array's
+    parse makes one record per task, not one and a copy."""
     exit_code, signal = exit
     submit_time, start_time, end_time = times
-    record = JobRecord(
+    return JobRecord(
         **ids._asdict(),
         name="" if stand_in else name,
         state=state,
@@ -187,7 +189,7 @@ def _job_record(
         reason=text("reason"),
         elapsed_s=elapsed_s,
         timelimit_s=None if stand_in else timelimit_s,
-        max_rss_bytes=max_rss_bytes,
+        max_rss_bytes=_max([max_rss_bytes, *(s.max_rss_bytes for s in steps)]),
         req_mem_bytes=req_mem_bytes,
         alloc_cpus=alloc_cpus,
         total_cpu_s=total_cpu_s,
@@ -203,9 +205,9 @@ def _job_record(
         submit_time=submit_time,
         start_time=start_time,
         end_time=end_time,
+        steps=tuple(steps),
         stand_in=stand_in,
     )
-    return _with_steps(record, steps)
 
 
 def _queue_record(
@@ -347,28 +349,97 @@ def parse_sacct_parsable(
         raise ValueError("sacct output without its header line (no JobID column)")
     free = [i for i, name in enumerate(header) if name in _FREE_TEXT]
     absorb = free[-1] if free else None
-    jobs: dict[str, JobRecord] = {}
+    cells = _Cells(tz)
+    # one pass: a job's row is kept as read (its cells, plain text), its steps' records
+    # gather under it, and each job's record is built once at the end, steps folded in
+    jobs: dict[str, tuple[str, dict[str, str], re.Match[str]]] = {}
     steps: dict[str, list[StepRecord]] = {}
     for line in lines[1:]:
-        cells = _split_row(line, delimiter, len(header), absorb)
-        row = dict(zip(header, cells, strict=True)) if cells is not None else {}
+        split = _split_row(line, delimiter, len(header), absorb)
+        row = dict(zip(header, split, strict=True)) if split is not None else {}
         ids = _JOB_ID.fullmatch(row.get("JobID", "").strip())
         if ids is None:
             _skip(skipped, line)
             continue
         try:
             if ids["step"] is None:
-                jobs[ids["job"]] = _job_from_row(row, ids, tz)
+                jobs[ids["job"]] = (line, row, ids)
             else:
-                steps.setdefault(ids["job"], []).append(_step_from_row(row, ids["step"]))
+                step = _step_from_row(row, ids["step"], cells)
+                steps.setdefault(ids["job"], []).append(step)
         except ValueError:  # pydantic refused a value: this row only
             _skip(skipped, line)
-    return [_with_steps(job, steps.get(key, ())) for key, job in jobs.items()]
+    records = []
+    for key, (line, row, ids) in jobs.items():
+        try:
+            records.append(_job_from_row(row, ids, cells, steps.get(key, ())))
+        except ValueError:  # pydantic refused a value: this job only (its steps go with it)
+            _skip(skipped, line)
+    return records
 
 
-def _job_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None) -> JobRecord:
-    state, cancelled_by = parse_state(row.get("State"))
-    derived, _ = parse_exit_code(row.get("DerivedExitCode"))
+class _Cells:
+    """The values of one sacct -P answer's cells, each distinct text converted once.
+
+    A 1,000-task array repeats its time limit, memory, state, exit code and most of its
+    times on every row: converting each distinct cell once per answer, not once per row,
+    is most of what a large array's parse saved. The memory lives as long as the one
+    parse (nothing is kept between polls).
+    """
+
+    def __init__(self, tz: tzinfo | None) -> None:
+        self._tz = tz
+        self._states: dict[str | None, tuple[JobState, str | None]] = {}
+        self._exits: dict[str | None, tuple[int | None, int | None]] = {}
+        self._durations: dict[str | None, int | None] = {}
+        self._seconds: dict[str | None, float | None] = {}
+        self._memory: dict[str | None, int | None] = {}
+        self._times: dict[str | None, datetime | None] = {}
+        #: step records by what their row says (_step_from_row)
+        self.steps: dict[tuple[str | None, ...], StepRecord] = {}
+
+    def state(self, cell: str | None) -> tuple[JobState, str | None]:
+        """parse_state of the cell."""
+        return _once(self._states, parse_state, cell)
+
+    def exit(self, cell: str | None) -> tuple[int | None, int | None]:
+        """parse_exit_code of the cell."""
+        return _once(self._exits, parse_exit_code, cell)
+
+    def duration(self, cell: str | None) -> int | None:
+        """parse_printed_duration of the cell."""
+        return _once(self._durations, parse_printed_duration, cell)
+
+    def seconds(self, cell: str | None) -> float | None:
+        """parse_printed_seconds of the cell."""
+        return _once(self._seconds, parse_printed_seconds, cell)
+
+    def memory(self, cell: str | None) -> int | None:
+        """parse_printed_memory of the cell."""
+        return _once(self._memory, parse_printed_memory, cell)
+
+    def time(self, cell: str | None) -> datetime | None:
+        """parse_time of the cell, in the answer's zone."""
+        seen = self._times
+        if cell not in seen:
+            seen[cell] = parse_time(cell, self._tz)
+        return seen[cell]
+
+
+V = TypeVar("V")
+
+
+def _once(seen: dict[str | None, V], convert: Callable[[str | None], V], cell: str | None) -> V:
+    if cell not in seen:
+        seen[cell] = convert(cell)
+    return seen[cell]
+
+
+def _job_from_row(
+    row: Mapping[str, str], ids: re.Match[str], cells: _Cells, steps: Sequence[StepRecord]
+) -> JobRecord:
+    state, cancelled_by = cells.state(row.get("State"))
+    derived, _ = cells.exit(row.get("DerivedExitCode"))
     alloc_cpus = _int(row.get("AllocCPUS"))
     # slurmdbd's stand-in row for a just-ended job (see _is_placeholder): no partition,
     # no time limit, and a name that is not the job's
@@ -381,52 +452,55 @@ def _job_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | None)
         stand_in=stand_in,
         state=state,
         cancelled_by=cancelled_by,
-        exit=parse_exit_code(row.get("ExitCode")),
+        exit=cells.exit(row.get("ExitCode")),
         derived_exit_code=derived,
-        elapsed_s=parse_printed_duration(row.get("Elapsed")),
-        timelimit_s=parse_printed_duration(row.get("Timelimit")),
-        max_rss_bytes=parse_printed_memory(row.get("MaxRSS")),
-        req_mem_bytes=_req_mem(row.get("ReqMem"), alloc_cpus),
+        elapsed_s=cells.duration(row.get("Elapsed")),
+        timelimit_s=cells.duration(row.get("Timelimit")),
+        max_rss_bytes=cells.memory(row.get("MaxRSS")),
+        req_mem_bytes=_req_mem(row.get("ReqMem"), alloc_cpus, cells),
         alloc_cpus=alloc_cpus,
-        total_cpu_s=parse_printed_seconds(row.get("TotalCPU")),
+        total_cpu_s=cells.seconds(row.get("TotalCPU")),
         alloc_tres=_text(row.get("AllocTRES")),
         req_tres=_text(row.get("ReqTRES")),
         times=(
-            parse_time(row.get("Submit"), tz),
-            parse_time(row.get("Start"), tz),
-            parse_time(row.get("End"), tz),
+            cells.time(row.get("Submit")),
+            cells.time(row.get("Start")),
+            cells.time(row.get("End")),
         ),
+        steps=steps,
     )
 
 
-def _step_from_row(row: Mapping[str, str], step: str) -> StepRecord:
-    state, cancelled_by = parse_state(row.get("State"))
-    exit_code, signal = parse_exit_code(row.get("ExitCode"))
+def _step_from_row(row: Mapping[str, str], step: str, cells: _Cells) -> StepRecord:
+    """The step's record; steps that read alike share one (records are frozen): a
+    1,000-task array's `.batch` steps that all ended the same way are one record."""
+    said = (step, row.get("State"), row.get("ExitCode"), row.get("MaxRSS"), row.get("Elapsed"))
+    record = cells.steps.get(said)
+    if record is None:
+        record = cells.steps[said] = _new_step(row, step, cells)
+    return record
+
+
+def _new_step(row: Mapping[str, str], step: str, cells: _Cells) -> StepRecord:
+    state, cancelled_by = cells.state(row.get("State"))
+    exit_code, signal = cells.exit(row.get("ExitCode"))
     return StepRecord(
         step=step,
         state=state,
         cancelled_by=cancelled_by,
         exit_code=exit_code,
         signal=signal,
-        max_rss_bytes=parse_printed_memory(row.get("MaxRSS")),
-        elapsed_s=parse_printed_duration(row.get("Elapsed")),
+        max_rss_bytes=cells.memory(row.get("MaxRSS")),
+        elapsed_s=cells.duration(row.get("Elapsed")),
     )
 
 
-def _req_mem(text: str | None, alloc_cpus: int | None) -> int | None:
-    value = parse_printed_memory(text)
+def _req_mem(text: str | None, alloc_cpus: int | None, cells: _Cells) -> int | None:
+    value = cells.memory(text)
     # before 21.08 sacct printed ReqMem per CPU ('500Mc'): the job asked for CPUs times that
     if value is not None and alloc_cpus and (text or "").strip().lower().endswith("c"):
         return value * alloc_cpus
     return value
-
-
-def _with_steps(job: JobRecord, steps: Sequence[StepRecord]) -> JobRecord:
-    """The job with its steps folded in; its peak RSS is the largest any step reached."""
-    if not steps:
-        return job
-    peak = _max([job.max_rss_bytes, *(s.max_rss_bytes for s in steps)])
-    return job.model_copy(update={"steps": tuple(steps), "max_rss_bytes": peak})
 
 
 def _max(values: Iterable[int | None]) -> int | None:

@@ -19,14 +19,19 @@ status that asked.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.logs import LogSources, log_path, read_log
 from jobsmith.agent.runtime.workflows import progress as pg
-from jobsmith.agent.runtime.workflows.pipelines import MAX_READ_BYTES, read_command
 from jobsmith.errors import JobsmithError
+
+if TYPE_CHECKING:
+    # imported where a running task's output is read (_task, _blender): a status of jobs
+    # that neither render nor transcode, the common case, reads none and needs neither
+    # the log reader nor the pipelines' (which bring the submission models with them)
+    from jobsmith.agent.runtime.logs import LogSources
 
 #: pages of Blender output read per task (each at most MAX_READ_BYTES)
 MAX_PAGES = 4
@@ -55,6 +60,8 @@ def read_progress(
 
 
 def _task(parts: LogSources, work: pg.Work, task: JobRecord) -> pg.TaskProgress:
+    from jobsmith.agent.runtime.logs import read_log
+
     index = task.array_task_id if task.array_task_id is not None else -1
     said: pg.BlenderRead | pg.EncodeRead | None = None
     note = None
@@ -72,6 +79,9 @@ def _task(parts: LogSources, work: pg.Work, task: JobRecord) -> pg.TaskProgress:
 def _blender(parts: LogSources, task_id: str) -> tuple[pg.BlenderRead | None, str | None]:
     """A task's Blender output from its start, page by page, and a note if not all of
     it was read (what was read still counts: frames done is then a floor)."""
+    from jobsmith.agent.runtime.logs import log_path
+    from jobsmith.agent.runtime.workflows.pipelines import MAX_READ_BYTES, read_command
+
     path = log_path(parts, task_id, "stdout")
     said = pg.BlenderRead()
     offset = 0
