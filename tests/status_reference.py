@@ -18,8 +18,8 @@ import io
 import sys
 from pathlib import Path
 
-from jobsmith.adapters.slurm.parse import parse_sacct_parsable
-from jobsmith.adapters.slurm.status import merge_status
+from jobsmith.adapters.slurm.parsing.parse import parse_sacct_parsable
+from jobsmith.adapters.slurm.parsing.status import merge_status
 from jobsmith.agent.views.render import show_status
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
