@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from jobsmith.errors import InputError, JobsmithError, SchedulerUnavailable
 
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
+    from jobsmith.agent.watcher.pacing import Pace
     from jobsmith.agent.watcher.polling import PollParts
 
 
@@ -78,24 +80,31 @@ def wait_for(
     *,
     timeout_s: float,
     progress: Callable[[str], None],
-    first_interval_s: float = 0.5,
-    max_interval_s: float = 30.0,
-    growth: float = 0.25,
+    pace: Pace | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    wallclock: Callable[[], datetime] = datetime.now,
     said: Callable[[Mapping[str, JobStatus]], Mapping[str, str]] | None = None,
 ) -> Mapping[str, JobStatus]:
     """Poll until every job is terminal; returns the final statuses.
 
-    The next poll comes after a quarter of the time waited so far (at least
-    first_interval_s, at most max_interval_s): a job that ends after 3 s is seen within
-    0.75 s of it, one that ends after an hour within 30 s, and a long wait costs Slurm a
-    few dozen polls, not one per second (benchmarks/README.md: bench_plan.py).
+    The pause after each poll follows what the jobs are expected to do
+    (agent/watcher/pacing.py): soon after the start, then a quarter of the time waited so
+    far, at most 30 s, but just after a job's expected end (its time limit, or how long
+    its array's finished tasks took) and, while nothing runs, up to the controller's
+    start estimate. A job that ends after 3 s is seen within a second of it, one that
+    ends after an hour within 30 s, and a long wait costs Slurm a few dozen polls, not
+    one per second (benchmarks/README.md: bench_array_wait.py, bench_plan.py). A poll
+    Slurm does not answer keeps the last states, and the pacing goes on from them.
     """
+    from jobsmith.agent.watcher.pacing import Outlook, Pace, next_poll_s, outlook
+
+    pace = pace or Pace()
     started = clock()
     deadline = started + timeout_s
     last: Mapping[str, JobStatus] = {}
     last_line = ""
+    expected = Outlook()
     while True:
         try:
             last = poll()
@@ -108,8 +117,9 @@ def wait_for(
                 last_line = line
             if last and all(s.state.is_terminal for s in last.values()):
                 return last
+            expected = outlook(last.values(), wallclock())
         now = clock()
-        interval = min(max(first_interval_s, (now - started) * growth), max_interval_s)
+        interval = next_poll_s(now - started, expected, pace)
         if now + interval > deadline:
             raise WaitTimeout(f"gave up waiting after {timeout_s:g}s: {last_line or 'no answer'}")
         sleep(interval)

@@ -1,0 +1,121 @@
+"""When to poll next: the pause follows what the jobs waited on are expected to do (pure).
+
+A careful person watching jobs looks again soon after submitting (a typo in the command
+fails in a second), then less and less often while nothing is due, but is back at the
+screen when something is expected to end: a job near its time limit, or an array task
+that has run as long as its finished siblings took. A job that will not start for an hour
+(the controller's start estimate) needs no look every few seconds. So the pause is:
+
+1. geometric in the time waited so far (growth x waited), which keeps a long wait to a
+   few dozen polls, not one a second;
+2. never longer than a share of the shortest time limit among the running jobs (short
+   jobs are seen end quickly), nor than the time until the soonest expected end plus a
+   margin (the poll lands just after it);
+3. stretched, while nothing runs, to the soonest start the controller expects;
+4. within [floor, cap].
+
+`outlook` reads what the expected ends and starts are from a poll's statuses;
+`next_poll_s` turns them into a pause. Neither asks Slurm or reads the clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from statistics import median
+from typing import TYPE_CHECKING
+
+from jobsmith.adapters.states import JobState
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.records import JobRecord
+    from jobsmith.adapters.scheduler import JobStatus
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How a poller paces itself (seconds, and shares of a time)."""
+
+    floor_s: float = 0.5
+    cap_s: float = 30.0
+    growth: float = 0.25
+    #: the pause is at most this share of the shortest running job's time limit
+    limit_share: float = 0.1
+    #: how long after an expected end the poll comes (accounting needs a moment to see it)
+    margin_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What the unfinished jobs are expected to do, in seconds from the poll."""
+
+    running: bool = False
+    shortest_limit_s: float | None = None
+    soonest_end_s: float | None = None
+    soonest_start_s: float | None = None
+
+
+def next_poll_s(waited_s: float, outlook: Outlook, pace: Pace) -> float:
+    """Seconds until the next poll, after waiting waited_s (see the module docstring)."""
+    pause = waited_s * pace.growth
+    if outlook.running and outlook.shortest_limit_s is not None:
+        pause = min(pause, outlook.shortest_limit_s * pace.limit_share)
+    if outlook.soonest_end_s is not None and outlook.soonest_end_s >= 0:
+        pause = min(pause, outlook.soonest_end_s + pace.margin_s)
+    if not outlook.running and outlook.soonest_start_s is not None:
+        pause = max(pause, outlook.soonest_start_s + pace.margin_s)
+    return min(max(pause, pace.floor_s), pace.cap_s)
+
+
+def outlook(statuses: Iterable[JobStatus], now: datetime) -> Outlook:
+    """The expected ends and starts of the unfinished jobs and tasks among statuses.
+
+    A running job's end is expected at its time limit, or, for an array task, once it has
+    run as long as its array's finished tasks took (their median): whichever comes first.
+    A pending job's start is the controller's estimate (squeue), where it gave one. now
+    must be naive or aware as the statuses' times are (sacct's are naive local time).
+    """
+    running = False
+    limits: list[float] = []
+    ends: list[float] = []
+    starts: list[float] = []
+    for status in statuses:
+        if status.state.is_terminal:
+            continue
+        records = list(status.tasks) or ([status.record] if status.record else [])
+        typical = _typical_length(records)
+        for rec in records:
+            if rec.state is JobState.RUNNING:
+                running = True
+                ends += _expected_ends(rec, typical)
+                if rec.timelimit_s:
+                    limits.append(rec.timelimit_s)
+        if status.state is JobState.PENDING and status.estimated_start is not None:
+            # naive beside aware: no estimate rather than a wrong one
+            with contextlib.suppress(TypeError):
+                starts.append((status.estimated_start - now).total_seconds())
+    return Outlook(
+        running=running,
+        shortest_limit_s=min(limits, default=None),
+        soonest_end_s=min((e for e in ends if e >= 0), default=None),
+        soonest_start_s=min((s for s in starts if s > 0), default=None),
+    )
+
+
+def _typical_length(records: list[JobRecord]) -> float | None:
+    """How long an array's tasks that completed took (median), None if none has."""
+    done = [r.elapsed_s for r in records if r.state is JobState.COMPLETED and r.elapsed_s]
+    return median(done) if done else None
+
+
+def _expected_ends(rec: JobRecord, typical: float | None) -> list[float]:
+    if rec.elapsed_s is None:
+        return []
+    out = []
+    if rec.timelimit_s:
+        out.append(float(rec.timelimit_s - rec.elapsed_s))
+    if typical is not None:
+        out.append(typical - rec.elapsed_s)
+    return out

@@ -1,0 +1,90 @@
+"""The pause between polls follows the jobs' expected length (agent/watcher/pacing.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from jobsmith.adapters.records import JobRecord
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.watcher.pacing import Outlook, Pace, next_poll_s, outlook
+
+PACE = Pace(floor_s=0.5, cap_s=30.0, growth=0.25, limit_share=0.1, margin_s=0.5)
+NOW = datetime(2026, 12, 2, 12, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("waited_s", "seen", "pause_s"),
+    [
+        # nothing known: soon after the start, then a quarter of the time waited, capped
+        (0.0, Outlook(), 0.5),
+        (1.0, Outlook(), 0.5),
+        (10.0, Outlook(), 2.5),
+        (3600.0, Outlook(), 30.0),
+        # a running job with a 60 s limit is looked at every 6 s at most
+        (600.0, Outlook(running=True, shortest_limit_s=60), 6.0),
+        # a 10 s limit: never below the floor
+        (600.0, Outlook(running=True, shortest_limit_s=2), 0.5),
+        # an end expected in 1.2 s: the poll lands just after it
+        (100.0, Outlook(running=True, soonest_end_s=1.2), 1.7),
+        # an expected end far off does not make the pause longer
+        (10.0, Outlook(running=True, soonest_end_s=500), 2.5),
+        # nothing runs and the controller expects a start in 20 min: wait up to the cap
+        (4.0, Outlook(soonest_start_s=1200), 30.0),
+        # ... or in 5 s: until just after it
+        (4.0, Outlook(soonest_start_s=5), 5.5),
+        # a start estimate does not stretch the pause while something runs
+        (4.0, Outlook(running=True, soonest_start_s=1200), 1.0),
+    ],
+)
+def test_next_poll_follows_what_is_expected(waited_s: float, seen: Outlook, pause_s: float) -> None:
+    assert next_poll_s(waited_s, seen, PACE) == pytest.approx(pause_s)
+
+
+def _task(task: int, state: JobState, elapsed: int | None, limit: int | None = 3600) -> JobRecord:
+    return JobRecord(
+        job_id=f"7_{task}",
+        job_id_raw=str(100 + task),
+        array_job_id="7",
+        array_task_id=task,
+        name="x",
+        state=state,
+        elapsed_s=elapsed,
+        timelimit_s=limit,
+    )
+
+
+def test_an_array_task_is_expected_to_end_when_its_finished_siblings_did() -> None:
+    tasks = (
+        _task(0, JobState.COMPLETED, 2),
+        _task(1, JobState.COMPLETED, 3),
+        _task(2, JobState.COMPLETED, 2),
+        _task(3, JobState.RUNNING, 1),
+        _task(4, JobState.PENDING, None),
+    )
+    array = JobStatus(job_id="7", state=JobState.RUNNING, tasks=tasks)
+    seen = outlook([array], NOW)
+    assert seen == Outlook(running=True, shortest_limit_s=3600, soonest_end_s=1.0)
+
+
+def test_a_job_is_expected_to_end_at_its_time_limit() -> None:
+    rec = JobRecord(
+        job_id="8", job_id_raw="8", name="x", state=JobState.RUNNING, elapsed_s=50, timelimit_s=60
+    )
+    seen = outlook([JobStatus(job_id="8", state=JobState.RUNNING, record=rec)], NOW)
+    assert seen == Outlook(running=True, shortest_limit_s=60, soonest_end_s=10)
+
+
+def test_a_pending_job_brings_its_start_estimate_and_ended_jobs_bring_nothing() -> None:
+    pending = JobStatus(
+        job_id="9", state=JobState.PENDING, estimated_start=NOW + timedelta(minutes=10)
+    )
+    done = JobStatus(job_id="10", state=JobState.COMPLETED)
+    assert outlook([pending, done], NOW) == Outlook(soonest_start_s=600)
+    # an estimate in the past (the controller is late) or of another kind of time: none
+    late = pending.model_copy(update={"estimated_start": NOW - timedelta(seconds=5)})
+    assert outlook([late], NOW) == Outlook()
+    aware = pending.model_copy(update={"estimated_start": datetime.now().astimezone()})
+    assert outlook([aware], NOW) == Outlook()
