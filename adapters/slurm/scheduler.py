@@ -17,6 +17,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 
 from jobsmith.adapters.capabilities import Capabilities
 from jobsmith.adapters.options import Dependency, JobOptions
@@ -43,10 +44,12 @@ from jobsmith.adapters.slurm.parsing.accounting import (
     facts_from_config,
 )
 from jobsmith.adapters.slurm.parsing.facts import build_facts
+from jobsmith.adapters.slurm.parsing.offers import offers_only_job_state
 from jobsmith.adapters.slurm.parsing.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     USAGE_FIELDS,
+    parse_job_states,
     parse_key_values,
     parse_sacct_parsable,
     parse_squeue,
@@ -63,6 +66,7 @@ from jobsmith.adapters.slurm.parsing.qoslimits import (
     parse_user_assoc,
 )
 from jobsmith.adapters.slurm.parsing.status import controller_status, merge_status
+from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
 from jobsmith.site_config.facts import ClusterFacts
@@ -110,6 +114,7 @@ class SlurmScheduler:
         self._facts: AccountingFacts | None = None  # learned by this process
         self._config_read = False
         self._submit_facts: dict[str, SubmitFacts] = {}  # by user, read once per process
+        self._only_job_state: bool | None = None  # squeue --only-job-state, asked once
 
     def version(self) -> str:
         """The Slurm version from `sbatch --version`, e.g. '22.05.8'."""
@@ -203,8 +208,9 @@ class SlurmScheduler:
     # --- status -----------------------------------------------------------------------
 
     def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
-        """One sacct call for all jobs, plus one squeue --me if any is still queued; without
-        accounting, one squeue --me alone (a job it no longer shows is FINAL_UNKNOWN)."""
+        """One sacct call for all jobs, plus one squeue only where sacct cannot answer
+        (queue_need); without accounting, one squeue --me alone (a job it no longer shows
+        is FINAL_UNKNOWN)."""
         if not job_ids:
             return {}
         if not self._uses_accounting():
@@ -214,9 +220,12 @@ class SlurmScheduler:
         except AccountingDisabled:
             return controller_status(job_ids, self.queue())
         self._accounting_answered()
+        need = queue_need(job_ids, accounting)
         queue: list[QueueRecord] = []
-        if _needs_queue(job_ids, accounting):
+        if need is QueueNeed.DETAIL:
             queue = self.queue()
+        elif need is QueueNeed.STATES:
+            queue = self.queue_states(job_ids)
         return merge_status(job_ids, accounting, queue)
 
     def usage(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
@@ -353,6 +362,24 @@ class SlurmScheduler:
         res = self._checked(argv.squeue_mine(SQUEUE_FORMAT))
         return parse_squeue(res.stdout, argv.DELIMITER)
 
+    def queue_states(self, job_ids: Sequence[str]) -> list[QueueRecord]:
+        """Only the states of these jobs, as the controller holds them: `squeue
+        --only-job-state` where the installed squeue offers it (24.05+: one light RPC, no
+        job table lock), else the full queue(). Whether it does is asked once per process
+        (`squeue --usage`, which asks no controller)."""
+        if self._only_job_state is None:
+            usage = self._transport.run(
+                argv.squeue_usage(), timeout=self._timeout, env=argv.SLURM_ENV
+            )
+            self._only_job_state = offers_only_job_state(usage.stdout + usage.stderr)
+        if not self._only_job_state:
+            return self.queue()
+        try:
+            res = self._checked(argv.squeue_states(job_ids))
+        except JobNotFound:
+            return []  # every id is one the controller no longer holds
+        return parse_job_states(res.stdout, argv.DELIMITER)
+
     # --- control ----------------------------------------------------------------------
 
     def cancel(self, job_ids: Sequence[str]) -> None:
@@ -487,17 +514,37 @@ class SlurmScheduler:
 SETTLE_S = 120
 
 
-def _needs_queue(job_ids: Sequence[str], records: list[JobRecord]) -> bool:
-    """Skip squeue only when accounting alone is complete and final.
+class QueueNeed(Enum):
+    """What a status poll must still ask the controller after sacct answered."""
 
-    That is when every job is in accounting, none is active, and all ended long enough
-    ago that slurmdbd has caught up with the controller.
+    NONE = "none"  #: accounting alone is complete and current enough
+    STATES = "states"  #: only whether the controller still holds ended jobs as ended
+    DETAIL = "detail"  #: the controller's full records (reason, start estimate, name)
+
+
+def queue_need(job_ids: Sequence[str], records: list[JobRecord]) -> QueueNeed:
+    """Ask squeue only where sacct cannot answer.
+
+    - DETAIL when a job is not in accounting yet, or accounting holds only a stand-in row
+      for it (its name and state lag: agent/runtime/recovery/standin.py), or it is
+      pending: why it waits, what it waits for and when it is expected to start are the
+      controller's alone, and accounting's pending array range goes stale as tasks start;
+    - STATES when every job has ended but some only within SETTLE_S: accounting can
+      still miss whole array tasks then, so the controller confirms the end;
+    - NONE otherwise: running jobs (accounting's state and elapsed time are current, its
+      lag only delays an end by a poll) and jobs that ended long ago.
     """
     seen = {r.array_job_id or r.job_id_raw for r in records} | {r.job_id_raw for r in records}
     if any(job_id not in seen for job_id in job_ids):
-        return True
+        return QueueNeed.DETAIL
+    if any(r.stand_in or r.state is JobState.PENDING for r in records):
+        return QueueNeed.DETAIL
+    if any(r.state.is_active for r in records):
+        return QueueNeed.NONE
     settled = datetime.now() - timedelta(seconds=SETTLE_S)
-    return any(r.state.is_active or r.end_time is None or r.end_time > settled for r in records)
+    if any(r.end_time is None or r.end_time > settled for r in records):
+        return QueueNeed.STATES
+    return QueueNeed.NONE
 
 
 def _result(

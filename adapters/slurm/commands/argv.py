@@ -101,6 +101,27 @@ def squeue_mine(fmt: str) -> list[str]:
 SLURM_ENV = dict(PINNED)
 
 
+def squeue_usage() -> list[str]:
+    """squeue's synopsis: which options this squeue offers (no controller asked)."""
+    return ["squeue", "--usage"]
+
+
+def squeue_states(job_ids: Sequence[str]) -> list[str]:
+    """Only the ids and states of these jobs (array ids give every task), in any state the
+    controller still holds: `--only-job-state` (24.05+), one light RPC. Lines
+    'id<DELIMITER>STATE'; no --me or --local, which it may refuse to combine with."""
+    return [
+        "squeue",
+        "--only-job-state",
+        "--noheader",
+        "-t",
+        "all",
+        "-j",
+        ",".join(job_ids),
+        f"--format=%i{DELIMITER}%T",
+    ]
+
+
 def squeue_by_name(job_name: str) -> list[str]:
     """The caller's jobs carrying this name, as 'arrayjobid' lines."""
     return [*_SQUEUE_MINE, f"--name={job_name}", "--format=%F"]

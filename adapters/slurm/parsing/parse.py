@@ -840,6 +840,42 @@ def _queue_from_row(row: Mapping[str, str], ids: re.Match[str], tz: tzinfo | Non
     )
 
 
+def parse_job_states(
+    text: str, delimiter: str, *, skipped: list[str] | None = None
+) -> list[QueueRecord]:
+    """Records from `squeue --only-job-state --format=%i<delimiter>%T` (argv.squeue_states):
+    '331<d>RUNNING', '333_2<d>COMPLETED', '333_[4-9%2]<d>PENDING', nothing more.
+
+    Only the id and state are known: a task's own numeric id is not printed, so its
+    job_id_raw is its display id; no name, reason, start estimate or exit code.
+    """
+    records: list[QueueRecord] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        job, _, state_text = line.strip().partition(delimiter)
+        ids = _JOB_ID.fullmatch(job.strip())
+        state, _ = parse_state(state_text)
+        if ids is None or ids["step"] is not None or not state_text.strip():
+            _skip(skipped, line)
+            continue
+        base, task, task_range = ids["base"], ids["task"], ids["range"]
+        array = base if task is not None or task_range is not None else None
+        raw = base if task is None else ids["job"]
+        records.append(
+            QueueRecord(
+                job_id=ids["job"],
+                job_id_raw=raw,
+                array_job_id=array,
+                array_task_id=int(task) if task is not None else None,
+                array_task_range=task_range,
+                name="",
+                state=state,
+            )
+        )
+    return records
+
+
 def parse_squeue_json(text: str, *, skipped: list[str] | None = None) -> list[QueueRecord]:
     """Records from `squeue --json`, 22.05 or 24.11 shape (22.05 ignores filters: expect all)."""
     return _each_json_job(text, _queue_from_json, skipped)
