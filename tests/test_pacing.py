@@ -9,7 +9,8 @@ import pytest
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.watcher.pacing import Outlook, Pace, next_poll_s, outlook
+from jobsmith.agent.watcher.cycle import WatchCycle
+from jobsmith.agent.watcher.pacing import Outlook, Pace, next_poll_s, outlook, watch_pause_s
 
 PACE = Pace(floor_s=0.5, cap_s=30.0, growth=0.25, limit_share=0.1, margin_s=0.5)
 NOW = datetime(2026, 12, 2, 12, 0, 0)
@@ -88,3 +89,28 @@ def test_a_pending_job_brings_its_start_estimate_and_ended_jobs_bring_nothing() 
     assert outlook([late], NOW) == Outlook()
     aware = pending.model_copy(update={"estimated_start": datetime.now().astimezone()})
     assert outlook([aware], NOW) == Outlook()
+
+
+@pytest.mark.parametrize(
+    ("seen", "interval_s", "pause_s"),
+    [
+        (Outlook(), 300, 300),  # nothing due: the watcher's interval
+        (Outlook(running=True, soonest_end_s=30), 300, 30.5),  # just after the end due
+        (Outlook(running=True, soonest_end_s=1), 300, 10),  # never below the floor
+        (Outlook(running=True, shortest_limit_s=600), 300, 60),  # a tenth of a 10 min limit
+        (Outlook(soonest_start_s=3600), 300, 300),  # a far start never stretches it
+        (Outlook(running=True, soonest_end_s=1), 2, 2),  # an interval below the floor stays
+    ],
+)
+def test_a_running_watcher_polls_sooner_only_when_a_job_is_due(
+    seen: Outlook, interval_s: float, pause_s: float
+) -> None:
+    assert watch_pause_s(seen, interval_s) == pytest.approx(pause_s)
+
+
+def test_a_cycle_keeps_its_outlook_through_copies_but_does_not_print_it() -> None:
+    seen = Outlook(running=True, soonest_end_s=3)
+    cycle = WatchCycle(watched=1, scheduler_ok=True).with_outlook(seen)
+    later = cycle.model_copy(update={"warnings": ["w"]})
+    assert later.outlook == seen and WatchCycle(watched=0, scheduler_ok=True).outlook == Outlook()
+    assert "outlook" not in later.model_dump_json()

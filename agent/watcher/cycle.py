@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
@@ -32,6 +32,7 @@ from jobsmith.agent.runtime.session.jobstate import StateChange, record_job_stat
 from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
+from jobsmith.agent.watcher.pacing import Outlook, outlook
 from jobsmith.agent.watcher.polling import PollParts, batched_poll, tell
 from jobsmith.agent.watcher.workload import tell_workloads
 from jobsmith.errors import SchedulerError
@@ -88,6 +89,20 @@ class WatchCycle(BaseModel):
         description="what may go unseen, e.g. a poll interval above MinJobAge on a cluster "
         "without accounting",
     )
+    #: what the polled jobs are expected to do next (agent/watcher/pacing.py): how soon
+    #: a watcher that runs on polls again; not part of the printed document
+    _outlook: Outlook = PrivateAttr(default_factory=Outlook)
+
+    @property
+    def outlook(self) -> Outlook:
+        """The expected ends and starts of the jobs this cycle polled (none if it failed)."""
+        return self._outlook
+
+    def with_outlook(self, seen: Outlook) -> WatchCycle:
+        """This cycle with seen as its outlook."""
+        copy = self.model_copy()
+        copy._outlook = seen
+        return copy
 
 
 def open_jobs(ledger: JobLedger, folds: SessionFolds) -> list[SubmissionRecord]:
@@ -175,6 +190,9 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
        of each workload that ended (agent/watcher/workload.py);
     4. with the interval, and if Slurm answered: what polling that seldom may miss
        (watch_warnings).
+
+    The cycle carries what its jobs are expected to do next (WatchCycle.outlook), which
+    a watcher that runs on paces itself by (agent/watcher/running.py).
     """
     from jobsmith.agent.brains.deciding import decide_failure
 
@@ -182,8 +200,16 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
         tail = partial(stderr_tail, app)
         return decide_failure(app.brain, app.executor, tail, change, status)
 
-    poll, tell_change = partial(batched_poll, app), partial(tell, app)
+    polled: list[Mapping[str, JobStatus]] = []
+
+    def poll(job_ids: list[str], since: datetime) -> Mapping[str, JobStatus]:
+        polled.append(batched_poll(app, job_ids, since))
+        return polled[-1]
+
+    tell_change = partial(tell, app)
     cycle = watch_cycle(app.store, app.ledger, poll, decide, tell_change, folds=app.folds)
+    if polled:
+        cycle = cycle.with_outlook(outlook(polled[-1].values(), datetime.now()))
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})

@@ -21,6 +21,7 @@ that has run as long as its finished siblings took. A job that will not start fo
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -119,3 +120,16 @@ def _expected_ends(rec: JobRecord, typical: float | None) -> list[float]:
     if typical is not None:
         out.append(typical - rec.elapsed_s)
     return out
+
+
+#: a running watcher polls no more often than this, however soon a job is due
+WATCH_FLOOR_S = 10.0
+
+
+def watch_pause_s(seen: Outlook, interval_s: float) -> float:
+    """A running watcher's pause after a cycle Slurm answered: its --interval, or sooner
+    when a job it follows is expected to end (a share of the shortest running time limit,
+    just after the soonest expected end), never below WATCH_FLOOR_S (or the interval, if
+    shorter). The interval is the longest pause: a watcher is asked for at least that."""
+    pace = Pace(floor_s=min(WATCH_FLOOR_S, interval_s), cap_s=interval_s)
+    return next_poll_s(math.inf, seen, pace)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.agent.views.output import note, print_json
 from jobsmith.agent.watcher.cycle import WatchCycle, next_interval, watch_warnings
+from jobsmith.agent.watcher.pacing import watch_pause_s
 from jobsmith.agent.watcher.stopping import Stop, StopSignals
 from jobsmith.agent.watcher.watcher import StateDirs, Watcher, WatchParts
 from jobsmith.errors import ConfigError, InputError
@@ -68,11 +69,15 @@ def run_once(parts: WatchParts, interval_s: float, as_json: bool) -> WatchCycle:
 def run_forever(watcher: Watcher, interval_s: float, as_json: bool, stop: StopSignals) -> None:
     """Run watcher's cycles every interval with apscheduler, backing off while Slurm does
     not answer, until a stop signal (agent/watcher/stopping.py): a cycle under way
-    finishes first, then the lock is released."""
+    finishes first, then the lock is released. While Slurm answers, the next cycle comes
+    sooner than the interval when a job is expected to end sooner
+    (agent/watcher/pacing.py: watch_pause_s), never below WATCH_FLOOR_S."""
     from apscheduler.schedulers.blocking import BlockingScheduler
 
     scheduler = BlockingScheduler()
-    state = {"interval": interval_s}
+    # interval: the pause the backoff keeps (the base while Slurm answers); scheduled:
+    # the one in force, shorter while a job is expected to end soon (agent/watcher/pacing.py)
+    state = {"interval": interval_s, "scheduled": interval_s}
     shown: list[str] = []  # warnings already printed: text output repeats none
 
     def cycle_once() -> None:
@@ -86,7 +91,10 @@ def run_forever(watcher: Watcher, interval_s: float, as_json: bool, stop: StopSi
             if new != state["interval"]:
                 state["interval"] = new
                 note(f"jobsmith watch: next poll in {new:.0f}s")
-                scheduler.reschedule_job("poll", trigger="interval", seconds=new)
+            pause = watch_pause_s(cycle.outlook, new) if cycle.scheduler_ok else new
+            if pause != state["scheduled"]:
+                state["scheduled"] = pause
+                scheduler.reschedule_job("poll", trigger="interval", seconds=pause)
 
     def tick() -> None:  # in apscheduler's worker thread: the main thread waits
         cycle_once()
