@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pytest
 
@@ -13,7 +13,6 @@ from jobsmith.agent.watcher.cycle import WatchCycle
 from jobsmith.agent.watcher.pacing import Outlook, Pace, next_poll_s, outlook, watch_pause_s
 
 PACE = Pace(floor_s=0.5, cap_s=30.0, growth=0.25, limit_share=0.1, margin_s=0.5)
-NOW = datetime(2026, 12, 2, 12, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -32,12 +31,8 @@ NOW = datetime(2026, 12, 2, 12, 0, 0)
         (100.0, Outlook(running=True, soonest_end_s=1.2), 1.7),
         # an expected end far off does not make the pause longer
         (10.0, Outlook(running=True, soonest_end_s=500), 2.5),
-        # nothing runs and the controller expects a start in 20 min: wait up to the cap
-        (4.0, Outlook(soonest_start_s=1200), 30.0),
-        # ... or in 5 s: until just after it
-        (4.0, Outlook(soonest_start_s=5), 5.5),
-        # a start estimate does not stretch the pause while something runs
-        (4.0, Outlook(running=True, soonest_start_s=1200), 1.0),
+        # the soonest end wins over a running job's limit share
+        (100.0, Outlook(running=True, shortest_limit_s=60, soonest_end_s=2), 2.5),
     ],
 )
 def test_next_poll_follows_what_is_expected(waited_s: float, seen: Outlook, pause_s: float) -> None:
@@ -66,7 +61,7 @@ def test_an_array_task_is_expected_to_end_when_its_finished_siblings_did() -> No
         _task(4, JobState.PENDING, None),
     )
     array = JobStatus(job_id="7", state=JobState.RUNNING, tasks=tasks)
-    seen = outlook([array], NOW)
+    seen = outlook([array])
     assert seen == Outlook(running=True, shortest_limit_s=3600, soonest_end_s=1.0)
 
 
@@ -74,21 +69,19 @@ def test_a_job_is_expected_to_end_at_its_time_limit() -> None:
     rec = JobRecord(
         job_id="8", job_id_raw="8", name="x", state=JobState.RUNNING, elapsed_s=50, timelimit_s=60
     )
-    seen = outlook([JobStatus(job_id="8", state=JobState.RUNNING, record=rec)], NOW)
+    seen = outlook([JobStatus(job_id="8", state=JobState.RUNNING, record=rec)])
     assert seen == Outlook(running=True, shortest_limit_s=60, soonest_end_s=10)
 
 
-def test_a_pending_job_brings_its_start_estimate_and_ended_jobs_bring_nothing() -> None:
-    pending = JobStatus(
-        job_id="9", state=JobState.PENDING, estimated_start=NOW + timedelta(minutes=10)
-    )
+def test_pending_and_ended_jobs_bring_no_expected_end() -> None:
+    # a start estimate is the controller's bound from time limits, not an expectation
+    pending = JobStatus(job_id="9", state=JobState.PENDING, estimated_start=datetime.now())
     done = JobStatus(job_id="10", state=JobState.COMPLETED)
-    assert outlook([pending, done], NOW) == Outlook(soonest_start_s=600)
-    # an estimate in the past (the controller is late) or of another kind of time: none
-    late = pending.model_copy(update={"estimated_start": NOW - timedelta(seconds=5)})
-    assert outlook([late], NOW) == Outlook()
-    aware = pending.model_copy(update={"estimated_start": datetime.now().astimezone()})
-    assert outlook([aware], NOW) == Outlook()
+    assert outlook([pending, done]) == Outlook()
+    # an overdue task (ran longer than its siblings) leaves only its time limit
+    late = (_task(0, JobState.COMPLETED, 2), _task(1, JobState.RUNNING, 5, limit=60))
+    array = JobStatus(job_id="7", state=JobState.RUNNING, tasks=late)
+    assert outlook([array]) == Outlook(running=True, shortest_limit_s=60, soonest_end_s=55)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +91,6 @@ def test_a_pending_job_brings_its_start_estimate_and_ended_jobs_bring_nothing() 
         (Outlook(running=True, soonest_end_s=30), 300, 30.5),  # just after the end due
         (Outlook(running=True, soonest_end_s=1), 300, 10),  # never below the floor
         (Outlook(running=True, shortest_limit_s=600), 300, 60),  # a tenth of a 10 min limit
-        (Outlook(soonest_start_s=3600), 300, 300),  # a far start never stretches it
         (Outlook(running=True, soonest_end_s=1), 2, 2),  # an interval below the floor stays
     ],
 )

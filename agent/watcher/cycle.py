@@ -209,7 +209,7 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     tell_change = partial(tell, app)
     cycle = watch_cycle(app.store, app.ledger, poll, decide, tell_change, folds=app.folds)
     if polled:
-        cycle = cycle.with_outlook(outlook(polled[-1].values(), datetime.now()))
+        cycle = cycle.with_outlook(outlook(polled[-1].values()))
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from jobsmith.errors import InputError, JobsmithError, SchedulerUnavailable
@@ -83,7 +82,6 @@ def wait_for(
     pace: Pace | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    wallclock: Callable[[], datetime] = datetime.now,
     said: Callable[[Mapping[str, JobStatus]], Mapping[str, str]] | None = None,
 ) -> Mapping[str, JobStatus]:
     """Poll until every job is terminal; returns the final statuses.
@@ -91,11 +89,11 @@ def wait_for(
     The pause after each poll follows what the jobs are expected to do
     (agent/watcher/pacing.py): soon after the start, then a quarter of the time waited so
     far, at most 30 s, but just after a job's expected end (its time limit, or how long
-    its array's finished tasks took) and, while nothing runs, up to the controller's
-    start estimate. A job that ends after 3 s is seen within a second of it, one that
-    ends after an hour within 30 s, and a long wait costs Slurm a few dozen polls, not
-    one per second (benchmarks/README.md: bench_array_wait.py, bench_plan.py). A poll
-    Slurm does not answer keeps the last states, and the pacing goes on from them.
+    its array's finished tasks took). A job that ends after 3 s is seen within a second
+    of it, one that ends after an hour within 30 s, and a long wait costs Slurm a few
+    dozen polls, not one per second (benchmarks/README.md: bench_array_wait.py,
+    bench_plan.py). A poll Slurm does not answer keeps the last states, and the pacing
+    goes on from them.
     """
     from jobsmith.agent.watcher.pacing import Outlook, Pace, next_poll_s, outlook
 
@@ -117,7 +115,7 @@ def wait_for(
                 last_line = line
             if last and all(s.state.is_terminal for s in last.values()):
                 return last
-            expected = outlook(last.values(), wallclock())
+            expected = outlook(last.values())
         now = clock()
         interval = next_poll_s(now - started, expected, pace)
         if now + interval > deadline:
