@@ -63,6 +63,10 @@ def test_an_array_task_is_expected_to_end_when_its_finished_siblings_did() -> No
     array = JobStatus(job_id="7", state=JobState.RUNNING, tasks=tasks)
     seen = outlook([array])
     assert seen == Outlook(running=True, shortest_limit_s=3600, soonest_end_s=1.0)
+    # nothing running, tasks waiting: they may start at once, and take 2 s
+    waiting = (*tasks[:3], _task(3, JobState.PENDING, None))
+    array = JobStatus(job_id="7", state=JobState.PENDING, tasks=waiting)
+    assert outlook([array]) == Outlook(soonest_end_s=2.0)
 
 
 def test_a_job_is_expected_to_end_at_its_time_limit() -> None:

@@ -2,8 +2,9 @@
 
 A careful person watching jobs looks again soon after submitting (a typo in the command
 fails in a second), then less and less often while nothing is due, but is back at the
-screen when something is expected to end: a job near its time limit, or an array task
-that has run as long as its finished siblings took. So the pause is:
+screen when something is expected to end: a job near its time limit, an array task
+that has run as long as its finished siblings took, or one that waits (it may start at
+once and take as long). So the pause is:
 
 1. geometric in the time waited so far (growth x waited), which keeps a long wait to a
    few dozen polls, not one a second;
@@ -73,6 +74,8 @@ def outlook(statuses: Iterable[JobStatus]) -> Outlook:
 
     A running job's end is expected at its time limit, or, for an array task, once it has
     run as long as its array's finished tasks took (their median): whichever comes first.
+    An array's pending tasks may start at once (an array's tasks start as others end):
+    the soonest such end is a task's length from now.
     Times are accounting's elapsed seconds as of the poll, so no clock is read.
     """
     running = False
@@ -89,6 +92,8 @@ def outlook(statuses: Iterable[JobStatus]) -> Outlook:
                 ends += _expected_ends(rec, typical)
                 if rec.timelimit_s:
                     limits.append(rec.timelimit_s)
+            elif rec.state is JobState.PENDING and typical is not None:
+                ends.append(typical)  # it may start now: it ends a task's length later
     return Outlook(
         running=running,
         shortest_limit_s=min(limits, default=None),
