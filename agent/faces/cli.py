@@ -990,7 +990,8 @@ for _action in ("cancel", "hold", "release"):
     type=_Seconds(1, 366 * 86400),
     default=300,
     show_default=True,
-    help="Seconds between polls (one sacct for all jobs each time).",
+    help="Seconds between polls (one sacct for all jobs each time); a running watcher "
+    "polls sooner when a job is due to end, but not more often than every 10 s.",
 )
 @click.option(
     "--install",
