@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 import pytest
@@ -16,27 +17,33 @@ PACE = Pace(floor_s=0.5, cap_s=30.0, growth=0.25, limit_share=0.1, margin_s=0.5)
 
 
 @pytest.mark.parametrize(
-    ("waited_s", "seen", "pause_s"),
+    ("waited_s", "seen", "pause_s", "quiet_s"),
     [
         # nothing known: soon after the start, then a quarter of the time waited, capped
-        (0.0, Outlook(), 0.5),
-        (1.0, Outlook(), 0.5),
-        (10.0, Outlook(), 2.5),
-        (3600.0, Outlook(), 30.0),
+        (0.0, Outlook(), 0.5, math.inf),
+        (1.0, Outlook(), 0.5, math.inf),
+        (10.0, Outlook(), 2.5, math.inf),
+        (3600.0, Outlook(), 30.0, math.inf),
         # a running job with a 60 s limit is looked at every 6 s at most
-        (600.0, Outlook(running=True, shortest_limit_s=60), 6.0),
+        (600.0, Outlook(running=True, shortest_limit_s=60), 6.0, math.inf),
         # a 10 s limit: never below the floor
-        (600.0, Outlook(running=True, shortest_limit_s=2), 0.5),
+        (600.0, Outlook(running=True, shortest_limit_s=2), 0.5, math.inf),
         # an end expected in 1.2 s: the poll lands just after it
-        (100.0, Outlook(running=True, soonest_end_s=1.2), 1.7),
+        (100.0, Outlook(running=True, soonest_end_s=1.2), 1.7, math.inf),
         # an expected end far off does not make the pause longer
-        (10.0, Outlook(running=True, soonest_end_s=500), 2.5),
+        (10.0, Outlook(running=True, soonest_end_s=500), 2.5, math.inf),
+        # an array's waiting tasks of 2 s: just after one could end, while the array moves
+        (100.0, Outlook(queued_task_s=2), 2.5, 0),
+        # ... not once nothing has changed for 4 task lengths (other jobs hold the node)
+        (100.0, Outlook(queued_task_s=2), 25.0, 8.1),
         # the soonest end wins over a running job's limit share
-        (100.0, Outlook(running=True, shortest_limit_s=60, soonest_end_s=2), 2.5),
+        (100.0, Outlook(running=True, shortest_limit_s=60, soonest_end_s=2), 2.5, math.inf),
     ],
 )
-def test_next_poll_follows_what_is_expected(waited_s: float, seen: Outlook, pause_s: float) -> None:
-    assert next_poll_s(waited_s, seen, PACE) == pytest.approx(pause_s)
+def test_next_poll_follows_what_is_expected(
+    waited_s: float, seen: Outlook, pause_s: float, quiet_s: float
+) -> None:
+    assert next_poll_s(waited_s, seen, PACE, quiet_s=quiet_s) == pytest.approx(pause_s)
 
 
 def _task(task: int, state: JobState, elapsed: int | None, limit: int | None = 3600) -> JobRecord:
@@ -62,11 +69,13 @@ def test_an_array_task_is_expected_to_end_when_its_finished_siblings_did() -> No
     )
     array = JobStatus(job_id="7", state=JobState.RUNNING, tasks=tasks)
     seen = outlook([array])
-    assert seen == Outlook(running=True, shortest_limit_s=3600, soonest_end_s=1.0)
+    assert seen == Outlook(
+        running=True, shortest_limit_s=3600, soonest_end_s=1.0, queued_task_s=2.0
+    )
     # nothing running, tasks waiting: they may start at once, and take 2 s
     waiting = (*tasks[:3], _task(3, JobState.PENDING, None))
     array = JobStatus(job_id="7", state=JobState.PENDING, tasks=waiting)
-    assert outlook([array]) == Outlook(soonest_end_s=2.0)
+    assert outlook([array]) == Outlook(queued_task_s=2.0)
 
 
 def test_a_job_is_expected_to_end_at_its_time_limit() -> None:

@@ -3,14 +3,16 @@
 A careful person watching jobs looks again soon after submitting (a typo in the command
 fails in a second), then less and less often while nothing is due, but is back at the
 screen when something is expected to end: a job near its time limit, an array task
-that has run as long as its finished siblings took, or one that waits (it may start at
-once and take as long). So the pause is:
+that has run as long as its finished siblings took, or, while its array moves, one that
+waits (it may start at once and take as long). So the pause is:
 
 1. geometric in the time waited so far (growth x waited), which keeps a long wait to a
    few dozen polls, not one a second;
 2. never longer than a share of the shortest time limit among the running jobs (short
    jobs are seen end quickly), nor than the time until the soonest expected end plus a
-   margin (the poll lands just after it);
+   margin (the poll lands just after it); for an array's waiting tasks, only while
+   something changed within a few task lengths (a node taken by other jobs leaves the
+   pause to grow);
 3. within [floor, cap].
 
 The controller's start estimate of a pending job never lengthens the pause: backfill
@@ -48,6 +50,9 @@ class Pace:
     limit_share: float = 0.1
     #: how long after an expected end the poll comes (accounting needs a moment to see it)
     margin_s: float = 0.5
+    #: an array counts as moving while its last change is under this many task lengths
+    #: old; then its waiting tasks are expected to start (and end) at any moment
+    moving_tasks: float = 4.0
 
 
 @dataclass(frozen=True)
@@ -57,15 +62,22 @@ class Outlook:
     running: bool = False
     shortest_limit_s: float | None = None
     soonest_end_s: float | None = None
+    #: how long an array's waiting tasks should take once started (their finished
+    #: siblings' median): while the array moves, one may start and end that soon
+    queued_task_s: float | None = None
 
 
-def next_poll_s(waited_s: float, outlook: Outlook, pace: Pace) -> float:
-    """Seconds until the next poll, after waiting waited_s (see the module docstring)."""
+def next_poll_s(waited_s: float, outlook: Outlook, pace: Pace, quiet_s: float = math.inf) -> float:
+    """Seconds until the next poll, after waiting waited_s, the last change seen quiet_s
+    ago (see the module docstring)."""
     pause = waited_s * pace.growth
     if outlook.running and outlook.shortest_limit_s is not None:
         pause = min(pause, outlook.shortest_limit_s * pace.limit_share)
     if outlook.soonest_end_s is not None and outlook.soonest_end_s >= 0:
         pause = min(pause, outlook.soonest_end_s + pace.margin_s)
+    queued = outlook.queued_task_s
+    if queued is not None and quiet_s <= pace.moving_tasks * queued:
+        pause = min(pause, queued + pace.margin_s)
     return min(max(pause, pace.floor_s), pace.cap_s)
 
 
@@ -75,12 +87,13 @@ def outlook(statuses: Iterable[JobStatus]) -> Outlook:
     A running job's end is expected at its time limit, or, for an array task, once it has
     run as long as its array's finished tasks took (their median): whichever comes first.
     An array's pending tasks may start at once (an array's tasks start as others end):
-    the soonest such end is a task's length from now.
+    they may end a task's length from now (queued_task_s).
     Times are accounting's elapsed seconds as of the poll, so no clock is read.
     """
     running = False
     limits: list[float] = []
     ends: list[float] = []
+    queued: list[float] = []
     for status in statuses:
         if status.state.is_terminal:
             continue
@@ -93,11 +106,12 @@ def outlook(statuses: Iterable[JobStatus]) -> Outlook:
                 if rec.timelimit_s:
                     limits.append(rec.timelimit_s)
             elif rec.state is JobState.PENDING and typical is not None:
-                ends.append(typical)  # it may start now: it ends a task's length later
+                queued.append(typical)  # it may start now: it ends a task's length later
     return Outlook(
         running=running,
         shortest_limit_s=min(limits, default=None),
         soonest_end_s=min((e for e in ends if e >= 0), default=None),
+        queued_task_s=min(queued, default=None),
     )
 
 

@@ -89,7 +89,8 @@ def wait_for(
     The pause after each poll follows what the jobs are expected to do
     (agent/watcher/pacing.py): soon after the start, then a quarter of the time waited so
     far, at most 30 s, but just after a job's expected end (its time limit, or how long
-    its array's finished tasks took). A job that ends after 3 s is seen within a second
+    its array's finished tasks took, or, while the array moves, the length of one of its
+    waiting tasks: one may start at once). A job that ends after 3 s is seen within a second
     of it, one that ends after an hour within 30 s, and a long wait costs Slurm a few
     dozen polls, not one per second (benchmarks/README.md: bench_array_wait.py,
     bench_plan.py). A poll Slurm does not answer keeps the last states, and the pacing
@@ -98,7 +99,7 @@ def wait_for(
     from jobsmith.agent.watcher.pacing import Outlook, Pace, next_poll_s, outlook
 
     pace = pace or Pace()
-    started = clock()
+    started = changed = clock()
     deadline = started + timeout_s
     last: Mapping[str, JobStatus] = {}
     last_line = ""
@@ -113,11 +114,12 @@ def wait_for(
             if line != last_line:
                 progress(line)
                 last_line = line
+                changed = clock()
             if last and all(s.state.is_terminal for s in last.values()):
                 return last
             expected = outlook(last.values())
         now = clock()
-        interval = next_poll_s(now - started, expected, pace)
+        interval = next_poll_s(now - started, expected, pace, quiet_s=now - changed)
         if now + interval > deadline:
             raise WaitTimeout(f"gave up waiting after {timeout_s:g}s: {last_line or 'no answer'}")
         sleep(interval)
