@@ -111,14 +111,16 @@ def main() -> int:
         except SystemExit:
             user.run("scancel", running)
             raise
-        then: list[tuple[str, Callable[[], object]]] = [
+        alone: list[tuple[str, Callable[[], object]]] = [
             ("status, a running job", lambda: _js(user, "status", running)),
             ("wait, one poll, a running job", lambda: _wait_once(user, running)),
             ("watch --once, a running job", lambda: _js(user, "watch", "--once")),
         ]
+        for name, run in alone:
+            rows.append((name, measure(root, name, user, run)))
         held = _js(user, "submit", "command", *quick, "--no-advice").strip()
         user.run("scontrol", "hold", held)
-        then += [
+        then: list[tuple[str, Callable[[], object]]] = [
             ("status, a pending job", lambda: _js(user, "status", held)),
             ("wait, one poll, a pending job", lambda: _wait_once(user, held)),
             ("watch --once, a running and a pending job", lambda: _js(user, "watch", "--once")),
