@@ -20,12 +20,12 @@ every process of a user), from a fresh scratch directory with a private jobsmith
 the order rotates between rounds, so a warm or busy node favours none. Counted per way:
 the Slurm commands it ran (a wrapper first on its PATH logs each sbatch, squeue and
 sacct), and the user's RPCs to slurmctld and to slurmdbd (`sdiag` and `sacctmgr show
-stats` by user, before and after, as root). jobsmith runs from this checkout's `src`
-with the Python running this script; --baseline-src adds another checkout's jobsmith
-(`jobsmith before`), to compare a change with what it replaces in the same run.
+stats` by user, before and after, as root). jobsmith is this checkout's (lab_user.
+jobsmith_argv); --before adds another checkout's (`jobsmith before`), to compare a
+change with what it replaces in the same run.
 
     sudo .venv/bin/python benchmarks/bench_array_wait.py [--rounds 5] [--user bob] \
-        [--baseline-src ../main/src]
+        [--before ../main]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lab_user import ROOT, SITE, AsUser, scratch_user
+from lab_user import ROOT, AsUser, jobsmith_argv, scratch_user
 from slurm_stats import log, take_snapshot
 
 from jobsmith.adapters.slurm.transport import LocalTransport
@@ -98,13 +98,12 @@ def raw(every_s: float) -> Callable[[AsUser], None]:
     return run
 
 
-def jobsmith(src: Path) -> Callable[[AsUser], None]:
-    return lambda user: _jobsmith(user, src)
+def jobsmith(checkout: Path) -> Callable[[AsUser], None]:
+    return lambda user: _jobsmith(user, checkout)
 
 
-def _jobsmith(user: AsUser, src: Path) -> None:
-    user.env["PYTHONPATH"] = str(src)
-    js = [sys.executable, "-m", "jobsmith", "--site", str(SITE)]
+def _jobsmith(user: AsUser, checkout: Path) -> None:
+    js = jobsmith_argv(checkout)
     job = user.run(
         *js, "submit", "command", "-a", f"0-{TASKS - 1}", *REQUEST,
         "-P", f"command=sleep {SLEEP_S}",
@@ -128,19 +127,19 @@ def main() -> int:
     parser.add_argument("--user", default="bob")
     parser.add_argument("--submitit-python", default="/tmp/bench-submitit/bin/python")
     parser.add_argument(
-        "--baseline-src",
+        "--before",
         type=Path,
-        help="also time the jobsmith whose `src` this is (e.g. main's), as 'jobsmith before'",
+        help="also time this checkout's jobsmith (e.g. main's), as 'jobsmith before'",
     )
     args = parser.parse_args()
     ways: dict[str, Callable[[AsUser], None]] = {
         "raw, squeue every 2 s": raw(2.0),
         "raw, squeue every 0.5 s": raw(0.5),
-        "jobsmith submit + wait": jobsmith(ROOT / "src"),
+        "jobsmith submit + wait": jobsmith(ROOT),
         "submitit": submitit(args.submitit_python),
     }
-    if args.baseline_src is not None:
-        ways["jobsmith before"] = jobsmith(args.baseline_src)
+    if args.before is not None:
+        ways["jobsmith before"] = jobsmith(args.before)
     if not os.access(args.submitit_python, os.X_OK):
         raise SystemExit(f"{args.submitit_python}: no such Python (see the docstring)")
     root = LocalTransport()

@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from lab_user import ROOT, SITE, AsUser, scratch_user
+from lab_user import AsUser, jobsmith_argv, scratch_user
 from slurm_stats import count_delta, floor_overhead, log, take_snapshot
 
 from jobsmith.adapters.slurm.transport import LocalTransport
@@ -54,8 +54,7 @@ steps:
 
 
 def _js(user: AsUser, *argv: str) -> str:
-    user.env["PYTHONPATH"] = str(ROOT / "src")
-    return user.run(sys.executable, "-m", "jobsmith", "--site", str(SITE), *argv)
+    return user.jobsmith(*argv)
 
 
 def measure(
@@ -151,10 +150,9 @@ def _until_running(user: AsUser, job: str) -> None:
 
 def _wait_once(user: AsUser, job: str) -> None:
     """One poll of `jobsmith wait` (it gives up with exit 7 after its first poll)."""
-    user.env["PYTHONPATH"] = str(ROOT / "src")
     subprocess.run(
         ["runuser", "-u", user.user, "--", "env", "-i", *[f"{k}={v}" for k, v in user.env.items()],
-         sys.executable, "-m", "jobsmith", "--site", str(SITE), "wait", job, "--timeout", "0.1"],
+         *jobsmith_argv(user.checkout), "wait", job, "--timeout", "0.1"],
         cwd=user.work, capture_output=True, check=False,
     )  # fmt: skip
 
