@@ -97,9 +97,11 @@ LONG_AGO = SETTLE_S + 60
         (["5"], lambda: [_rec("5", JobState.RUNNING, stand_in=True)], QueueNeed.DETAIL),
         # running: accounting's state is current, no squeue
         (["5"], lambda: [_rec("5", JobState.RUNNING)], QueueNeed.NONE),
+        # an array with a task running: accounting can miss a task that just started or
+        # ended, so the controller is asked too (the compare must not see a gap)
         (["7"], lambda: [_rec("7_0", JobState.COMPLETED, ended_s=1),
                          _rec("7_1", JobState.RUNNING)],
-         QueueNeed.NONE),
+         QueueNeed.DETAIL),
         # all ended, one just now: the controller confirms the end (states only)
         (["7"], lambda: [_rec("7_0", JobState.COMPLETED, ended_s=LONG_AGO),
                  _rec("7_1", JobState.COMPLETED, ended_s=1)], QueueNeed.STATES),

@@ -529,6 +529,10 @@ def queue_need(job_ids: Sequence[str], records: list[JobRecord]) -> QueueNeed:
       for it (its name and state lag: agent/runtime/recovery/standin.py), or it is
       pending: why it waits, what it waits for and when it is expected to start are the
       controller's alone, and accounting's pending array range goes stale as tasks start;
+      and while an array has a task running: accounting can miss a task that just
+      started or ended (seen in CI: "array 0-5 -> 0-3,5" six seconds in), and the first
+      poll's compare (agent/runtime/submission/accepted.py) must not take that for
+      Slurm shrinking the array;
     - STATES when every job has ended but some only within SETTLE_S: accounting can
       still miss whole array tasks then, so the controller confirms the end;
     - NONE otherwise: running jobs (accounting's state and elapsed time are current, its
@@ -538,6 +542,8 @@ def queue_need(job_ids: Sequence[str], records: list[JobRecord]) -> QueueNeed:
     if any(job_id not in seen for job_id in job_ids):
         return QueueNeed.DETAIL
     if any(r.stand_in or r.state is JobState.PENDING for r in records):
+        return QueueNeed.DETAIL
+    if any(r.array_job_id is not None and r.state.is_active for r in records):
         return QueueNeed.DETAIL
     if any(r.state.is_active for r in records):
         return QueueNeed.NONE

@@ -14,9 +14,13 @@ Where each field comes from, and what cannot be compared:
 - GPUs: the record's ReqTRES (`gres/gpu=N`, `gres/gpu:TYPE=N`), counted per node. A site
   that does not account gres/gpu (AccountingStorageTRES) records none: then GPUs taken
   away cannot be told from GPUs not accounted, and only GPUs recorded are compared;
-- the array: the indices and throttle of all its task records. Without accounting the
-  controller forgets ended tasks (MinJobAge), so asked indices missing count only where
-  accounting answered (JobStatus.accounted); indices never asked always count;
+- the array: the indices and throttle of all its task records. Asked indices missing
+  count only where both accounting and the controller answered in the same poll
+  (JobStatus.accounted and in_queue): the controller forgets ended tasks (MinJobAge),
+  and accounting can miss a task for a moment just after it started or ended, so either
+  alone can show a gap Slurm never made. A compare from a poll without the controller
+  (the array ended long ago) does not look for missing indices. Indices never asked
+  always count;
 - dependencies: accounting keeps none (sacct has no dependency field), only the
   controller shows them (squeue's %E), and only those still unsatisfied. They are
   compared where the same poll asked the controller about the job (JobStatus.in_queue:
@@ -131,7 +135,7 @@ def _array_changes(options: JobOptions, status: JobStatus) -> list[str]:
     got = _spans(span for t in in_array for span in _task_spans(t))
     found: list[str] = []
     extra = _minus(got, asked)
-    missing = _minus(asked, got) if status.accounted else ()
+    missing = _minus(asked, got) if status.accounted and status.in_queue else ()
     if extra or missing:
         found.append(f"array {options.array or 'none'} -> {_text(got)}")
     throttles = {t.array_task_range.partition("%")[2] for t in in_array if t.array_task_range}
