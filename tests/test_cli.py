@@ -203,9 +203,11 @@ def test_failed_job_exit_code_and_wait_status(run, workdir: Path) -> None:  # ty
 
 @lab
 def test_hold_release_cancel(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    job_id = run(
-        "submit", "command", "-P", "command=sleep 60", "--log-dir", str(workdir)
-    ).stdout.strip()
+    # `scontrol hold` of a job that already started succeeds and leaves it RUNNING (seen in
+    # CI on an idle lab), so the job waits on a blocker until it has been held.
+    submit = ("submit", "command", "-P", "command=sleep 60", "--log-dir", str(workdir))
+    blocker = run(*submit).stdout.strip()
+    job_id = run(*submit, "-d", f"afterok:{blocker}").stdout.strip()
     assert json.loads(run("hold", job_id, "--json").stdout) == {
         "action": "hold",
         "job_ids": [job_id],
@@ -213,7 +215,7 @@ def test_hold_release_cancel(run, workdir: Path) -> None:  # type: ignore[no-unt
     job = json.loads(run("status", job_id, "--json").stdout)["jobs"][0]
     assert job["state"] == "PENDING" and job["reason"] == "JobHeldUser"
     assert run("release", job_id).exit_code == 0
-    assert run("cancel", job_id).exit_code == 0
+    assert run("cancel", job_id, blocker).exit_code == 0
     final = json.loads(run("wait", job_id, "--json", "--timeout", "60").stdout)["jobs"][0]
     assert final["state"] == "CANCELLED"
 
