@@ -8,7 +8,9 @@ for a quick run of the pure tests (`pytest -m "not lab"` deselects them instead)
 The `lab` marker is mechanical, so that `-m "not lab"` means "no Slurm": a test that uses
 the `lab_cluster` fixture (directly, through usefixtures or pytestmark, or through
 another fixture) is marked `lab` at collection, and a test marked `lab` by hand that does
-not use the fixture is a collection error.
+not use the fixture is a collection error. Likewise `multinode` follows from the
+`multinode_lab` fixture: those tests need the lab switched to several nodes, and
+scripts/test runs them in a stage of their own, after switching it (issue 27).
 
 Under CI (`CI` set, as `.ci/run` does) a green run must have exercised Slurm:
 JOBSMITH_SKIP_LAB is refused, a lab test that skips counts as failed, and a run in which
@@ -42,6 +44,9 @@ if UNDER_CI:
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 LAB_FIXTURE = "lab_cluster"
+MULTINODE_FIXTURE = "multinode_lab"
+#: What the multi-node stage of scripts/test brings up (JOBSMITH_LAB_NODES=3).
+LAB_NODES = 3
 # Tags on a lab test's reports (user_properties travel from xdist's workers with them).
 _LAB_TEST = ("jobsmith lab test", True)
 _SKIPPED_UNDER_CI = ("jobsmith lab test skipped under CI", True)
@@ -70,6 +75,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if LAB_FIXTURE in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.lab)
+            if MULTINODE_FIXTURE in item.fixturenames:  # type: ignore[attr-defined]
+                item.add_marker(pytest.mark.multinode)
         elif item.get_closest_marker("lab") is not None:
             unfounded.append(item.nodeid)
     if unfounded:
@@ -161,6 +168,25 @@ def lab_cluster() -> str:
     assert "debug" in out.stdout
     version = subprocess.run(["sbatch", "--version"], capture_output=True, text=True, check=True)
     return version.stdout.split()[-1]
+
+
+@pytest.fixture(scope="session")
+def multinode_lab(lab_cluster: str) -> list[str]:
+    """The lab's node names when it runs several slurmd (n1..n3; the last has the GPUs).
+
+    The suite's other stages run on the one-node lab; scripts/test switches the lab to
+    three nodes for the tests using this fixture (marked `multinode`), then back. Run on a
+    one-node lab, they skip, saying how to bring the right lab up."""
+    out = subprocess.run(
+        ["sinfo", "-N", "-h", "-o", "%N"], capture_output=True, text=True, timeout=20, check=True
+    )
+    nodes = sorted(set(out.stdout.split()))
+    if len(nodes) < LAB_NODES:
+        pytest.skip(
+            f"needs the lab with {LAB_NODES} nodes, it has {len(nodes)} ({', '.join(nodes)}): "
+            f"JOBSMITH_LAB_NODES={LAB_NODES} scripts/slurm-lab up (scripts/test does, for these)"
+        )
+    return nodes
 
 
 @pytest.fixture
