@@ -106,6 +106,9 @@ def test_a_fold_kept_on_disk_spares_the_next_process_the_whole_log(tmp_path: Pat
         lambda text, other: text.replace(f'"format":{FORMAT}', '"format":99'),
         lambda text, other: other,  # another session's fold under this name
         lambda text, other: text.replace('"seq":3', '"seq":300'),  # ahead of the log
+        # what a power loss can leave of a cache written without fsync
+        lambda text, other: "",
+        lambda text, other: text[: len(text) // 2],
     ],
 )
 def test_a_damaged_or_foreign_fold_file_is_rebuilt_from_the_log(
@@ -126,6 +129,28 @@ def test_a_damaged_or_foreign_fold_file_is_rebuilt_from_the_log(
     path.write_text(damaged)
     fold = SessionFolds(store, tmp_path / "folds").of(session)
     assert (fold.session_id, fold.seq, fold.job_states) == (session, 3, {"1": "COMPLETED"})
+
+
+def test_the_fold_cache_is_not_forced_to_disk_but_events_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold file is a cache its reader rebuilds (above), so its write skips fsync, the
+    bulk of a submit's file work on a loaded disk (issue 26); an event is the record, and
+    stays durable before the step it commits runs."""
+    import os
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    store = FileSessionStore(tmp_path / "sessions")
+    session = store.create()
+    log = SessionLog(store, session)
+    synced.clear()
+    _job_state(log, "1", JobState.RUNNING)
+    assert synced, "an event append must reach the disk"
+    synced.clear()
+    SessionFolds(store, tmp_path / "folds").of(session)
+    assert (tmp_path / "folds" / f"{session}.json").exists() and synced == []
 
 
 def test_a_fold_of_a_session_that_does_not_exist_is_an_error(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ class AccountingMemory:
     def save(self, facts: AccountingFacts) -> None:
         """Write atomically; a state directory that cannot be written only costs a re-check."""
         with contextlib.suppress(OSError):
-            replace_file(self.path, facts.model_dump_json().encode())
+            replace_file(self.path, facts.model_dump_json().encode(), durable=False)
 
 
 def facts_from_config(text: str, now: datetime | None = None) -> AccountingFacts:

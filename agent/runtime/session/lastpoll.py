@@ -61,7 +61,7 @@ class LastPollFile:
             ),
         )
         with contextlib.suppress(OSError):
-            replace_file(self.path, poll.model_dump_json().encode())
+            replace_file(self.path, poll.model_dump_json().encode(), durable=False)
         return poll
 
     def read(self) -> LastPoll | None:

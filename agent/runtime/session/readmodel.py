@@ -368,7 +368,7 @@ class SessionFolds:
         fold.forget_old_spending()
         # a cache: a write that fails (quota, read-only $HOME) costs a rebuild, nothing else
         with contextlib.suppress(OSError):
-            replace_file(path, fold.model_dump_json().encode())
+            replace_file(path, fold.model_dump_json().encode(), durable=False)
 
     def _path(self, session_id: str) -> Path | None:
         return None if self._dir is None else self._dir / f"{session_id}.json"

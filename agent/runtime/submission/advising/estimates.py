@@ -82,7 +82,7 @@ class EstimateCache:
             body = json.dumps({"version": _VERSION, "estimates": kept}).encode()
             # a cache that cannot be written is no cache: the advice still stands
             with contextlib.suppress(OSError):
-                replace_file(self._path, body)
+                replace_file(self._path, body, durable=False)
 
     def _entries(self) -> dict[str, object]:
         try:
