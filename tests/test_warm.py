@@ -10,6 +10,7 @@ be what the same command prints, exits with and sees cold.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from lab_cli import LAB_SITE
+from lab_cli import LAB_SITE, write_user_site
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -266,3 +267,47 @@ def test_ctrl_c_at_the_caller_reaches_the_warm_command(caller: Caller, tmp_path:
         outcomes.append((proc.returncode, caller.probe.read_text().strip()))
     assert outcomes[0][1] == "warm" and outcomes[1][1] == "cold"
     assert outcomes[0][0] == outcomes[1][0] != 0, outcomes
+
+
+def test_the_warm_process_imports_all_a_submit_imports_with_slurm_double(tmp_path: Path) -> None:
+    """A module a submit needs but the warm process did not import costs every warm
+    submit its import again: the list (warmserver.WARMED) must cover it."""
+    from test_submit_imports_with_slurm_double import SUBMIT
+
+    from jobsmith.agent.faces.warmserver import WARMED
+
+    (tmp_path / "config").mkdir()
+    write_user_site(tmp_path / "config", tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", SUBMIT, str(tmp_path), str(LAB_SITE)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported = set(json.loads(out.stdout.strip().splitlines()[-1])["modules"])
+    covered = {p for name in WARMED for p in _and_parents(name)}
+    assert "jobsmith.agent.runtime.submission.executor" in imported  # the probe works
+    assert sorted(imported - covered) == []
+
+
+def _and_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["submit", "x"], "submit"),
+        (["--site", "s.yaml", "status"], "status"),
+        (["--site=s.yaml", "render", "command"], "render"),
+        (["--site"], None),
+        (["--version"], "--version"),
+        ([], None),
+    ],
+)
+def test_the_command_is_found_past_the_root_option(argv: list[str], command: str | None) -> None:
+    from jobsmith.agent.faces.warm import command_of
+
+    assert command_of(argv) == command

@@ -24,7 +24,7 @@ def main() -> None:
     """Console entry point (pyproject.toml's `jobsmith`)."""
     argv = sys.argv[1:]
     where = None
-    if argv and argv[0] in warm.WARM_COMMANDS and warm.wanted(os.environ):
+    if warm.command_of(argv) in warm.WARM_COMMANDS and warm.wanted(os.environ):
         where = _socket()
         if where is not None:
             code = warm.run_warm(argv, where)

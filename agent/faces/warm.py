@@ -54,6 +54,15 @@ HANDOVER_TIMEOUT_S = 3.0
 VANISHED = 128 + 9
 
 
+def command_of(argv: list[str]) -> str | None:
+    """The command argv names, past the root's one option (`--site FILE`); None where
+    anything else comes first (the root's --help, --version, a typo: run cold)."""
+    rest = argv
+    while rest and rest[0].startswith("--site"):
+        rest = rest[1:] if rest[0].startswith("--site=") else rest[2:]
+    return rest[0] if rest else None
+
+
 def wanted(environ: os._Environ[str] | dict[str, str]) -> bool:
     """False where the user turned it off (JOBSMITH_WARM=0) or coverage measures the run
     (a forked child would write the warm process's coverage data, not its own)."""
