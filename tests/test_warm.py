@@ -311,3 +311,12 @@ def test_the_command_is_found_past_the_root_option(argv: list[str], command: str
     from jobsmith.agent.faces.warm import command_of
 
     assert command_of(argv) == command
+
+
+def test_a_run_measured_by_coverage_stays_cold(caller: Caller) -> None:
+    """A child forked from a warm process would write the warm process's coverage data,
+    not its own: scripts/test's measured subprocesses run cold (the suite's coverage
+    figures mean what they say), this file's callers run without coverage."""
+    _render(caller)
+    caller.wait_warm()
+    assert _render(caller, COVERAGE_PROCESS_CONFIG="{}").how == "cold"

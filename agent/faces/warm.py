@@ -67,7 +67,8 @@ def wanted(environ: os._Environ[str] | dict[str, str]) -> bool:
     """False where the user turned it off (JOBSMITH_WARM=0) or coverage measures the run
     (a forked child would write the warm process's coverage data, not its own)."""
     off = environ.get("JOBSMITH_WARM", "").strip().lower() in ("0", "no", "off", "false")
-    return not off and "COVERAGE_PROCESS_START" not in environ
+    measured = "COVERAGE_PROCESS_START" in environ or "COVERAGE_PROCESS_CONFIG" in environ
+    return not off and not measured
 
 
 def directory(environ: os._Environ[str] | dict[str, str]) -> Path | None:
