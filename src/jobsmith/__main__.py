@@ -1,5 +1,5 @@
-"""Allow `python -m jobsmith`."""
+"""Allow `python -m jobsmith` (the same entry point as the `jobsmith` command)."""
 
-from jobsmith.agent.faces.cli import main
+from jobsmith.agent.faces.launch import main
 
 main()
