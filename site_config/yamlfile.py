@@ -38,6 +38,8 @@ TemplateError for templates and params files), never anything else.
 
 from __future__ import annotations
 
+import copy
+import functools
 import io
 import math
 import re
@@ -107,7 +109,29 @@ def read_yaml(file: Path, kind: DocumentKind = SITE_FILE) -> YamlDocument:
 
 
 def parse_yaml(text: str, file: Path, kind: DocumentKind = SITE_FILE) -> YamlDocument:
-    """Parse text (read from file, which names it in errors) into a YamlDocument."""
+    """Parse text (read from file, which names it in errors) into a YamlDocument.
+
+    A text parsed before in this process is not parsed again: ruamel's composer is pure
+    Python, and the site files and a template's spec were a fifth of a warm submit (issue
+    26; the warm process parses them ahead, warmserver.py). The memo is keyed by the
+    text itself, so a changed file is parsed anew, and what it returns is a copy the
+    caller may change. Texts that fail raise every time; large ones are not kept."""
+    if len(text) > _MEMO_MAX_CHARS:
+        return _parse_yaml(text, file, kind)
+    return copy.deepcopy(_parse_yaml_memo(text, file, kind))
+
+
+#: the largest text parse_yaml keeps (site files and template specs are a few KB; a
+#: long-lived process, the watcher or the MCP server, must not keep big plan files)
+_MEMO_MAX_CHARS = 64 << 10
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_yaml_memo(text: str, file: Path, kind: DocumentKind) -> YamlDocument:
+    return _parse_yaml(text, file, kind)
+
+
+def _parse_yaml(text: str, file: Path, kind: DocumentKind) -> YamlDocument:
     node = _compose(text, file, kind)
     if node is None:
         return YamlDocument(file=file, data={}, lines={})

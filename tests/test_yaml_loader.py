@@ -381,3 +381,27 @@ def test_what_dump_writes_reads_back_equal(data: dict[str, Any]) -> None:
     assert again == data
     # json tells 1 from 1.0 and True, which == does not
     assert json.dumps(again, sort_keys=True) == json.dumps(data, sort_keys=True)
+
+
+def test_a_text_parsed_again_gives_an_equal_copy_the_caller_may_change(tmp_path: Path) -> None:
+    """parse_yaml keeps what it parsed, by the text (issue 26): the second parse of a text
+    is a copy, a change to one copy is not seen by the next, and another text is parsed
+    anew."""
+    from jobsmith.site_config.yamlfile import parse_yaml
+
+    file = tmp_path / "site.yaml"
+    text = "cluster: memo\npartitions:\n  debug: {default: true}\n"
+    first = parse_yaml(text, file)
+    first.data["partitions"]["debug"]["default"] = False
+    second = parse_yaml(text, file)
+    assert second.data == {"cluster": "memo", "partitions": {"debug": {"default": True}}}
+    assert second.lines == first.lines and second.data is not first.data
+    assert parse_yaml(text.replace("memo", "other"), file).data["cluster"] == "other"
+
+
+def test_a_text_that_fails_to_parse_fails_every_time(tmp_path: Path) -> None:
+    from jobsmith.site_config.yamlfile import parse_yaml
+
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="site.yaml"):
+            parse_yaml("cluster: [unclosed\n", tmp_path / "site.yaml")

@@ -189,8 +189,27 @@ def _warm_up() -> None:
     from jobsmith.agent.runtime.submission.steps import step_adapter
 
     step_adapter()
+    _parse_ahead(os.environ)
     gc.collect()
     gc.freeze()
+
+
+def _parse_ahead(environ: os._Environ[str]) -> None:
+    """Parse the site files and the shipped templates' specs this process can find, so a
+    child finds them in parse_yaml's memo (keyed by the text: a file changed since is
+    parsed anew by the child, as it would be cold)."""
+    from jobsmith.agent.app import UserDirs
+    from jobsmith.job_templates.loader import SPEC_SUFFIX, TEMPLATE_SPEC, shipped_library
+    from jobsmith.site_config.yamlfile import read_yaml
+
+    dirs = UserDirs.for_user(environ)
+    named = [Path(environ["JOBSMITH_SITE"])] if environ.get("JOBSMITH_SITE") else []
+    for site in (dirs.system_site_file, *named, dirs.config_dir / "site.yaml"):
+        with contextlib.suppress(Exception):  # none there, or broken: the child says so
+            read_yaml(site)
+    for spec in sorted(shipped_library().glob(f"*{SPEC_SUFFIX}")):
+        with contextlib.suppress(Exception):
+            read_yaml(spec, TEMPLATE_SPEC)
 
 
 def _module_times() -> dict[str, int]:
