@@ -174,6 +174,7 @@ def test_the_callers_directory_and_environment_reach_the_warm_command(
         ("render", "no-such-template"),  # a usage error: one line, exit 2
         ("render", "command", "-P", "command=echo \udcff\udcfe"),  # bytes that are not UTF-8
         ("status", "not-a-job-id"),
+        ("wait", "not-a-job-id", "--timeout", "5"),
         ("submit", "--help"),
     ],
 )

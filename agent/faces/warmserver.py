@@ -33,9 +33,9 @@ from typing import Any
 from jobsmith import __version__
 from jobsmith.agent.faces import warm
 
-#: what the one-shot commands import (measured: the union of the jobsmith modules after a
-#: submit with and without advice, a dry run, sbatch, render and status; a test checks a
-#: warm child imports nothing more for them)
+#: what the warm commands import (measured: the union of the jobsmith modules after a
+#: submit with and without advice, a dry run, sbatch, render, status and wait; a test
+#: checks a warm submit imports nothing more)
 WARMED = (
     "jobsmith.adapters.capabilities",
     "jobsmith.adapters.connection",
@@ -106,7 +106,9 @@ WARMED = (
     "jobsmith.agent.views.output",
     "jobsmith.agent.views.render",
     "jobsmith.agent.watcher.news",
+    "jobsmith.agent.watcher.pacing",
     "jobsmith.agent.watcher.polling",
+    "jobsmith.agent.watcher.waiting",
     "jobsmith.errors",
     "jobsmith.faults",
     "jobsmith.files",
