@@ -14,8 +14,12 @@ All as the lab user, through the same `runuser -u USER -- env -i …`, in a thro
 /scratch workspace with a private jobsmith home (lab_user.py), on the lab's site file.
 The first round's submit has no history; later rounds have the template's earlier runs.
 Every job submitted is cancelled at the end, even on failure. Then `--help`, and the
-imports of one `submit --no-advice` (PYTHONPROFILEIMPORTTIME, Python's `-X importtime`):
-the jobsmith modules that cost most, and the whole.
+imports of one cold `submit --no-advice` (JOBSMITH_WARM=0; PYTHONPROFILEIMPORTTIME,
+Python's `-X importtime`): the jobsmith modules that cost most, and the whole.
+
+Since the warm process (docs/warm.md), a checkout that has one runs the first round's
+submits cold and leaves a warm process; the later rounds are served by it, as a user's
+commands are. The medians are over all rounds, the first included.
 
 Run as root on the lab cluster, from the repository root:
 
@@ -71,10 +75,11 @@ def job_id(stdout: str) -> str:
 
 
 def imports(user: AsUser, base: list[str], submitted: list[str]) -> None:
-    """The jobsmith modules one `submit --no-advice` spends most on importing."""
-    _, out, err = timed(
-        user, [*base, *JOBSMITH_SUBMIT, "--no-advice"], {"PYTHONPROFILEIMPORTTIME": "1"}
-    )
+    """The jobsmith modules one cold `submit --no-advice` spends most on importing (what
+    a command costs where no warm process serves it: the first of a session, or with
+    JOBSMITH_WARM=0; docs/warm.md)."""
+    cold = {"PYTHONPROFILEIMPORTTIME": "1", "JOBSMITH_WARM": "0"}
+    _, out, err = timed(user, [*base, *JOBSMITH_SUBMIT, "--no-advice"], cold)
     submitted.append(job_id(out))
     rows = []
     total = 0
@@ -87,7 +92,7 @@ def imports(user: AsUser, base: list[str], submitted: list[str]) -> None:
             total += cumulative
         if name.strip().startswith("jobsmith"):
             rows.append((cumulative, name.rstrip()))
-    print(f"imports of one submit --no-advice: {total / 1000:.0f} ms in all")
+    print(f"imports of one cold submit --no-advice: {total / 1000:.0f} ms in all")
     for cumulative, name in sorted(rows, reverse=True)[:12]:
         print(f"  {cumulative / 1000:7.1f} ms cumulative {name}")
 
