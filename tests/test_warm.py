@@ -175,6 +175,7 @@ def test_the_callers_directory_and_environment_reach_the_warm_command(
         ("render", "command", "-P", "command=echo \udcff\udcfe"),  # bytes that are not UTF-8
         ("status", "not-a-job-id"),
         ("wait", "not-a-job-id", "--timeout", "5"),
+        ("plan", "check", "no-such-plan.yaml"),
         ("submit", "--help"),
     ],
 )

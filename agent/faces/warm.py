@@ -1,6 +1,6 @@
 """The warm process's wire and its client: a command handed to an already-imported jobsmith.
 
-A one-shot command (`submit`, `sbatch`, `render`, `status`, `wait`) spends most of its time
+A one-shot command (`submit`, `sbatch`, `render`, `status`, `wait`, `plan`) spends most of its time
 importing jobsmith before it does anything (issue 26: 0.3-0.4 s of a 0.5 s submit on the
 lab). After a cold run the entry point (launch.py) leaves one process per user behind,
 with those imports done (warmserver.py); the next command connects to it over a Unix
@@ -39,8 +39,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 #: the commands that may run warm: typed many times a day, each one thing, then the
-#: process ends (cli._ONE_SHOT, and `wait`, which may wait long: signals are relayed)
-WARM_COMMANDS = frozenset({"submit", "sbatch", "render", "status", "wait"})
+#: process ends (cli._ONE_SHOT, `plan` check/run/status, and `wait`, which may wait long:
+#: signals are relayed)
+WARM_COMMANDS = frozenset({"submit", "sbatch", "render", "status", "wait", "plan"})
 
 #: the wire's version, in every header (a warm process of another version declines)
 VERSION = 1

@@ -34,7 +34,8 @@ from jobsmith import __version__
 from jobsmith.agent.faces import warm
 
 #: what the warm commands import (measured: the union of the jobsmith modules after a
-#: submit with and without advice, a dry run, sbatch, render, status and wait; a test
+#: submit with and without advice, a dry run, sbatch, render, status, wait and plan
+#: check/run/status; a test
 #: checks a warm submit imports nothing more)
 WARMED = (
     "jobsmith.adapters.capabilities",
