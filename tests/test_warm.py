@@ -237,15 +237,53 @@ def test_a_warm_process_whose_code_changed_declines_and_ends(tmp_path: Path) -> 
         c.stop()
 
 
-def test_ctrl_c_at_the_caller_reaches_the_warm_command(caller: Caller, tmp_path: Path) -> None:
-    """SIGINT to the caller (what a terminal sends on Ctrl-C) is relayed to the child that
-    runs the command: it ends, as a cold process would, and the caller with it."""
+def _slow_slurm(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory of sacct and squeue that write their parent's pid (the process running
+    the command) to a marker and then hang; returns the directory and the marker."""
     slow = tmp_path / "bin"
     slow.mkdir()
     marker = tmp_path / "asked"
     for name in ("sacct", "squeue"):
         (slow / name).write_text(f'#!/bin/sh\necho $PPID > "{marker}"\nexec sleep 60\n')
         (slow / name).chmod(0o755)
+    return slow, marker
+
+
+def _runner(marker: Path, proc: subprocess.Popen[bytes]) -> int:
+    deadline = time.monotonic() + 60
+    while not marker.exists() or not marker.read_text().strip():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    return int(marker.read_text())
+
+
+def test_a_long_warm_command_does_not_keep_the_next_warm_process_from_starting(
+    caller: Caller, tmp_path: Path
+) -> None:
+    slow, marker = _slow_slurm(tmp_path)
+    _render(caller)
+    caller.wait_warm()
+    (first,) = caller.warm_pids()
+    waiting = caller.popen("status", "4242", PATH=f"{slow}:{caller.env['PATH']}")
+    try:
+        runner = _runner(marker, waiting)
+        assert runner != waiting.pid  # the warm child runs it, and still does
+        os.kill(first, signal.SIGTERM)
+        while _alive(first):
+            time.sleep(0.05)
+        assert _render(caller).how == "cold"
+        caller.wait_warm()  # a new one, though the child of the old one still runs
+        assert caller.warm_pids() != [first] and _alive(runner)
+        assert _render(caller).how == "warm"
+    finally:
+        waiting.send_signal(signal.SIGINT)
+        waiting.communicate(timeout=30)
+
+
+def test_ctrl_c_at_the_caller_reaches_the_warm_command(caller: Caller, tmp_path: Path) -> None:
+    """SIGINT to the caller (what a terminal sends on Ctrl-C) is relayed to the child that
+    runs the command: it ends, as a cold process would, and the caller with it."""
+    slow, marker = _slow_slurm(tmp_path)
     path = f"{slow}:{caller.env['PATH']}"
     _render(caller)
     caller.wait_warm()
@@ -254,11 +292,7 @@ def test_ctrl_c_at_the_caller_reaches_the_warm_command(caller: Caller, tmp_path:
         marker.unlink(missing_ok=True)
         caller.probe.unlink(missing_ok=True)
         proc = caller.popen("status", "4242", PATH=path, JOBSMITH_WARM=warm)
-        deadline = time.monotonic() + 60
-        while not marker.exists() or not marker.read_text().strip():
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        runner = int(marker.read_text())  # the process that runs the command
+        runner = _runner(marker, proc)  # the process that runs the command
         assert (runner != proc.pid) == (warm == "1")
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)

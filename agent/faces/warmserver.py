@@ -164,7 +164,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        _serve(listener, path, watched, idle_s)
+        _serve(listener, path, watched, idle_s, lock)
     finally:
         with contextlib.suppress(OSError):
             if _same_socket(path, listener):
@@ -215,20 +215,27 @@ def _parse_ahead(environ: os._Environ[str]) -> None:
             read_yaml(spec, TEMPLATE_SPEC)
 
 
-def _module_times() -> dict[str, int]:
+def _module_times() -> dict[str, tuple[int, int, int]]:
+    """Each jobsmith module's file as it was imported: an upgrade replaces files (another
+    inode), an edit changes the time or size."""
     times = {}
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
         if name.startswith("jobsmith") and file:
             with contextlib.suppress(OSError):
-                times[file] = os.stat(file).st_mtime_ns
+                times[file] = _stamp(file)
     return times
 
 
-def _changed(watched: dict[str, int]) -> bool:
-    for file, mtime in watched.items():
+def _stamp(file: str) -> tuple[int, int, int]:
+    st = os.stat(file)
+    return st.st_mtime_ns, st.st_ino, st.st_size
+
+
+def _changed(watched: dict[str, tuple[int, int, int]]) -> bool:
+    for file, stamp in watched.items():
         try:
-            if os.stat(file).st_mtime_ns != mtime:
+            if _stamp(file) != stamp:
                 return True
         except OSError:
             return True
@@ -258,7 +265,13 @@ def _reap(_signum: int, _frame: object) -> None:
             pass
 
 
-def _serve(listener: socket.socket, path: Path, watched: dict[str, int], idle_s: float) -> None:
+def _serve(
+    listener: socket.socket,
+    path: Path,
+    watched: dict[str, tuple[int, int, int]],
+    idle_s: float,
+    lock: int,
+) -> None:
     deadline = time.monotonic() + idle_s
     while True:
         left = deadline - time.monotonic()
@@ -284,7 +297,10 @@ def _serve(listener: socket.socket, path: Path, watched: dict[str, int], idle_s:
             doc, fds = received
             deadline = time.monotonic() + idle_s
             if os.fork() == 0:
+                # the child keeps neither the socket nor the lock: a long `wait` must not
+                # keep the next warm process from starting after this one ends
                 listener.close()
+                os.close(lock)
                 os._exit(_child(conn, doc, fds))
             for fd in fds:
                 os.close(fd)
