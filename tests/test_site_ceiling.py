@@ -163,7 +163,7 @@ def centre(tmp_path: Path) -> Path:
             "partitions:\n  bigmem:\n    max_time: 60\n",
             "partitions.bigmem",
             "'bigmem'",
-            "debug, long, gpu",
+            "debug, long, gpu, preempt, high",
         ),
         ("accounts:\n  allowed: [lab, physics]\n", "accounts.allowed", "'physics'", "lab, proj2"),
         ("qos:\n  allowed: [normal, high]\n", "qos.allowed", "'high'", "normal"),
@@ -640,7 +640,7 @@ def test_site_init_beneath_a_centre_writes_a_file_the_centre_admits(
     site = loaded(centre, mine)  # every later command loads it: no exit 2
     assert site.files == (centre, mine)
     config = site.config
-    assert list(config.partitions) == ["debug", "long", "gpu"]  # the centre's
+    assert list(config.partitions) == ["debug", "long", "gpu", "preempt", "high"]  # the centre's
     assert config.qos.allowed == ["normal"] and config.accounts.allowed == ["lab", "proj2"]
     assert config.policy.approval.core_hours == 100
     # what the centre states is left to it; what it leaves out is the user's, from the

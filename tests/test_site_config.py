@@ -164,7 +164,7 @@ def test_the_example_describes_the_lab_cluster() -> None:
     assert loaded.files == (EXAMPLE,)
     assert loaded.base_from == "system"
     assert config.cluster == "jobsmithlab"
-    assert list(config.partitions) == ["debug", "long", "gpu"]
+    assert list(config.partitions) == ["debug", "long", "gpu", "preempt", "high"]
     assert config.default_partition() == ("debug", config.partitions["debug"])
     assert config.partitions["debug"].max_time == 30 * 60
     assert config.partitions["long"].max_time == 2 * 86400
@@ -243,7 +243,7 @@ def test_user_file_overrides_single_fields_and_keeps_the_rest(tmp_path: Path) ->
     assert config.accounts.allowed == ["lab", "proj2"]  # from the admin's file
     assert config.partitions["gpu"].max_time == 2 * 3600
     assert config.partitions["gpu"].max_gpus_per_node == 2  # the rest of gpu is kept
-    assert list(config.partitions) == ["debug", "long", "gpu"]
+    assert list(config.partitions) == ["debug", "long", "gpu", "preempt", "high"]
     assert config.cluster == "jobsmithlab"
     assert loaded.files == (EXAMPLE, user)
     assert loaded.origin_of(("accounts", "default")) == f"{user}:2"
