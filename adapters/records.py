@@ -76,6 +76,12 @@ class JobRecord(_Record):
     start_time: datetime | None = Field(None, description="when it started, None if not yet")
     end_time: datetime | None = Field(None, description="when it ended, None if not yet")
     steps: tuple[StepRecord, ...] = Field((), description="its steps, in sacct's order")
+    requeues: tuple[JobState, ...] = Field(
+        (),
+        description="how each earlier run of this job ended, oldest first, where Slurm "
+        "requeued it (sacct -D's rows): PREEMPTED, REQUEUED (scontrol requeue), NODE_FAIL; "
+        "the record itself is its latest run",
+    )
     stand_in: bool = Field(
         False,
         description="slurmdbd's stand-in row for a job it has not completed yet (right after "
@@ -83,6 +89,11 @@ class JobRecord(_Record):
         "fills them from what it submitted), and its state may lag the job's (PENDING beside "
         "a RUNNING batch step) unless the controller answered; nothing is decided from it",
     )
+
+    @property
+    def restarts(self) -> int:
+        """Slurm's restart count: how many times it requeued this job (SLURM_RESTART_COUNT)."""
+        return len(self.requeues)
 
 
 class QueueRecord(_Record):

@@ -227,7 +227,7 @@ paths:
     assert policy.budgets.submissions_per_hour == 20
     assert policy.budgets.node_hours_per_day == 5  # the centre set none: free
     assert policy.canary is not None and policy.canary.above_tasks == 4
-    assert list(config.partitions) == ["debug", "gpu"]  # `long: null` removed it
+    assert list(config.partitions) == ["debug", "gpu", "preempt", "high"]  # `long: null` removed it
     gpu = config.partitions["gpu"]
     assert (gpu.max_time, gpu.max_gpus_per_node, gpu.max_mem_per_node) == (3600, 1, 4096)
     assert config.accounts.allowed == ["lab"]
@@ -286,9 +286,9 @@ def test_a_site_option_file_overlays_the_centre_file_and_cannot_loosen_it(tmp_pa
 
 
 def test_jobsmith_site_cannot_loosen_the_centre_file_either(tmp_path: Path) -> None:
-    other = write(tmp_path, "other.yaml", "partitions:\n  preempt: {}\n")
+    other = write(tmp_path, "other.yaml", "partitions:\n  bigmem: {}\n")
     message = refused(EXAMPLE, environ={**ENV, "JOBSMITH_SITE": str(other)})
-    assert message.startswith(f"{other}:2: partitions.preempt: ")
+    assert message.startswith(f"{other}:2: partitions.bigmem: ")
 
 
 def test_the_site_option_file_tightens_and_the_user_file_tightens_further(

@@ -591,8 +591,7 @@ def test_unreadable_command_output_is_a_scheduler_error() -> None:
 def test_the_example_config_matches_the_lab(lab_facts: ClusterFacts) -> None:
     found = check_site(load(EXAMPLE), lab_facts)
     assert not has_errors(found)
-    assert [(m.severity, m.field) for m in found] == [(Severity.INFO, "partitions")]
-    assert "preempt, high" in found[0].message
+    assert found == []  # every partition of the lab, preempt and high too (issue 27)
 
 
 def test_a_wrong_config_gets_the_right_mismatches(tmp_path: Path, lab_facts: ClusterFacts) -> None:
@@ -624,7 +623,6 @@ qos: {allowed: [normal, premium]}
         (Severity.ERROR, "accounts.allowed[1]"),
         (Severity.ERROR, "qos.allowed[1]"),
         (Severity.WARNING, "partitions.long.default"),
-        (Severity.INFO, "partitions"),
     ]
     messages = {m.field: m.message for m in found}
     assert messages["partitions.gpu.max_time"] == (
