@@ -61,7 +61,10 @@ class JobState(StrEnum):
     def counts_toward_streak(self) -> bool:
         """True for a failure that says something may be wrong with what is submitted,
         and so counts toward the failure-streak stop: not a cancellation (someone chose
-        it) nor a preemption (the scheduler chose it)."""
+        it), a preemption (the scheduler chose it), nor a node that failed or did not
+        boot under it (the node's fault, not the job's: ten jobs lost with one node would
+        otherwise stop a user's submissions; a node that fails again and again is the
+        node blocklist's to judge, issue 27)."""
         return self in _STREAK_FAILURES
 
     @property
@@ -90,8 +93,6 @@ _STREAK_FAILURES = frozenset(
         JobState.FAILED,
         JobState.TIMEOUT,
         JobState.OUT_OF_MEMORY,
-        JobState.NODE_FAIL,
-        JobState.BOOT_FAIL,
         JobState.DEADLINE,
     }
 )

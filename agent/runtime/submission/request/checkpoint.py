@@ -37,9 +37,10 @@ from __future__ import annotations
 import shlex
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from jobsmith.errors import InputError, PolicyError
+from jobsmith.job_templates.values import check_text
 from jobsmith.site_config import SiteConfig
 
 #: the signal and its target: the batch shell only (see the module's doc)
@@ -47,14 +48,18 @@ SIGNAL = "USR1"
 #: the most seconds sbatch's --signal=...@TIME takes (a 16-bit count)
 MAX_SIGNAL_LEAD_S = 65535
 
-#: one line of the user's shell code: no line break, no control character (a NUL or an
-#: escape would reach the script as written)
-CheckpointCommand = Annotated[
-    str,
-    StringConstraints(
-        pattern=r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$", max_length=4096
-    ),
-]
+
+def _one_line(text: str) -> str:
+    """The checkpoint command's text as a `command` template's command must be: one line
+    of printable text (no control, format or line-separator character: a newline would
+    start a line of script), not blank."""
+    if not text.strip():
+        raise ValueError("is empty")
+    return check_text(text)
+
+
+#: one line of the user's shell code (job_templates' rule for a `command` parameter)
+CheckpointCommand = Annotated[str, AfterValidator(_one_line)]
 
 
 class Checkpoint(BaseModel):
