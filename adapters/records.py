@@ -90,11 +90,6 @@ class JobRecord(_Record):
         "a RUNNING batch step) unless the controller answered; nothing is decided from it",
     )
 
-    @property
-    def restarts(self) -> int:
-        """Slurm's restart count: how many times it requeued this job (SLURM_RESTART_COUNT)."""
-        return len(self.requeues)
-
 
 class QueueRecord(_Record):
     """One job or array task as the controller (squeue) describes it, while it holds it."""

@@ -61,10 +61,9 @@ class JobState(StrEnum):
     def counts_toward_streak(self) -> bool:
         """True for a failure that says something may be wrong with what is submitted,
         and so counts toward the failure-streak stop: not a cancellation (someone chose
-        it), a preemption (the scheduler chose it), nor a node that failed or did not
-        boot under it (the node's fault, not the job's: ten jobs lost with one node would
-        otherwise stop a user's submissions; a node that fails again and again is the
-        node blocklist's to judge, issue 27)."""
+        it), a preemption (the scheduler chose it), nor a node failure (NODE_FAIL,
+        BOOT_FAIL: the node's doing, which the user's node blocklist answers by leaving
+        the node out, agent/runtime/blocklist/)."""
         return self in _STREAK_FAILURES
 
     @property

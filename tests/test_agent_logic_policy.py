@@ -165,8 +165,8 @@ def test_cancelled_preempted_node_failed_and_unfinished_jobs_neither_add_to_nor_
     None
 ):
     events = [job("FAILED", timedelta(minutes=5))]
-    others = ("CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "RUNNING", "PENDING", "")
-    events += [job(s) for s in others]
+    states = ("CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "RUNNING", "PENDING", "")
+    events += [job(s) for s in states]
     events.append(ev(EventKind.JOB_STATE, timedelta(0), job_id="2"))  # no state at all
     assert history(events, NOW).failures_in_a_row == 1
 

@@ -62,7 +62,7 @@ def record_summary(rec: JobRecord) -> dict[str, Any]:
         "max_rss_bytes": rec.max_rss_bytes,
         "req_mem_bytes": rec.req_mem_bytes,
         "reason": rec.reason if not rec.state.is_terminal else None,
-        "restarts": rec.restarts,
+        "restarts": len(rec.requeues),
     }
 
 

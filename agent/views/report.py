@@ -357,7 +357,7 @@ def task_row(rec: JobRecord, session_job: str, now: datetime, verdict: str | Non
         core_hours=round((rec.alloc_cpus or 0) * hours, 6),
         gpu_hours=round(gpus * hours, 6),
         verdict=verdict,
-        restarts=rec.restarts,
+        restarts=len(rec.requeues),
         requeued=record_phrase(rec),
     )
 
