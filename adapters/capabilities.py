@@ -113,10 +113,11 @@ class OwnScripts(Protocol):
         ...
 
     def split_command_line(
-        self, words: list[str], own: Collection[str] = ()
+        self, words: list[str], own: Collection[str] = (), own_valued: Collection[str] = ()
     ) -> tuple[list[ScriptOption], str, list[str]]:
         """`[OPTIONS] SCRIPT [ARGS]`: the options, the script, its arguments; own: the
-        calling tool's flags, given back among the options with where 'own'."""
+        calling tool's flags, own_valued its options that take a value, given back among
+        the options with where 'own'."""
         ...
 
 

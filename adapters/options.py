@@ -146,6 +146,11 @@ class JobOptions(BaseModel):
         description="sbatch options jobsmith does not model, passed as written: those the "
         "site allows in a user's own script (jobsmith sbatch)",
     )
+    # a checkpointable job's (issue 27); last, so older documents keep their order
+    signal: Annotated[str, StringConstraints(pattern=r"^(B:)?[A-Z0-9]+@[0-9]+$")] | None = Field(
+        None, description="--signal: which signal, to whom, how long before the time limit"
+    )
+    requeue: bool = Field(False, description="--requeue: the job may be requeued")
 
     @model_validator(mode="after")
     def _throttle_needs_array(self) -> JobOptions:

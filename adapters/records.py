@@ -76,6 +76,12 @@ class JobRecord(_Record):
     start_time: datetime | None = Field(None, description="when it started, None if not yet")
     end_time: datetime | None = Field(None, description="when it ended, None if not yet")
     steps: tuple[StepRecord, ...] = Field((), description="its steps, in sacct's order")
+    requeues: tuple[JobState, ...] = Field(
+        (),
+        description="how each earlier run of this job ended, oldest first, where Slurm "
+        "requeued it (sacct -D's rows): PREEMPTED, REQUEUED (scontrol requeue), NODE_FAIL; "
+        "the record itself is its latest run",
+    )
     stand_in: bool = Field(
         False,
         description="slurmdbd's stand-in row for a job it has not completed yet (right after "

@@ -12,7 +12,8 @@ it, the field, its value, and the centre's limit with its file and line.
 The limits (CEILINGS, the one list of them):
 
 - policy: the approval thresholds and budgets (model tokens included), at most that
-  much, and `null` (no limit) is looser than any number; max_concurrent_jobs likewise;
+  much, and `null` (no limit) is looser than any number; max_concurrent_jobs and
+  max_requeues likewise;
   the canary cannot be turned off, start at larger arrays or run fewer tasks; the
   actions that always need a person (approval.risky_actions) and the variables never
   passed to jobs (secret_env) may be added to, never shortened; model.tainted_actions
@@ -39,8 +40,8 @@ partition the file lists is stated whole: a limit it leaves out has the model's 
 
 Everything else is a preference a user sets freely: defaults, env_setup, the rest of
 the scheduler block, scratch and template_dirs, the default account, QoS and partition, gpu_type,
-notify, advice, budgets.pipeline_at_limit, jobs.environment.allow, brain and the rest of
-`model`.
+notify, advice, budgets.pipeline_at_limit, jobs.environment.allow, jobs.checkpoint, brain and
+the rest of `model`.
 
 Without a centre file nothing is a ceiling: the base (`--site`, $JOBSMITH_SITE) and the
 user's file are both the user's own choice, so a limit in one could not bind the other.
@@ -113,6 +114,7 @@ def _partition(field: str, show: Callable[[Any], str] = _number) -> Ceiling:
 
 CEILINGS: tuple[Ceiling, ...] = (
     _at_most("max_concurrent_jobs"),
+    _at_most("max_requeues"),
     _at_most("approval", "core_hours"),
     _at_most("approval", "gpu_hours"),
     _at_most("approval", "nodes"),

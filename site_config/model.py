@@ -156,6 +156,11 @@ class Partition(_Section):
         None, description="GPU type for --gres=gpu:TYPE:N; None: ask for any GPU"
     )
     default: bool = Field(False, description="used when a request names no partition")
+    offered: bool = Field(
+        True,
+        description="the earliest-start advice may offer it to a job asked elsewhere; false "
+        "for a partition a job goes to only when asked (a preemptible or a high-priority one)",
+    )
 
     @model_validator(mode="after")
     def _gpu_type_needs_gpus(self) -> Partition:
@@ -312,6 +317,12 @@ class Policy(_Section):
     max_concurrent_jobs: int | None = Field(
         1000, gt=0, description="most of the user's jobs queued or running at once"
     )
+    max_requeues: int | None = Field(
+        10,
+        ge=0,
+        description="most times a checkpointable job may requeue itself (--max-requeues); "
+        "null: no limit",
+    )
     canary: Canary | None = Field(
         None, description="run a few tasks of a large array first (unset: never)"
     )
@@ -342,11 +353,32 @@ class JobEnvironment(_Section):
     )
 
 
+class Checkpointing(_Section):
+    """What a checkpointable job (`--checkpoint CMD`) gets when it does not say: how long
+    before its time limit it is warned, and how many times it may requeue itself
+    (agent/runtime/submission/request/checkpoint.py)."""
+
+    signal_lead_s: int = Field(
+        60,
+        gt=0,
+        le=65535,
+        description="seconds before the time limit that Slurm sends USR1 (--signal-lead; "
+        "Slurm may send it up to a minute earlier)",
+    )
+    max_requeues: int = Field(
+        3, ge=0, description="times the job requeues itself at most (--max-requeues)"
+    )
+
+
 class Jobs(_Section):
     """What jobs are given when they start."""
 
     environment: JobEnvironment = Field(
         default_factory=JobEnvironment, description="the environment a job starts with"
+    )
+    checkpoint: Checkpointing = Field(
+        default_factory=Checkpointing,
+        description="defaults of a checkpointable job (--checkpoint)",
     )
     sbatch_options: list[SbatchOptionName] = Field(
         default_factory=list,

@@ -61,6 +61,27 @@ def regenerate(directory: Path = GOLDEN) -> list[str]:
     return changed
 
 
+#: a checkpointable job's body (agent/runtime/submission/request/checkpoint.py): the
+#: command template's example body under the trap, with these settings
+CHECKPOINTED = GOLDEN / "checkpoint" / "command.sh"
+CHECKPOINT_EXAMPLE = {"command": "touch ckpt.request", "signal_lead_s": 60, "max_requeues": 3}
+
+
+def checkpointed_text() -> str:
+    """The checkpoint golden file's text: the command template's example body, wrapped."""
+    from jobsmith.agent.runtime.submission.request.checkpoint import CheckpointPlan, wrap
+
+    library = TemplateLibrary([shipped_library()])
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "root"
+        root.mkdir()
+        template = library.get("command")
+        body = render_body(
+            template, example_params(template, root), allowed_roots=[root], base_dir=root
+        ).body
+    return wrap(body, CheckpointPlan.model_validate(CHECKPOINT_EXAMPLE))
+
+
 def main() -> int:
     """scripts/regen-fixtures: rewrite the golden files, say which changed."""
     if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
@@ -71,6 +92,10 @@ def main() -> int:
         )
         return 2
     changed = regenerate()
+    CHECKPOINTED.parent.mkdir(exist_ok=True)
+    if not CHECKPOINTED.exists() or CHECKPOINTED.read_text() != checkpointed_text():
+        CHECKPOINTED.write_text(checkpointed_text())
+        print(f"changed: {CHECKPOINTED}")
     for name in changed:
         print(f"changed: {GOLDEN / name}.sh")
     print(

@@ -109,7 +109,7 @@ def test_out_of_root_path_refused_and_nothing_recorded(run, jobsmith_home: Path)
     "args,needle",
     [
         (["--time", "2:00:00"], "partition 'debug' allows at most 00:30:00"),
-        (["--partition", "high"], "allowed: debug, long, gpu"),
+        (["--partition", "nosuch"], "allowed: debug, long, gpu, preempt, high"),
         (["--gpus", "1"], "partition 'debug' has 0 GPUs"),
         (["--account", "other"], "allowed: lab, proj2"),
         (["--cpus", "64"], "at most 2 CPUs"),

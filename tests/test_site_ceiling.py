@@ -163,7 +163,7 @@ def centre(tmp_path: Path) -> Path:
             "partitions:\n  bigmem:\n    max_time: 60\n",
             "partitions.bigmem",
             "'bigmem'",
-            "debug, long, gpu",
+            "debug, long, gpu, preempt, high",
         ),
         ("accounts:\n  allowed: [lab, physics]\n", "accounts.allowed", "'physics'", "lab, proj2"),
         ("qos:\n  allowed: [normal, high]\n", "qos.allowed", "'high'", "normal"),
@@ -227,7 +227,7 @@ paths:
     assert policy.budgets.submissions_per_hour == 20
     assert policy.budgets.node_hours_per_day == 5  # the centre set none: free
     assert policy.canary is not None and policy.canary.above_tasks == 4
-    assert list(config.partitions) == ["debug", "gpu"]  # `long: null` removed it
+    assert list(config.partitions) == ["debug", "gpu", "preempt", "high"]  # `long: null` removed it
     gpu = config.partitions["gpu"]
     assert (gpu.max_time, gpu.max_gpus_per_node, gpu.max_mem_per_node) == (3600, 1, 4096)
     assert config.accounts.allowed == ["lab"]
@@ -286,9 +286,9 @@ def test_a_site_option_file_overlays_the_centre_file_and_cannot_loosen_it(tmp_pa
 
 
 def test_jobsmith_site_cannot_loosen_the_centre_file_either(tmp_path: Path) -> None:
-    other = write(tmp_path, "other.yaml", "partitions:\n  preempt: {}\n")
+    other = write(tmp_path, "other.yaml", "partitions:\n  bigmem: {}\n")
     message = refused(EXAMPLE, environ={**ENV, "JOBSMITH_SITE": str(other)})
-    assert message.startswith(f"{other}:2: partitions.preempt: ")
+    assert message.startswith(f"{other}:2: partitions.bigmem: ")
 
 
 def test_the_site_option_file_tightens_and_the_user_file_tightens_further(
@@ -640,7 +640,7 @@ def test_site_init_beneath_a_centre_writes_a_file_the_centre_admits(
     site = loaded(centre, mine)  # every later command loads it: no exit 2
     assert site.files == (centre, mine)
     config = site.config
-    assert list(config.partitions) == ["debug", "long", "gpu"]  # the centre's
+    assert list(config.partitions) == ["debug", "long", "gpu", "preempt", "high"]  # the centre's
     assert config.qos.allowed == ["normal"] and config.accounts.allowed == ["lab", "proj2"]
     assert config.policy.approval.core_hours == 100
     # what the centre states is left to it; what it leaves out is the user's, from the

@@ -535,6 +535,10 @@ def queue_need(job_ids: Sequence[str], records: list[JobRecord]) -> QueueNeed:
       Slurm shrinking the array;
     - STATES when every job has ended but some only within SETTLE_S: accounting can
       still miss whole array tasks then, so the controller confirms the end;
+    - STATES also, whatever else runs, when a job's latest run ended PREEMPTED or
+      NODE_FAIL within SETTLE_S: Slurm may be requeuing it (its next run's row comes a
+      moment later), and only the controller says it is pending again, so a job Slurm
+      requeues is never taken for one that failed (and re-run by the rule brain);
     - NONE otherwise: running jobs (accounting's state and elapsed time are current, its
       lag only delays an end by a poll) and jobs that ended long ago.
     """
@@ -545,12 +549,20 @@ def queue_need(job_ids: Sequence[str], records: list[JobRecord]) -> QueueNeed:
         return QueueNeed.DETAIL
     if any(r.array_job_id is not None and r.state.is_active for r in records):
         return QueueNeed.DETAIL
+    settled = datetime.now() - timedelta(seconds=SETTLE_S)
+    recent = [r for r in records if r.end_time is None or r.end_time > settled]
+    if any(r.state in _MAY_BE_REQUEUED for r in recent):
+        return QueueNeed.STATES
     if any(r.state.is_active for r in records):
         return QueueNeed.NONE
-    settled = datetime.now() - timedelta(seconds=SETTLE_S)
-    if any(r.end_time is None or r.end_time > settled for r in records):
+    if recent:
         return QueueNeed.STATES
     return QueueNeed.NONE
+
+
+#: how a run ends that Slurm may requeue (preemption with PreemptMode=REQUEUE, a node
+#: failure where JobRequeue=1)
+_MAY_BE_REQUEUED = frozenset({JobState.PREEMPTED, JobState.NODE_FAIL})
 
 
 def _result(

@@ -464,10 +464,49 @@ def job_options(fn: F) -> F:
             type=_GivenPath(file_okay=False, path_type=Path),
             help="Where Slurm writes stdout/stderr (default: the site's log dir).",
         ),
+        *checkpoint_options(),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def checkpoint_options() -> list[Any]:
+    """--checkpoint and its two settings, shared by `submit`, `render` and `sbatch`."""
+    return [
+        click.option(
+            "--checkpoint",
+            callback=_given,
+            metavar="CMD",
+            help="Make the job checkpointable: before its time limit or at preemption it "
+            "runs CMD (your code, one line), then requeues itself (--signal, --requeue).",
+        ),
+        click.option(
+            "--signal-lead",
+            type=_IntRange(1, 65535),
+            metavar="SECONDS",
+            help="With --checkpoint: warn this long before the time limit (default: the "
+            "site's jobs.checkpoint.signal_lead_s).",
+        ),
+        click.option(
+            "--max-requeues",
+            type=_IntRange(0, _MAX_COUNT),
+            metavar="N",
+            help="With --checkpoint: requeue at most this many times (default: the site's "
+            "jobs.checkpoint.max_requeues; at most its policy.max_requeues).",
+        ),
+    ]
+
+
+def _each(decorators: Sequence[Callable[[F], F]]) -> Callable[[F], F]:
+    """One decorator applying decorators in their order, the first outermost."""
+
+    def apply(fn: F) -> F:
+        for decorate in reversed(decorators):
+            fn = decorate(fn)
+        return fn
+
+    return apply
 
 
 def _given_each(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -586,6 +625,7 @@ _SBATCH_FLAGS = ("--dry-run", "--test-only", "--no-advice", "--right-size", "--e
 @click.option("--no-advice", is_flag=True, help="Skip the history and start estimates.")
 @click.option("--right-size", is_flag=True, help="Take the smaller request from past runs.")
 @click.option("--earliest", is_flag=True, help="Take the partition that starts it earliest.")
+@_each(checkpoint_options())
 @click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[SBATCH OPTIONS] SCRIPT [ARGS]")
 @json_command
 @click.pass_context
@@ -599,6 +639,7 @@ def sbatch(
     no_advice: bool,
     right_size: bool,
     earliest: bool,
+    **checkpoint: Any,
 ) -> None:
     """Submit your own batch script, as sbatch does, under jobsmith's policy.
 
@@ -615,7 +656,13 @@ def sbatch(
     if reader is None:
         raise InputError("this site's scheduler cannot read batch scripts: use `jobsmith submit`")
     allowed = app.site.config.jobs.sbatch_options
-    read = read_request(reader, words, allowed, Path.cwd(), own=_SBATCH_FLAGS)
+    given = [  # before SCRIPT, where sbatch's options are read too
+        word
+        for name, value in checkpoint.items()
+        if value is not None
+        for word in (f"--{name.replace('_', '-')}", str(value))
+    ]
+    read = read_request(reader, (*given, *words), allowed, Path.cwd(), own=_SBATCH_FLAGS)
     request, flags = read.request, read.flags
     for line in read.notes:
         note(f"jobsmith: {line}")

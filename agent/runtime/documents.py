@@ -24,6 +24,7 @@ from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import EngineMessage, EngineTask
 from jobsmith.agent.diagnosis.table import Diagnosis
+from jobsmith.agent.runtime.requeues import requeue_phrase
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.readmodel import TokenTotals
 from jobsmith.agent.runtime.workflows.progress import WorkProgress
@@ -61,6 +62,7 @@ def record_summary(rec: JobRecord) -> dict[str, Any]:
         "max_rss_bytes": rec.max_rss_bytes,
         "req_mem_bytes": rec.req_mem_bytes,
         "reason": rec.reason if not rec.state.is_terminal else None,
+        "restarts": len(rec.requeues),
     }
 
 
@@ -80,12 +82,22 @@ class JobStatusDocument(_Document):
         description="a render's frames or a transcode's chunks done of total, read from "
         "its running tasks' output (None: not such a job)",
     )
+    restarts: int = Field(
+        0,
+        description="how many times Slurm requeued it (its restart count; an array: its "
+        "tasks' together); each earlier run's end is in record.requeues",
+    )
+    requeued: str | None = Field(
+        None, description="what requeued it, in words: 'preempted 2×, resumed' (None: never)"
+    )
 
     @classmethod
     def of(
         cls, status: JobStatus, session_id: str | None, progress: WorkProgress | None = None
     ) -> JobStatusDocument:
         """The document of one polled job."""
+        records = status.tasks or ((status.record,) if status.record else ())
+        requeues = tuple(s for r in records for s in r.requeues)
         return cls(
             job_id=status.job_id,
             state=status.state.value,
@@ -96,6 +108,8 @@ class JobStatusDocument(_Document):
             estimated_start=status.estimated_start,
             session_id=session_id,
             progress=progress,
+            restarts=len(requeues),
+            requeued=requeue_phrase(requeues, status.state),
         )
 
     def compact(self) -> dict[str, Any]:
@@ -108,6 +122,8 @@ class JobStatusDocument(_Document):
         elif self.record is not None:
             entry.update(record_summary(self.record))
         entry["reason"] = self.reason
+        if self.requeued:
+            entry["requeued"] = self.requeued
         entry["estimated_start"] = (
             self.estimated_start.isoformat() if self.estimated_start else None
         )

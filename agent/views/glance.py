@@ -29,6 +29,7 @@ from jobsmith.adapters.states import JobState
 from jobsmith.adapters.workflow import TaskStatus
 from jobsmith.agent.runtime.documents import PipelineStatusDocument, PlanStatusDocument
 from jobsmith.agent.runtime.glancefacts import GlanceFacts, JobFacts, SessionFacts
+from jobsmith.agent.runtime.requeues import record_phrase
 
 #: the glance's size when nothing says otherwise: an 80x40 terminal (or a pipe)
 WIDTH, HEIGHT = 80, 40
@@ -271,6 +272,9 @@ def _ended_word(record: JobRecord | None, state: JobState) -> str:
 
 def _state_word(status: JobStatus) -> str:
     word = status.state.value.lower()
+    requeued = record_phrase(status.record)
+    if requeued:
+        word = f"{word}, {requeued}"
     reason = status.reason or (status.record.reason if status.record else None)
     if kind_of(status.state) is Kind.PENDING and reason:
         return f"{word} ({reason})"

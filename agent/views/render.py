@@ -138,10 +138,15 @@ def _tasks_to_show(tasks: tuple[JobRecord, ...]) -> list[JobRecord]:
 
 
 def _record_row(rec: JobRecord, st: JobStatusDocument | None) -> list[object]:
+    from jobsmith.agent.runtime.requeues import record_phrase
+
     exit_text = "" if rec.exit_code is None else f"{rec.exit_code}:{rec.signal or 0}"
     note = rec.reason or ""
     if rec.cancelled_by:
         note = f"cancelled by uid {rec.cancelled_by}"
+    requeued = record_phrase(rec)
+    if requeued:
+        note = f"{requeued}; {note}" if note else requeued
     if st is not None and st.estimated_start and rec.state.value == "PENDING":
         note = f"{note} (est. start {st.estimated_start:%Y-%m-%d %H:%M})".strip()
     return [

@@ -27,6 +27,7 @@ from jobsmith.adapters.states import JobState
 from jobsmith.agent.diagnosis.job import SiteSource, site_if_any
 from jobsmith.agent.diagnosis.table import Diagnosis, efficiency
 from jobsmith.agent.runtime.logs import LogSources
+from jobsmith.agent.runtime.requeues import record_phrase
 from jobsmith.agent.runtime.session.events import Event, EventKind, SessionInfo
 from jobsmith.agent.runtime.session.payloads import (
     PipelineProgressPayload,
@@ -87,6 +88,10 @@ class ReportTask(_Model):
     core_hours: float = Field(description="CPUs x elapsed, hours")
     gpu_hours: float = Field(description="GPUs x elapsed, hours")
     verdict: str | None = Field(description="the diagnosis of a failed task, if it has one")
+    restarts: int = Field(0, description="how many times Slurm requeued it (restart count)")
+    requeued: str | None = Field(
+        None, description="what requeued it, in words: 'preempted 2×, resumed' (None: never)"
+    )
 
 
 class ReportRerun(_Model):
@@ -352,6 +357,8 @@ def task_row(rec: JobRecord, session_job: str, now: datetime, verdict: str | Non
         core_hours=round((rec.alloc_cpus or 0) * hours, 6),
         gpu_hours=round(gpus * hours, 6),
         verdict=verdict,
+        restarts=len(rec.requeues),
+        requeued=record_phrase(rec),
     )
 
 

@@ -46,10 +46,13 @@ def sacct_jobs(job_ids: Sequence[str], since: datetime, fields: Sequence[str]) -
     """ONE accounting query for many jobs (array ids expand to all their tasks).
 
     -S bounds the search: without it `sacct -j` scans from the epoch on some versions;
-    -E now keeps still-running jobs in the window.
+    -E now keeps still-running jobs in the window. -D lists every run of a job Slurm
+    requeued (preemption, node failure, `scontrol requeue`), oldest first, where sacct
+    alone gives the latest: the parser folds them into one record (JobRecord.requeues).
     """
     return [
         "sacct",
+        "-D",
         "-P",
         f"--delimiter={DELIMITER}",
         "--noconvert",

@@ -39,6 +39,10 @@ def render_directives(opts: JobOptions) -> list[str]:
         lines.append("--dependency=" + dependency_spec(opts.dependencies))
     picks: list[tuple[str, object]] = [("constraint", opts.constraint), ("exclude", opts.exclude)]
     lines += [f"--{key}={value}" for key, value in picks if value is not None]
+    if opts.signal is not None:
+        lines.append(f"--signal={opts.signal}")
+    if opts.requeue:
+        lines.append("--requeue")
     tail: list[tuple[str, object]] = [
         ("output", opts.output),
         ("error", opts.error),

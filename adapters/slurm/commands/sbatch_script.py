@@ -165,13 +165,14 @@ def parse_options(words: list[str], where: str) -> list[ScriptOption]:
 
 
 def split_command_line(
-    words: list[str], own: Collection[str] = ()
+    words: list[str], own: Collection[str] = (), own_valued: Collection[str] = ()
 ) -> tuple[list[ScriptOption], str, list[str]]:
     """sbatch's command line, `[OPTIONS] SCRIPT [ARGS]`, as its options, the script and the
     script's arguments (a `--` may end the options); InputError if no script is named.
-    own: flags of the calling tool (`--json`), given back among the options as written."""
+    own: flags of the calling tool (`--json`), given back among the options as written;
+    own_valued: its options that take a value (`--checkpoint CMD`), given back likewise."""
     where = "the command line"
-    options, end = _getopt(words, where, stop=True, own=own)
+    options, end = _getopt(words, where, stop=True, own=own, own_valued=own_valued)
     if end < len(words) and words[end] == "--":
         end += 1
     if end >= len(words):
@@ -180,10 +181,16 @@ def split_command_line(
 
 
 def _getopt(
-    words: list[str], where: str, *, stop: bool, own: Collection[str] = ()
+    words: list[str],
+    where: str,
+    *,
+    stop: bool,
+    own: Collection[str] = (),
+    own_valued: Collection[str] = (),
 ) -> tuple[list[ScriptOption], int]:
     """Options read from words; stop: end at the first operand (or '--') and return its
-    index, as sbatch's command line does; otherwise an operand is an error."""
+    index, as sbatch's command line does; otherwise an operand is an error. own,
+    own_valued: the calling tool's flags and its options that take a value."""
     out: list[ScriptOption] = []
     i = 0
     while i < len(words):
@@ -193,6 +200,14 @@ def _getopt(
         i += 1
         if word in own:
             out.append(ScriptOption(word.lstrip("-"), None, "own"))
+            continue
+        named, eq, given = word.partition("=")
+        if named in own_valued:
+            if not eq:
+                if i >= len(words):
+                    raise InputError(f"{where}: {named} needs a value")
+                given, i = words[i], i + 1
+            out.append(ScriptOption(named.lstrip("-"), given, "own"))
             continue
         if word.startswith("--") and len(word) > 2:
             given, eq, value = word[2:].partition("=")
@@ -257,7 +272,7 @@ class SbatchScripts:
         return parse_script(text, name)
 
     def split_command_line(
-        self, words: list[str], own: Collection[str] = ()
+        self, words: list[str], own: Collection[str] = (), own_valued: Collection[str] = ()
     ) -> tuple[list[ScriptOption], str, list[str]]:
         """sbatch's `[OPTIONS] SCRIPT [ARGS]` (split_command_line)."""
-        return split_command_line(words, own)
+        return split_command_line(words, own, own_valued)

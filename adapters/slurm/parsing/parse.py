@@ -354,6 +354,7 @@ def parse_sacct_parsable(
     # gather under it, and each job's record is built once at the end, steps folded in
     jobs: dict[str, tuple[str, dict[str, str], re.Match[str]]] = {}
     steps: dict[str, list[StepRecord]] = {}
+    earlier: dict[str, list[str | None]] = {}  # sacct -D: the states of earlier runs
     for line in lines[1:]:
         split = _split_row(line, delimiter, len(header), absorb)
         row = dict(zip(header, split, strict=True)) if split is not None else {}
@@ -363,6 +364,7 @@ def parse_sacct_parsable(
             continue
         try:
             if ids["step"] is None:
+                _rerun(jobs, steps, earlier, ids["job"], row)
                 jobs[ids["job"]] = (line, row, ids)
             else:
                 step = _step_from_row(row, ids["step"], cells)
@@ -372,10 +374,36 @@ def parse_sacct_parsable(
     records = []
     for key, (line, row, ids) in jobs.items():
         try:
-            records.append(_job_from_row(row, ids, cells, steps.get(key, ())))
+            record = _job_from_row(row, ids, cells, steps.get(key, ()))
+            if key in earlier:
+                runs = tuple(cells.state(state)[0] for state in earlier[key])
+                record = record.model_copy(update={"requeues": runs})
+            records.append(record)
         except ValueError:  # pydantic refused a value: this job only (its steps go with it)
             _skip(skipped, line)
     return records
+
+
+def _rerun(
+    jobs: Mapping[str, tuple[str, dict[str, str], re.Match[str]]],
+    steps: dict[str, list[StepRecord]],
+    earlier: dict[str, list[str | None]],
+    key: str,
+    row: Mapping[str, str],
+) -> None:
+    """A job row for a job already read (sacct -D lists every run of a requeued job,
+    oldest first, each with its steps): the run read before is an earlier one, its state
+    kept in earlier and its steps dropped, so the record and its steps are the latest
+    run's. A row of another name is another job that once had the same id (Slurm's ids
+    restart when its state is lost): it is dropped, not counted as a run."""
+    if key not in jobs:
+        return
+    steps.pop(key, None)
+    before = jobs[key][1]
+    if before.get("JobName") == row.get("JobName"):
+        earlier.setdefault(key, []).append(before.get("State"))
+    else:
+        earlier.pop(key, None)
 
 
 class _Cells:

@@ -247,8 +247,10 @@ class Adviser:
 
     def _candidates(self, job: AssembledJob) -> list[str]:
         """The site's partitions; a job without GPUs is not offered a GPU partition
-        where the site has partitions without (sites keep those for GPU work)."""
-        parts = self._site.partitions
+        where the site has partitions without (sites keep those for GPU work), and none
+        is offered that the site marks `offered: false` (preemptible, high priority)."""
+        asked = self._site.partitions
+        parts = {n: p for n, p in asked.items() if p.offered or n == job.options.partition}
         without = {n for n, p in parts.items() if p.max_gpus_per_node == 0}
         if job.options.gpus or not without:
             return list(parts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,11 @@ from jobsmith.adapters.options import (
 from jobsmith.adapters.scheduler import EnvironmentDefault, EnvironmentInputs
 from jobsmith.agent.runtime.submission import hashing
 from jobsmith.agent.runtime.submission.judging.policy import check_limits
+from jobsmith.agent.runtime.submission.request.checkpoint import (
+    Checkpoint,
+)
+from jobsmith.agent.runtime.submission.request.checkpoint import plan as plan_checkpoint
+from jobsmith.agent.runtime.submission.request.checkpoint import wrap as wrap_checkpoint
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import RenderedBody, Template, render_body
 from jobsmith.site_config import SiteConfig
@@ -133,6 +138,11 @@ class JobFields(BaseModel):
     script: ScriptJob | None = Field(
         None, description="a user's own batch script (then template is 'sbatch:NAME')"
     )
+    checkpoint: Checkpoint | None = Field(
+        None,
+        description="make the job checkpointable: warned before its time limit or at "
+        "preemption, it runs this command and requeues itself (--checkpoint)",
+    )
 
     @model_validator(mode="after")
     def _one_gpu_count(self) -> JobFields:
@@ -187,6 +197,7 @@ class JobRequest(JobFields):
                 array=array,
                 constraint=kw.get("constraint"),
                 exclude=kw.get("exclude"),
+                checkpoint=checkpoint_from_cli(kw),
             )
         except ValidationError as exc:
             raise InputError(first_error(exc)) from None
@@ -225,8 +236,38 @@ def assemble(
     _refuse_param_resources(template, request)
     options = _options(template.name, rendered, request, site, cwd)
     check_limits(options, site)
-    script = compose_script(header(options), site.env_setup, rendered.body)
+    options, body = checkpointed(options, rendered.body, request.checkpoint, site)
+    script = compose_script(header(options), site.env_setup, body)
     return AssembledJob(template=template.name, rendered=rendered, options=options, script=script)
+
+
+def checkpointed(
+    options: JobOptions, body: str, asked: Checkpoint | None, site: SiteConfig
+) -> tuple[JobOptions, str]:
+    """options and body as they are, or, for a checkpointable job, with --signal and
+    --requeue set and the body wrapped in the trap (checkpoint.py)."""
+    if asked is None:
+        return options, body
+    decided = plan_checkpoint(asked, site, options.time_limit_s)
+    fields = {"signal": decided.signal_option(), "requeue": True}
+    return options.model_copy(update=fields), wrap_checkpoint(body, decided)
+
+
+def checkpoint_from_cli(kw: Mapping[str, Any]) -> Checkpoint | None:
+    """--checkpoint CMD [--signal-lead SECONDS] [--max-requeues N] as a Checkpoint; the
+    last two alone are an error (they mean nothing without the command)."""
+    command = kw.get("checkpoint")
+    lead, bound = kw.get("signal_lead"), kw.get("max_requeues")
+    if command is None:
+        if lead is not None or bound is not None:
+            given = "--signal-lead" if lead is not None else "--max-requeues"
+            raise InputError(f"{given} needs --checkpoint CMD (the command run at the warning)")
+        return None
+    return Checkpoint(
+        command=command,
+        signal_lead_s=lead,
+        max_requeues=bound,
+    )
 
 
 def compose_script(header: Sequence[str], env_setup: Sequence[str], body: str) -> str:

@@ -48,6 +48,8 @@ from jobsmith.agent.runtime.submission.request.jobs import (
     Header,
     JobRequest,
     ScriptJob,
+    checkpoint_from_cli,
+    checkpointed,
     default_partition,
     directive_safe,
     first_error,
@@ -193,6 +195,46 @@ def script_request(
         raise InputError(f"{name}: {first_error(exc)}") from None
 
 
+#: jobsmith's options of `jobsmith sbatch` that take a value, found among sbatch's
+CHECKPOINT_OPTIONS = ("--checkpoint", "--signal-lead", "--max-requeues")
+#: sbatch's options that --checkpoint sets itself
+_CHECKPOINT_SETS = frozenset({"signal", "requeue", "no-requeue"})
+
+
+def with_checkpoint(
+    request: JobRequest, script: ScriptParts, name: str, given: Mapping[str, str | None]
+) -> JobRequest:
+    """request made checkpointable by `--checkpoint CMD [--signal-lead S] [--max-requeues
+    N]` (checkpoint.py); InputError for a script that is not a shell script, one that sets
+    --signal or --requeue itself, or a value that is not a count."""
+    counts = {}
+    for key in ("signal_lead", "max_requeues"):
+        value = given.get(key)
+        if value is not None and not re.fullmatch(r"[0-9]{1,6}", value):
+            raise InputError(f"--{key.replace('_', '-')} {value!r}: expected a whole number")
+        counts[key] = None if value is None else int(value)
+    try:
+        checkpoint = checkpoint_from_cli({"checkpoint": given.get("checkpoint"), **counts})
+    except ValidationError as exc:
+        raise InputError(f"--checkpoint: {first_error(exc)}") from None
+    if checkpoint is None:
+        return request
+    if _interpreter(script.shebang) not in _SHELLS:
+        raise InputError(
+            f"--checkpoint: {name} starts with {script.shebang!r}; jobsmith runs a shell "
+            "script's lines under its trap: call your program from a bash script, or write "
+            "the trap yourself (docs/batch-scripts.md)"
+        )
+    passed = request.script.passed if request.script else ()
+    clash = sorted({o.removeprefix("--").partition("=")[0] for o in passed} & _CHECKPOINT_SETS)
+    if clash:
+        raise InputError(
+            f"{name}: --{clash[0]} and --checkpoint: --checkpoint sets --signal and "
+            "--requeue itself; leave the script's out"
+        )
+    return request.model_copy(update={"checkpoint": checkpoint})
+
+
 def _value(option: ScriptOption) -> Any:
     """option's value read as the request field wants it; InputError naming it."""
     where, value = f"{option.where}: --{option.name}", option.value or ""
@@ -291,7 +333,8 @@ def assemble_script(
     except ValidationError as exc:
         raise InputError(f"{job.name}: {first_error(exc)}") from None
     check_limits(options, site)
-    script = compose(job, header(options))
+    options, rest = checkpointed(options, job.rest, request.checkpoint, site)
+    script = compose(job.model_copy(update={"rest": rest}), header(options))
     body = RenderedBody(
         template=request.template,
         params={},
@@ -384,8 +427,9 @@ def read_request(
     the script read (a regular UTF-8 file of at most 4 MiB), its directives, then the
     command line's options, which win; InputError naming the file, line or option. own:
     jobsmith's flags (--json) among sbatch's options, given back as written."""
-    every, given, args = reader.split_command_line(list(words), own)
-    flags = {f"--{o.name}" for o in every if o.where == "own"}
+    every, given, args = reader.split_command_line(list(words), own, CHECKPOINT_OPTIONS)
+    flags = {f"--{o.name}" for o in every if o.where == "own" and o.value is None}
+    valued = {o.name.replace("-", "_"): o.value for o in every if o.where == "own" and o.value}
     options = [o for o in every if o.where != "own"]
     path = _absolute(Path(given), cwd)
     try:
@@ -402,6 +446,8 @@ def read_request(
         ) from None
     script = reader.parse_script(text, path.name)
     request = script_request(script, path.name, options, args, site_allows)
+    if valued:
+        request = with_checkpoint(request, script, path.name, valued)
     notes = tuple(
         f"{given}: line {number}: an #SBATCH line after the first command is ignored, "
         "as sbatch ignores it"
