@@ -403,5 +403,5 @@ def test_a_text_that_fails_to_parse_fails_every_time(tmp_path: Path) -> None:
     from jobsmith.site_config.yamlfile import parse_yaml
 
     for _ in range(2):
-        with pytest.raises(ConfigError, match="site.yaml"):
+        with pytest.raises(ConfigError, match=r"site\.yaml"):
             parse_yaml("cluster: [unclosed\n", tmp_path / "site.yaml")
