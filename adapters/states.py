@@ -61,7 +61,9 @@ class JobState(StrEnum):
     def counts_toward_streak(self) -> bool:
         """True for a failure that says something may be wrong with what is submitted,
         and so counts toward the failure-streak stop: not a cancellation (someone chose
-        it) nor a preemption (the scheduler chose it)."""
+        it), a preemption (the scheduler chose it), nor a node failure (NODE_FAIL,
+        BOOT_FAIL: the node's doing, which the user's node blocklist answers by leaving
+        the node out, agent/runtime/blocklist/)."""
         return self in _STREAK_FAILURES
 
     @property
@@ -90,8 +92,6 @@ _STREAK_FAILURES = frozenset(
         JobState.FAILED,
         JobState.TIMEOUT,
         JobState.OUT_OF_MEMORY,
-        JobState.NODE_FAIL,
-        JobState.BOOT_FAIL,
         JobState.DEADLINE,
     }
 )

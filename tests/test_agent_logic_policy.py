@@ -153,16 +153,20 @@ def test_a_damaged_cost_spends_nothing_but_the_submission_still_counts() -> None
 
 def test_failure_streak_counts_failed_jobs_and_a_completed_job_or_unblock_ends_it() -> None:
     streak = sorted(s.value for s in JobState if s.counts_toward_streak)
-    assert history([job(s) for s in streak], NOW).failures_in_a_row == 6
+    assert streak == ["DEADLINE", "FAILED", "OUT_OF_MEMORY", "TIMEOUT"]
+    assert history([job(s) for s in streak], NOW).failures_in_a_row == 4
     assert history([job("FAILED"), job("COMPLETED", timedelta(0))], NOW).failures_in_a_row == 0
     unblocked = ev(EventKind.UNBLOCKED, timedelta(seconds=30))
     streak = [job("TIMEOUT", timedelta(minutes=2)), unblocked, job("OUT_OF_MEMORY", timedelta(0))]
     assert history(streak, NOW).failures_in_a_row == 1
 
 
-def test_cancelled_preempted_and_unfinished_jobs_neither_add_to_nor_end_a_streak() -> None:
+def test_cancelled_preempted_node_failed_and_unfinished_jobs_neither_add_to_nor_end_a_streak() -> (
+    None
+):
     events = [job("FAILED", timedelta(minutes=5))]
-    events += [job(s) for s in ("CANCELLED", "PREEMPTED", "RUNNING", "PENDING", "")]
+    states = ("CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "RUNNING", "PENDING", "")
+    events += [job(s) for s in states]
     events.append(ev(EventKind.JOB_STATE, timedelta(0), job_id="2"))  # no state at all
     assert history(events, NOW).failures_in_a_row == 1
 
