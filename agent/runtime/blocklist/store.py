@@ -2,9 +2,10 @@
 the nodes left out now.
 
 Several processes write it (the watcher cycles, `jobsmith nodes clear`, on one login
-node or several sharing a home on NFS; submissions and `status` only read it), so nothing is ever rewritten: each
-fact is one line appended with one write(2) (O_APPEND: lines from several writers do not
-interleave, as the news file does it, agent/watcher/news.py), and the blocklist is
+node or several sharing a home on NFS; submissions and `status` only read it), so
+nothing is ever rewritten: each fact is one line appended with one write(2) (O_APPEND:
+lines from several writers do not interleave, as the news file does it,
+agent/watcher/news.py), and the blocklist is
 computed from all of them each time it is read. A failure seen twice (two polls, two
 processes) is one line twice with the same key and counts once. The lines, by their
 `fact`:
