@@ -36,6 +36,14 @@ def _squeue(array_id: str) -> list[tuple[str, str, str]]:
     return [tuple(line.split("|")) for line in out.splitlines() if line]  # type: ignore[misc]
 
 
+def _excluded_by_slurm(task: str) -> str:
+    """The ExcNodeList the controller holds for a job or array task."""
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o", task], capture_output=True, text=True, check=True
+    ).stdout
+    return next(w for w in out.split() if w.startswith("ExcNodeList=")).partition("=")[2]
+
+
 def test_a_failed_node_goes_on_the_blocklist_and_its_requeued_tasks_run_elsewhere(
     workdir: Path,
 ) -> None:
@@ -57,20 +65,25 @@ def test_a_failed_node_goes_on_the_blocklist_and_its_requeued_tasks_run_elsewher
     assert json.loads(js("watch", "--once", "--json").stdout)["scheduler_ok"]
     failing = subprocess.Popen(_FAIL_NODE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     excluded: list[dict[str, object]] = []
+    set_on: dict[str, str] = {}  # task -> the controller's ExcNodeList right after the step
     states: list[str] = []
     decisions: list[object] = []
     deadline = time.monotonic() + 330
     while "COMPLETED" not in states:
         assert time.monotonic() < deadline, (states, excluded, _squeue(array_id))
         cycle = json.loads(js("watch", "--once", "--json").stdout)
-        excluded += (cycle.get("nodes") or {}).get("excluded", [])
+        now_excluded = (cycle.get("nodes") or {}).get("excluded", [])
+        for task in (str(t) for e in now_excluded for t in e["tasks"]):
+            set_on[task] = _excluded_by_slurm(task)
+        excluded += now_excluded
         states += [c["state"] for c in cycle["changes"] if c["job_id"] == array_id]
         decisions += cycle["decisions"]
         time.sleep(3)
     assert failing.wait(timeout=120) == 0, failing.stdout.read() if failing.stdout else ""
     # Slurm requeued both tasks; the watcher kept them off n2 instead of submitting again
     assert decisions == []  # a requeued task is no failure: the brain decided nothing
-    assert [e["nodes"] for e in excluded] == ["n2"], excluded
+    assert [(e["nodes"], e["error"]) for e in excluded] == [("n2", None)], excluded
+    assert set_on == dict.fromkeys(on_n2, "n2"), set_on  # as scontrol shows the pending task
     assert sorted(str(t) for e in excluded for t in e["tasks"]) == on_n2, excluded  # type: ignore[attr-defined]
     for task in on_n2:
         lines = (workdir / f"six-{task}.out").read_text().split()
