@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobsmith.adapters.hostlist import expand_hostlist
 from jobsmith.adapters.states import JobState
 
 
@@ -89,6 +90,14 @@ class JobRecord(_Record):
         "fills them from what it submitted), and its state may lag the job's (PENDING beside "
         "a RUNNING batch step) unless the controller answered; nothing is decided from it",
     )
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes it ran on, one name each (node_list expanded; () if none or unreadable)."""
+        try:
+            return expand_hostlist(self.node_list)
+        except ValueError:
+            return ()
 
 
 class QueueRecord(_Record):

@@ -190,6 +190,16 @@ class Scheduler(Protocol):
         """Replace a pending job's dependencies (a plan's job whose upstream was re-run)."""
         ...
 
+    def exclude_nodes(self, job_id: str, nodes: str) -> None:
+        """Set a pending job's excluded nodes to nodes, a node list (replacing what it
+        excluded: pass the old list in it); a requeued job then starts elsewhere."""
+        ...
+
+    def runs(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
+        """Every run of the jobs (and array tasks), earlier ones of requeued jobs included,
+        each a record without steps: one accounting query (empty without accounting)."""
+        ...
+
     def cluster_facts(self, user: str) -> ClusterFacts:
         """Partitions and their limits, the nodes behind them, the user's associations."""
         ...

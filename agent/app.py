@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.transport import Transport
     from jobsmith.agent.brains.conversation import Conversation
     from jobsmith.agent.brains.protocol import Brain
+    from jobsmith.agent.runtime.blocklist.store import NodeBlocklist
     from jobsmith.agent.runtime.session.lastpoll import LastPollFile
     from jobsmith.agent.runtime.session.ledger import JobLedger
     from jobsmith.agent.runtime.session.readmodel import SessionFolds
@@ -200,9 +201,19 @@ class App:
             read_output=partial(read_output, self),
             environ=self.environ,
             folds=self.folds,
+            blocked_nodes=self.blocklist.blocked,
             # kept only from the real Slurm's answers (--no-slurm's stand-in answers none)
             estimates=None if slurmless else EstimateCache(state / "start-estimates.json"),
         )
+
+    @cached_property
+    def blocklist(self) -> NodeBlocklist:
+        """The user's node blocklist of this site's cluster (policy.blocklist; off: none)."""
+        from jobsmith.agent.runtime.blocklist.store import NodeBlocklist
+
+        config = self.site.config
+        path = self.paths.state_dir / "blocklist" / f"{config.cluster}.jsonl"
+        return NodeBlocklist(path, config.policy.blocklist)
 
     @cached_property
     def folds(self) -> SessionFolds:

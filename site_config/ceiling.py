@@ -17,7 +17,11 @@ The limits (CEILINGS, the one list of them):
   the canary cannot be turned off, start at larger arrays or run fewer tasks; the
   actions that always need a person (approval.risky_actions) and the variables never
   passed to jobs (secret_env) may be added to, never shortened; model.tainted_actions
-  `policy` is looser than `person`;
+  `policy` is looser than `person`; the node blocklist (policy.blocklist) is on or off
+  as the centre's file says, and where on, may count fewer failures, over a longer
+  window, and keep a node out longer, never the reverse (it spares the user's allocation
+  and the site's broken nodes, as the canary does; where the centre turned it off, its
+  users' jobs exclude no node on their own);
 - partitions: which exist (a later layer may remove one with `NAME: null`, never add
   one), and each one's max_time, max_nodes, max_cpus_per_node, max_mem_per_node and
   max_gpus_per_node;
@@ -79,8 +83,11 @@ from jobsmith.units import format_duration, format_memory
 #: all_of: leaving out a name the centre's list has;
 #: within: a directory outside every one of the centre's; kept: None where the centre
 #: set one; ranked: a later entry of Ceiling.ranks (strictest first); fewer_of: a name
-#: the centre's list lacks (an empty list is the strictest); same: any other value
-Kind = Literal["most", "least", "some_of", "all_of", "within", "kept", "ranked", "fewer_of", "same"]
+#: the centre's list lacks (an empty list is the strictest); same: any other value;
+#: switch: on (a value) where the centre's is off (None), or off where it is on
+Kind = Literal[
+    "most", "least", "some_of", "all_of", "within", "kept", "ranked", "fewer_of", "same", "switch"
+]
 
 #: a partition the centre's file lists, in a Ceiling's path
 EACH = "*"
@@ -129,6 +136,10 @@ CEILINGS: tuple[Ceiling, ...] = (
     _at_most("canary", "above_tasks"),
     Ceiling(("policy", "canary", "tasks"), "least"),
     Ceiling(("policy", "secret_env"), "all_of"),
+    Ceiling(("policy", "blocklist"), "switch"),
+    _at_most("blocklist", "failures"),
+    Ceiling(("policy", "blocklist", "window"), "least", format_duration),
+    Ceiling(("policy", "blocklist", "expires_after"), "least", format_duration),
     Ceiling(("model", "tainted_actions"), "ranked", ranks=("person", "policy")),
     Ceiling(("partitions",), "some_of"),
     _partition("max_time", format_duration),
@@ -264,6 +275,11 @@ def _loosenings(
             yield path, f"{show(value)} is above {show(limit)}, the centre's limit"
     elif ceiling.kind == "least" and value < limit:
         yield path, f"{show(value)} is below {show(limit)}, the centre's minimum"
+    elif ceiling.kind == "switch" and (limit is None) != (value is None):
+        if value is None:
+            yield path, "off (null) turns off what the centre's file turns on"
+        else:
+            yield path, "on, where the centre's file turns it off (null)"
     elif ceiling.kind == "kept" and limit is not None and value is None:
         yield path, f"no canary (null) turns off the centre's ({_describe_canary(limit)})"
     elif ceiling.kind == "ranked" and ceiling.ranks.index(value) > ceiling.ranks.index(limit):

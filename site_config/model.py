@@ -311,6 +311,32 @@ class Advice(_Section):
     )
 
 
+class Blocklist(_Section):
+    """A node on which the user's tasks failed for the node's own reasons is left out of
+    the user's next jobs for a while (agent/runtime/blocklist/): `--exclude` on reruns and
+    new submissions, `ExcNodeList` on jobs Slurm requeued after the node failed. A failure
+    is the node's when Slurm says so (NODE_FAIL, BOOT_FAIL), or when tasks of one job fail
+    on that node with the same non-zero exit while tasks of the same job complete on
+    others. As Flamenco's worker blocklist, per user, never for the whole site."""
+
+    failures: int = Field(
+        2,
+        ge=1,
+        le=1000,
+        description="the user's tasks that failed for the node's reasons on one node, "
+        "within the window, that put it on the blocklist (2: with 2 CPUs a node, two "
+        "tasks failing together is already one node's doing)",
+    )
+    window: Duration = Field(
+        3600, description="how far back failures count (a bare number is minutes)"
+    )
+    expires_after: Duration = Field(
+        86400,
+        description="how long a node stays on the blocklist after its last counted failure "
+        "(`jobsmith nodes clear` takes it off sooner)",
+    )
+
+
 class Policy(_Section):
     """Limits jobsmith holds the agent to."""
 
@@ -333,6 +359,11 @@ class Policy(_Section):
     budgets: Budgets = Field(default_factory=Budgets, description="limits over time")
     advice: Advice = Field(
         default_factory=Advice, description="offers at submission: right-size, earliest start"
+    )
+    blocklist: Blocklist | None = Field(
+        default_factory=Blocklist,
+        description="leave nodes where the user's work failed for the node's reasons out of "
+        "the user's next jobs (null: off, failures count against no node)",
     )
     secret_env: list[EnvPattern] = Field(
         default_factory=list,

@@ -70,6 +70,7 @@ class SchedulerDouble:
     - `on_find`: called on every find_by_name (a test can move its clock there: slow Slurm).
     - `accounting`: False for a site without accounting (has_accounting());
     - `min_job_age`: the controller's MinJobAge for min_job_age_s().
+    - `earlier_runs`: records of runs Slurm requeued, which runs() adds before the table's;
     - `submit_limit`: QoS name -> its MaxSubmitPU for submit_limits() (none by default; a
       job naming no QoS is in "normal"), counted over the table's unfinished jobs.
     """
@@ -90,6 +91,7 @@ class SchedulerDouble:
         self.accounting = True
         self.min_job_age: int | None = 300
         self.submit_limit: dict[str, int] = {}
+        self.earlier_runs: list[JobRecord] = []
         self._next_id = first_id
 
     # --- the Scheduler protocol ----------------------------------------------------
@@ -196,6 +198,24 @@ class SchedulerDouble:
         """Record the call only."""
         self._call("set_dependencies", job_id, tuple(dependencies))
         self._reachable()
+
+    def exclude_nodes(self, job_id: str, nodes: str) -> None:
+        """Record the call only."""
+        self._call("exclude_nodes", job_id, nodes)
+        self._reachable()
+
+    def runs(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
+        """`earlier_runs` of the jobs asked about (earlier runs of requeued jobs), then
+        their records in the table."""
+        self._call("runs", tuple(job_ids))
+        self._reachable()
+        asked = set(job_ids)
+        out = [r for r in self.earlier_runs if (r.array_job_id or r.job_id_raw) in asked]
+        for job_id in job_ids:
+            status = self.jobs.get(job_id)
+            if status is not None:
+                out += list(status.tasks) or ([status.record] if status.record else [])
+        return out
 
     def cluster_facts(self, user: str) -> ClusterFacts:
         """A cluster with no partitions and no associations (site check is not tested here)."""

@@ -141,6 +141,8 @@ def _parse(example: str) -> click.Context:
     ctx = cli.make_context("jobsmith", words[1:])
     while isinstance(command, click.Group):
         rest = [*ctx._protected_args, *ctx.args]
+        if not rest and command.invoke_without_command:  # `jobsmith nodes` lists them
+            break
         name, sub, rest = command.resolve_command(ctx, rest)
         assert sub is not None and name is not None, example
         command = sub

@@ -54,6 +54,12 @@ NOT_RUN: list[tuple[str, str, str]] = [
         "job ids are placeholders; watch runs until stopped",
     ),
     (
+        "docs/following-jobs.md",
+        "jobsmith nodes                   # the nodes left out of your jobs, why, since and "
+        "until when",
+        "the blocklist is empty until a node fails under your jobs",
+    ),
+    (
         "docs/mcp.md",
         "claude mcp add jobsmith -- jobsmith --site /etc/jobsmith/site.yaml mcp",
         "needs Claude Code (the claude command)",

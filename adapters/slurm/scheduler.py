@@ -46,6 +46,7 @@ from jobsmith.adapters.slurm.parsing.accounting import (
 from jobsmith.adapters.slurm.parsing.facts import build_facts
 from jobsmith.adapters.slurm.parsing.offers import offers_only_job_state
 from jobsmith.adapters.slurm.parsing.parse import (
+    RUN_FIELDS,
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     USAGE_FIELDS,
@@ -397,6 +398,25 @@ class SlurmScheduler:
     def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
         """`scontrol update JobId=… Dependency=…` ('' clears them)."""
         self._checked(argv.scontrol_update_dependency(job_id, dependency_spec(dependencies)))
+
+    def exclude_nodes(self, job_id: str, nodes: str) -> None:
+        """`scontrol update JobId=… ExcNodeList=…`."""
+        self._checked(argv.scontrol_update_excluded(job_id, nodes))
+
+    def runs(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
+        """`sacct -D -X` for the jobs (RUN_FIELDS), one record per run: sacct prints a
+        requeued job's runs under one id, so each row is read on its own."""
+        if not job_ids or not self._uses_accounting():
+            return []
+        try:
+            res = self._checked(argv.sacct_runs(job_ids, since, RUN_FIELDS))
+        except AccountingDisabled:
+            return []
+        header, *rows = res.stdout.splitlines() or [""]
+        out: list[JobRecord] = []
+        for row in rows:
+            out += parse_sacct_parsable(f"{header}\n{row}", argv.DELIMITER)
+        return out
 
     def output_paths(self, job_id: str) -> tuple[str | None, str | None]:
         """StdOut/StdErr from `scontrol show job` (only while the controller holds the job)."""

@@ -843,6 +843,7 @@ def status(
 
         facts = glance_facts(app.store, app.folds, app.ledger, statuses, since, progress)
         views.show_glance(statuses, facts)
+        _tell_blocklist(app)
         return
     sessions = {j: r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
     headlines: dict[str, str] = {}
@@ -851,6 +852,21 @@ def status(
 
         headlines = pipeline_lines(app.store, set(sessions.values()), statuses)
     views.show_status(statuses, as_json, sessions, headlines, progress)
+    if not as_json:
+        _tell_blocklist(app)
+
+
+def _tell_blocklist(app: App) -> None:
+    """status's last line, when nodes are left out of the user's jobs (agent/views/nodes.py)."""
+    from jobsmith.agent.views.nodes import blocklist_line
+    from jobsmith.errors import JobsmithError
+
+    try:
+        line = blocklist_line(app.blocklist.entries())
+    except (OSError, JobsmithError):  # no site file (status needs none), or no reading it
+        return
+    if line:
+        click.echo(line)
 
 
 @cli.command(epilog=_examples("jobsmith wait 12345", "jobsmith wait 12345 12346 --timeout 600"))
@@ -1638,6 +1654,41 @@ def render_frames(
         fps=fps,
     )
     return plan_for(request, missing_only=missing_only), f"render {blend_file.name}"
+
+
+@cli.group(
+    invoke_without_command=True,
+    epilog=_examples("jobsmith nodes --json", "jobsmith nodes clear n2"),
+)
+@json_command
+@click.pass_context
+def nodes(ctx: click.Context, as_json: bool) -> None:
+    """The nodes left out of your jobs (your blocklist): where your tasks failed for the
+    node's own reasons (NODE_FAIL, or the same exit on one node only) as often as the
+    site's policy.blocklist says, with why and until when. New submissions and re-runs
+    add them to --exclude; jobs Slurm requeued after a node failure get them too."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from jobsmith.agent.runtime.blocklist.store import BlocklistDocument
+    from jobsmith.agent.views.nodes import show_blocklist
+
+    app = _app(ctx)
+    show_blocklist(BlocklistDocument.of(app.site.config.cluster, app.blocklist), as_json)
+
+
+@nodes.command("clear", epilog=_examples("jobsmith nodes clear n2", "jobsmith nodes clear"))
+@click.argument("node", required=False)
+@json_command
+@click.pass_context
+def nodes_clear(ctx: click.Context, node: str | None, as_json: bool) -> None:
+    """Take NODE off your blocklist now (without NODE: every node); its failures so far
+    no longer count."""
+    from jobsmith.agent.runtime.blocklist.store import BlocklistDocument
+    from jobsmith.agent.views.nodes import show_blocklist
+
+    app = _app(ctx)
+    cleared = app.blocklist.clear(node)
+    show_blocklist(BlocklistDocument.of(app.site.config.cluster, app.blocklist, cleared), as_json)
 
 
 @cli.group(

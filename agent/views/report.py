@@ -37,8 +37,10 @@ from jobsmith.agent.runtime.session.payloads import (
 )
 from jobsmith.agent.runtime.session.readmodel import TokenTotals, fold_events
 from jobsmith.agent.runtime.workflows.progress import WorkProgress
+from jobsmith.agent.views.nodes import report_notes
 
 if TYPE_CHECKING:
+    from jobsmith.agent.runtime.blocklist.store import BlockedNode, NodeBlocklist
     from jobsmith.agent.runtime.session.store import SessionStore
 
 #: at most this many failed tasks are diagnosed (each reads its stderr); the rest are counted
@@ -372,6 +374,7 @@ def build_report(
     diagnoses: Sequence[Diagnosis],
     now: datetime,
     progress: Mapping[str, WorkProgress] | None = None,
+    blocked: Sequence[BlockedNode] = (),
 ) -> RunReport:
     """The run report of a session from its events, one poll of its jobs and the failed
     tasks' diagnoses (now: the poll's time, which running tasks count up to); progress:
@@ -414,7 +417,9 @@ def build_report(
         reruns=tuple(reruns),
         core_hours=round(sum(t.core_hours for t in tasks), 6),
         gpu_hours=round(sum(t.gpu_hours for t in tasks), 6),
-        notes=tuple(_notes(jobs, tasks)),
+        notes=tuple(
+            _notes(jobs, tasks) + report_notes(blocked, list(origins), kept_off_nodes(events))
+        ),
         usage=fold_events(events).tokens,  # the fold's totals, as `sessions show` has them
     )
 
@@ -435,6 +440,28 @@ def _notes(jobs: Sequence[ReportJob], tasks: Sequence[ReportTask]) -> list[str]:
     return notes
 
 
+def kept_off_nodes(events: Iterable[Event]) -> list[str]:
+    """The session's ExcludeNodes steps that ran, one line each: the requeued tasks the
+    watcher kept off blocked nodes (agent/watcher/nodes.py)."""
+    asked = {
+        e.step_id: e.data.get("step")
+        for e in events
+        if e.kind is EventKind.INTENT and isinstance(e.data.get("step"), dict)
+    }
+    lines = []
+    for e in events:
+        step = asked.get(e.step_id) if e.kind is EventKind.RESULT else None
+        done = e.data.get("outcome") == "done"
+        if isinstance(step, dict) and step.get("action") == "exclude_nodes" and done:
+            ids = step.get("job_ids")
+            tasks = ", ".join(str(j) for j in ids) if isinstance(ids, list) else "?"
+            lines.append(
+                f"Slurm requeued {tasks} after a node failure; jobsmith kept them off "
+                f"{step.get('nodes')} (ExcNodeList) instead of submitting them again"
+            )
+    return lines
+
+
 def _is_failure(state: str) -> bool:
     known = JobState.known(state)
     return known is not None and known.is_failure
@@ -446,6 +473,8 @@ class ReportParts(SiteSource, LogSources, Protocol):
 
     @property
     def store(self) -> SessionStore: ...
+    @property
+    def blocklist(self) -> NodeBlocklist: ...
 
 
 def run_report(
@@ -471,4 +500,5 @@ def run_report(
     tail = partial(stderr_tail, parts)
     diagnoses = [diagnose_record(r, site, tail, why, extra) for r, why in failed]
     said = read_progress(parts, statuses)
-    return build_report(info, events, statuses, diagnoses, datetime.now(), said)
+    blocked = parts.blocklist.entries()
+    return build_report(info, events, statuses, diagnoses, datetime.now(), said, blocked)

@@ -20,9 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
@@ -32,6 +39,7 @@ from jobsmith.agent.runtime.session.jobstate import StateChange, record_job_stat
 from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
+from jobsmith.agent.watcher.nodes import NodeParts, NodeWatch, watch_nodes
 from jobsmith.agent.watcher.pacing import Outlook, outlook
 from jobsmith.agent.watcher.polling import PollParts, batched_poll, tell
 from jobsmith.agent.watcher.workload import tell_workloads
@@ -45,10 +53,11 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
 
-class CycleParts(PollParts, LogSources, Protocol):
+class CycleParts(PollParts, LogSources, NodeParts, Protocol):
     """What a whole cycle uses (the composition root, agent/app.py, has them all): what
     one batched poll uses (agent/watcher/polling.py), where logs are read (for the
-    diagnoses), the brain and its executor, the pipelines and the wakes."""
+    diagnoses), the node blocklist (agent/watcher/nodes.py), the brain and its executor,
+    the pipelines and the wakes."""
 
     @property
     def brain(self) -> Brain: ...
@@ -89,9 +98,22 @@ class WatchCycle(BaseModel):
         description="what may go unseen, e.g. a poll interval above MinJobAge on a cluster "
         "without accounting",
     )
+    nodes: NodeWatch | None = Field(
+        None,
+        description="failures attributed to nodes, the user's blocklist, and requeued jobs "
+        "kept off it (agent/watcher/nodes.py); left out while there are none",
+    )
     #: what the polled jobs are expected to do next (agent/watcher/pacing.py): how soon
     #: a watcher that runs on polls again; not part of the printed document
     _outlook: Outlook = PrivateAttr(default_factory=Outlook)
+
+    @model_serializer(mode="wrap")
+    def _nodes_only_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a cycle with no bad node dumps as before the blocklist existed
+        data: dict[str, Any] = handler(self)
+        if data.get("nodes") is None:
+            data.pop("nodes", None)
+        return data
 
     @property
     def outlook(self) -> Outlook:
@@ -201,15 +223,20 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
         return decide_failure(app.brain, app.executor, tail, change, status)
 
     polled: list[Mapping[str, JobStatus]] = []
+    nodes: list[NodeWatch] = []
 
     def poll(job_ids: list[str], since: datetime) -> Mapping[str, JobStatus]:
         polled.append(batched_poll(app, job_ids, since))
+        # before any decision: a re-run decided now already excludes a node this poll blocked
+        nodes.append(_watch_nodes(app, polled[-1]))
         return polled[-1]
 
     tell_change = partial(tell, app)
     cycle = watch_cycle(app.store, app.ledger, poll, decide, tell_change, folds=app.folds)
     if polled:
         cycle = cycle.with_outlook(outlook(polled[-1].values()))
+    if nodes and nodes[-1] != NodeWatch():
+        cycle = cycle.model_copy(update={"nodes": nodes[-1]})
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})
@@ -241,6 +268,15 @@ def _decide_one(
             "action": "error",
             "reason": f"deciding about it failed: {type(err).__name__}: {err}",
         }
+
+
+def _watch_nodes(app: CycleParts, statuses: Mapping[str, JobStatus]) -> NodeWatch:
+    """watch_nodes, whose trouble (a blocklist file it cannot write, an accounting query
+    that fails) is a note in the cycle, never the cycle's end: jobs are still followed."""
+    try:
+        return watch_nodes(app, statuses)
+    except (OSError, SchedulerError) as err:
+        return NodeWatch(failures=[f"the blocklist was not updated: {err}"])
 
 
 def _failure(record: SubmissionRecord, status: JobStatus) -> StateChange:

@@ -150,6 +150,18 @@ def scontrol_update_dependency(job_id: str, spec: str) -> list[str]:
     return ["scontrol", "update", f"JobId={job_id}", f"Dependency={spec}"]
 
 
+def scontrol_update_excluded(job_id: str, nodes: str) -> list[str]:
+    """Replace a pending job's excluded nodes (ExcNodeList) with nodes, a node list."""
+    return ["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={nodes}"]
+
+
+def sacct_runs(job_ids: Sequence[str], since: datetime, fields: Sequence[str]) -> list[str]:
+    """Every run of the jobs, allocations only: -D keeps the earlier runs of a requeued
+    job (without it sacct shows its newest run alone), -X leaves the steps out."""
+    first, *rest = sacct_jobs(job_ids, since, fields)
+    return [first, "-D", "-X", *rest]
+
+
 def scontrol_show_job(job_id: str) -> list[str]:
     """One job's full record from the controller, one line (while Slurm still holds it)."""
     return ["scontrol", "show", "job", "-o", job_id]

@@ -322,6 +322,18 @@ _FREE_TEXT = frozenset({"JobName", "WorkDir", "Comment"})
 USAGE_FIELDS: tuple[str, ...] = tuple(
     f for f in SACCT_FIELDS if f not in {"QOS", "AllocTRES", "ReqTRES"}
 )
+#: what a job's earlier runs are read for (Scheduler.runs): where and how each ended
+RUN_FIELDS: tuple[str, ...] = (
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "State",
+    "ExitCode",
+    "NodeList",
+    "Submit",
+    "Start",
+    "End",
+)
 _CANONICAL = {name.lower(): name for name in SACCT_FIELDS}
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.adapters.capabilities import Capabilities
 from jobsmith.adapters.options import Dependency, JobOptions
+from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import (
     EnvironmentInputs,
     JobStatus,
@@ -67,7 +68,13 @@ class DryRunScheduler:
         spec = ",".join(f"{d.kind.value}:{':'.join(d.job_ids)}" for d in dependencies)
         self.actions.append(f"set dependencies of {job_id}: {spec}")
 
+    def exclude_nodes(self, job_id: str, nodes: str) -> None:
+        self.actions.append(f"exclude {nodes} from {job_id}")
+
     # --- reads, from the real scheduler (test_only submits nothing) ------------------
+
+    def runs(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
+        return self.real.runs(job_ids, since)
 
     def capabilities(self) -> Capabilities:
         return self.real.capabilities()

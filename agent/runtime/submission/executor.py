@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.agent.runtime.blocklist.exclude import with_blocked
 from jobsmith.agent.runtime.documents import SubmissionDocument
 from jobsmith.agent.runtime.recovery.rerun import (
     failed_task_indices,
@@ -101,6 +102,8 @@ class Executor:
     folds: SessionFolds | None = None
     #: Slurm's start estimates kept for a minute, for the advice (none kept if not given)
     estimates: EstimateCache | None = None
+    #: the nodes on the user's blocklist now: new submissions and re-runs exclude them
+    blocked_nodes: Callable[[], Sequence[str]] = lambda: ()
     #: the one judge of requests, plans and approvals (agent/runtime/submission/judging/judge.py)
     judge: Judge = field(init=False, repr=False)
 
@@ -116,6 +119,7 @@ class Executor:
             clock=self.clock,
             folds=self.folds,
             estimates=self.estimates,
+            blocked_nodes=self.blocked_nodes,
         )
 
     def run(self, session_id: str, step: st.Step, *, origin: Origin | None = None) -> st.StepResult:
@@ -305,6 +309,9 @@ class Executor:
         options = rerun_options(
             record.options, tasks=tasks, mem_mb=step.mem_mb, time_limit_s=step.time_limit_s
         )
+        blocked = self.blocked_nodes()
+        if blocked:  # the nodes it failed on, if they are on the blocklist now
+            options = options.model_copy(update={"exclude": with_blocked(options.exclude, blocked)})
         check_limits(options, self.site)
         script = with_directives(original, options, self.scheduler)
         extra = {"rerun_of": record.job_id, "reason": step.reason, "tasks": tasks}

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jobsmith.adapters.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
+from jobsmith.adapters.options import SafeToken
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.plans import Plan
 
@@ -277,6 +278,29 @@ class Release(_Control):
     action: Literal["release"] = "release"
 
 
+class ExcludeNodes(_Step):
+    """Keep a pending job off nodes: `scontrol update ExcNodeList`, for a job Slurm itself
+    requeued after its node failed, so it starts elsewhere without a new submission."""
+
+    action: Literal["exclude_nodes"] = "exclude_nodes"
+    job_ids: list[JobIdText] = Field(
+        min_length=1, description="pending Slurm jobs or array tasks (1234, 1234_5)"
+    )
+    nodes: SafeToken = Field(description="the whole list they must exclude, e.g. 'n2,n7'")
+    reason: str = Field("", description="why (kept in the session log)")
+
+    @property
+    def risk(self) -> Risk:
+        """Changes jobs that exist."""
+        return Risk.CONTROL
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """One scontrol update per job, through the scheduler's protocol."""
+        for job_id in self.job_ids:
+            hands.scheduler.exclude_nodes(job_id, self.nodes)
+        return {"action": self.action, "job_ids": self.job_ids, "nodes": self.nodes}
+
+
 class SiteInfo(_Step):
     """The site's partitions, limits, accounts and defaults."""
 
@@ -311,6 +335,7 @@ Step = Annotated[
     | Cancel
     | Hold
     | Release
+    | ExcludeNodes
     | SiteInfo
     | ShowClusterFacts,
     Field(discriminator="action"),

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from jobsmith.adapters.capabilities import directives_of
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler, SubmitLimits
+from jobsmith.agent.runtime.blocklist.exclude import with_blocked
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFold, SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
@@ -57,6 +58,7 @@ from jobsmith.agent.runtime.submission.judging.policy import (
 )
 from jobsmith.agent.runtime.submission.request.jobs import (
     AssembledJob,
+    JobFields,
     JobRequest,
     assemble,
     fold_sbatch_env,
@@ -287,6 +289,9 @@ class Judge:
     folds: SessionFolds | None = None
     #: Slurm's start estimates kept for a minute, for the advice (none kept if not given)
     estimates: EstimateCache | None = None
+    #: the nodes on the user's blocklist now (agent/runtime/blocklist/): every request
+    #: excludes them, added to its own --exclude before it is assembled and judged
+    blocked_nodes: Callable[[], Sequence[str]] = lambda: ()
     #: the queue's active tasks, while one look serves several decisions (see below)
     _active: int | None = field(default=None, init=False, repr=False)
     #: the submit limits (with their queues) seen within that one look, by QoS/account/partition
@@ -364,6 +369,10 @@ class Judge:
 
     def _assemble(self, request: Any) -> AssembledJob:
         header = directives_of(self.scheduler.capabilities()).script_header
+        blocked = self.blocked_nodes()
+        if blocked and isinstance(request, JobFields):
+            exclude = with_blocked(request.exclude, blocked)
+            request = request.model_copy(update={"exclude": exclude})
         if getattr(request, "script", None) is not None:
             from jobsmith.agent.runtime.submission.request.user_scripts import assemble_script
 
