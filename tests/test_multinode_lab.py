@@ -62,3 +62,23 @@ def test_a_users_batch_script_runs_on_two_nodes(workdir: Path) -> None:
     assert job["state"] == "COMPLETED", job
     printed = _nodes_in(workdir / f"spread-{job_id}.out")
     assert len(printed) == 2 and len(set(printed)) == 2, printed
+
+
+def test_a_users_batch_script_runs_one_task_per_node_on_two_nodes(workdir: Path) -> None:
+    """The MPI script's usual form: --ntasks-per-node, no -n; judged, and passed as written."""
+    (workdir / "per-node.sh").write_text(
+        "#!/bin/bash\n"
+        "#SBATCH --job-name=per-node\n"
+        "#SBATCH --nodes=2\n"
+        "#SBATCH --ntasks-per-node=1\n"
+        "#SBATCH -t 5\n"
+        "#SBATCH -o per-node-%j.out\n"
+        f"{_PRINT_NODE}\n"
+    )
+    result = js("sbatch", "per-node.sh")
+    assert result.exit_code == 0, result.output
+    job_id = result.stdout.strip()
+    job = _waited(job_id)
+    assert job["state"] == "COMPLETED", job
+    printed = _nodes_in(workdir / f"per-node-{job_id}.out")
+    assert len(printed) == 2 and len(set(printed)) == 2, printed  # one task on each node

@@ -433,6 +433,11 @@ def job_options(fn: F) -> F:
         click.option("-N", "--nodes", type=_COUNT, help="Nodes."),
         click.option("-n", "--ntasks", type=_COUNT, help="Tasks."),
         click.option(
+            "--ntasks-per-node",
+            type=_COUNT,
+            help="Tasks on each node (tasks = nodes x this; with -n, the most on any node).",
+        ),
+        click.option(
             "-J",
             "--job-name",
             callback=_given,
