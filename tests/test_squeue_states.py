@@ -149,3 +149,26 @@ def test_states_come_from_only_job_state_where_squeue_offers_it_with_slurm_doubl
     else:  # 22.05: the full squeue of the caller's jobs, as before
         assert polls[0][:2] == ("squeue", "--local") and "--only-job-state" not in polls[0]
         assert first == []
+
+
+def test_a_hold_names_the_jobs_it_did_not_stop_with_slurm_double() -> None:
+    """scontrol hold, then one squeue: the ids naming a started job or task (7 names its
+    running task 7_5, a range names it if 5 is among its indices)."""
+    transport = _scripted(USAGE_24)
+    held = ["7", "7_5", "7_[1-4]", "7_[1-9:2]", "7_11", "12"]
+    running = SlurmScheduler(transport).hold(held)
+    assert running == ["7", "7_5", "7_[1-9:2]"]
+    (hold, usage, states) = transport.calls
+    assert hold[:2] == ("scontrol", "hold") and "--usage" in usage
+    assert list(states) == argv.squeue_states(held)
+
+
+def test_a_hold_stands_when_the_squeue_after_it_gives_no_answer_with_slurm_double() -> None:
+    def answer(call: tuple[str, ...]) -> tuple[str, str, int]:
+        if call[0] == "squeue" and "--usage" not in call:
+            return "", "slurm_load_jobs error: Unable to contact slurm controller\n", 1
+        return (USAGE_24 if "--usage" in call else ""), "", 0
+
+    transport = ScriptedTransport(answer)
+    assert SlurmScheduler(transport, sleep=lambda s: None).hold(["7"]) == []
+    assert transport.count("scontrol") == 1  # held once, not again

@@ -1023,7 +1023,8 @@ def _control(action: str) -> Callable[..., None]:
 
     command.__doc__ = {
         "cancel": "Cancel jobs (an array id cancels every task).",
-        "hold": "Hold pending jobs so they do not start.",
+        "hold": "Hold pending jobs so they do not start.\n\nA job already running runs on "
+        "(the hold only keeps it from starting again if it is requeued): hold names it.",
         "release": "Release held jobs.",
     }[action]
     return command
