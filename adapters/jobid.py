@@ -76,6 +76,18 @@ class JobRef:
         """The job (or array) id alone."""
         return str(self.job)
 
+    def names(self, job_id_raw: str, array_job_id: str | None, task: int | None) -> bool:
+        """Whether this id names the job or array task with these ids (as squeue gives
+        them): a job id names the job and every task of its array, a task id that task,
+        a range each task among its indices."""
+        if self.kind is JobIdKind.JOB:
+            return str(self.job) in (job_id_raw, array_job_id)
+        if array_job_id != str(self.job) or task is None:
+            return False
+        if self.task is not None:
+            return task == self.task
+        return any(_in_part(task, part) for part in (self.tasks or "").split(","))
+
     def __str__(self) -> str:
         if self.task is not None:
             return f"{self.job}_{self.task}"
@@ -155,6 +167,16 @@ def _range(spec: str) -> str | None:
         text = str(a) if b is None else f"{a}-{b}"
         out.append(text if step is None else f"{text}:{step}")
     return ",".join(out)
+
+
+def _in_part(index: int, part: str) -> bool:
+    """Whether index is among one part of a range's index list ('7', '1-3', '0-20:5')."""
+    span, _, step = part.partition(":")
+    first, _, last = span.partition("-")
+    if not last:
+        return index == int(first)
+    start = int(first)
+    return start <= index <= int(last) and (index - start) % int(step or 1) == 0
 
 
 def _forms(allow: Collection[JobIdKind]) -> str:

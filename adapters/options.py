@@ -151,6 +151,11 @@ class JobOptions(BaseModel):
         None, description="--signal: which signal, to whom, how long before the time limit"
     )
     requeue: bool = Field(False, description="--requeue: the job may be requeued")
+    ntasks_per_node: int | None = Field(
+        None,
+        gt=0,
+        description="--ntasks-per-node tasks on each node (with -n, the most on any node)",
+    )
 
     @model_validator(mode="after")
     def _throttle_needs_array(self) -> JobOptions:
@@ -162,6 +167,16 @@ class JobOptions(BaseModel):
         """The submission tag carried in the job name, if any."""
         match = TAG_PATTERN.search(self.job_name)
         return match.group("tag") if match else None
+
+    def task_count(self) -> int:
+        """How many tasks the job runs, as Slurm counts them: -n where given (then
+        --ntasks-per-node is only the most on any node), else nodes x --ntasks-per-node,
+        else 1 (jobsmith's count when neither is given)."""
+        if self.ntasks is not None:
+            return self.ntasks
+        if self.ntasks_per_node is not None:
+            return (self.nodes or 1) * self.ntasks_per_node
+        return 1
 
     def array_size(self) -> int:
         """How many array tasks the spec names (1 for a plain job); Slurm counts each."""

@@ -178,8 +178,9 @@ class Scheduler(Protocol):
         """Cancel jobs."""
         ...
 
-    def hold(self, job_ids: Sequence[str]) -> None:
-        """Hold pending jobs."""
+    def hold(self, job_ids: Sequence[str]) -> list[str]:
+        """Hold jobs; returns the ones among them that had already started, which a hold
+        does not stop (it only keeps a job from starting again if it is requeued)."""
         ...
 
     def release(self, job_ids: Sequence[str]) -> None:

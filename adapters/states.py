@@ -67,6 +67,12 @@ class JobState(StrEnum):
         return self in _STREAK_FAILURES
 
     @property
+    def has_started(self) -> bool:
+        """True from its start until it has ended (starting, running, ending, suspended):
+        a hold no longer keeps such a job from running."""
+        return self in _STARTED
+
+    @property
     def is_active(self) -> bool:
         """True while the job is queued or running (worth polling)."""
         return not self.is_terminal and self is not JobState.UNKNOWN
@@ -85,6 +91,10 @@ _TERMINAL = frozenset(
         JobState.DEADLINE,
         JobState.FINAL_UNKNOWN,
     }
+)
+
+_STARTED = frozenset(
+    {JobState.CONFIGURING, JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED}
 )
 
 _STREAK_FAILURES = frozenset(

@@ -20,8 +20,8 @@ every process of a user), from a fresh scratch directory with a private jobsmith
 the order rotates between rounds, so a warm or busy node favours none. Counted per way:
 the Slurm commands it ran (a wrapper first on its PATH logs each sbatch, squeue and
 sacct), and the user's RPCs to slurmctld and to slurmdbd (`sdiag` and `sacctmgr show
-stats` by user, before and after, as root). jobsmith is this checkout's (lab_user.
-jobsmith_argv); --before adds another checkout's (`jobsmith before`), to compare a
+stats` by user, before and after, as root). jobsmith is --checkout's (this one unless told;
+lab_user.jobsmith_argv); --before adds another checkout's (`jobsmith before`), to compare a
 change with what it replaces in the same run.
 
     sudo .venv/bin/python benchmarks/bench_array_wait.py [--rounds 5] [--user bob] \
@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lab_user import ROOT, AsUser, jobsmith_argv, scratch_user
+from lab_user import AsUser, add_checkout_options, jobsmith_argv, scratch_user
 from slurm_stats import log, take_snapshot
 
 from jobsmith.adapters.slurm.transport import LocalTransport
@@ -126,16 +126,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--user", default="bob")
     parser.add_argument("--submitit-python", default="/tmp/bench-submitit/bin/python")
-    parser.add_argument(
-        "--before",
-        type=Path,
-        help="also time this checkout's jobsmith (e.g. main's), as 'jobsmith before'",
-    )
+    add_checkout_options(parser)
     args = parser.parse_args()
     ways: dict[str, Callable[[AsUser], None]] = {
         "raw, squeue every 2 s": raw(2.0),
         "raw, squeue every 0.5 s": raw(0.5),
-        "jobsmith submit + wait": jobsmith(ROOT),
+        "jobsmith submit + wait": jobsmith(args.checkout),
         "submitit": submitit(args.submitit_python),
     }
     if args.before is not None:

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lab_user import ROOT, AsUser, scratch_user
+from lab_user import ROOT, AsUser, add_checkout_options, scratch_user
 from slurm_stats import Snapshot, log, take_snapshot
 
 from jobsmith.adapters.slurm.transport import LocalTransport
@@ -127,8 +127,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--user", default="alice")
     parser.add_argument("--no-snakemake", action="store_true", help="leave Snakemake out")
-    parser.add_argument("--checkout", type=Path, default=ROOT, help="the jobsmith to run")
-    parser.add_argument("--before", type=Path, help="a second checkout's plan run, paired")
+    add_checkout_options(parser)
     args = parser.parse_args()
     variants = dict(VARIANTS)
     if args.before is not None:

@@ -27,23 +27,10 @@ import time
 from collections.abc import Callable
 
 from lab_user import AsUser, jobsmith_argv, scratch_user
-from slurm_stats import count_delta, floor_overhead, log, take_snapshot
+from slurm_stats import NOT_THE_COMMAND, count_delta, floor_overhead, log, take_snapshot
 
 from jobsmith.adapters.slurm.transport import LocalTransport
 
-#: sent by the daemons, sdiag or the job itself, never by the command measured
-NOT_THE_COMMAND = (
-    "REQUEST_STATS_INFO",
-    "MESSAGE_NODE_REGISTRATION_STATUS",
-    "REQUEST_COMPLETE_BATCH_SCRIPT",
-    "MESSAGE_EPILOG_COMPLETE",
-    "REQUEST_STEP_COMPLETE",
-    "REQUEST_JOB_STEP_CREATE",
-    "REQUEST_COMPLETE_PROLOG",
-    "REQUEST_PING",
-    "REQUEST_NODE_REGISTRATION_STATUS",
-    "MESSAGE_COMPOSITE",
-)
 PLAN = """\
 name: bench
 steps:

@@ -37,7 +37,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from lab_user import ROOT, jobsmith_argv
+from lab_user import add_checkout_options, jobsmith_argv
 
 from jobsmith.adapters.slurm.commands import argv
 from jobsmith.adapters.slurm.parsing.parse import SACCT_FIELDS, parse_sacct_parsable
@@ -97,17 +97,7 @@ def main() -> None:
         "--existing", metavar="JOB_ID", help="measure an array this benchmark ran before"
     )
     parser.add_argument("--since-hours", type=float, default=0.1, help="with --existing")
-    parser.add_argument(
-        "--checkout",
-        type=Path,
-        default=ROOT,
-        help="the jobsmith checkout to time (default: this one)",
-    )
-    parser.add_argument(
-        "--before",
-        type=Path,
-        help="another checkout timed in the same rounds (e.g. `git archive` of the base)",
-    )
+    add_checkout_options(parser)
     args = parser.parse_args()
     since = datetime.now() - timedelta(hours=args.since_hours if args.existing else 0.1)
     job_id = args.existing or submit_array(args.user, args.tasks, args.workdir, args.checkout)

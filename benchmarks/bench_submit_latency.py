@@ -39,9 +39,8 @@ import argparse
 import statistics
 import subprocess
 import time
-from pathlib import Path
 
-from lab_user import ROOT, AsUser, jobsmith_argv, scratch_user
+from lab_user import AsUser, add_checkout_options, jobsmith_argv, scratch_user
 
 #: the `true` job of every round, as jobsmith's template and as raw sbatch
 JOBSMITH_SUBMIT = ("submit", "command", "-P", "command=true", "-t", "1", "--mem", "50M")
@@ -101,17 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--user", default="alice")
     parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument(
-        "--checkout",
-        type=Path,
-        default=ROOT,
-        help="the jobsmith checkout to time (default: this one)",
-    )
-    parser.add_argument(
-        "--before",
-        type=Path,
-        help="another checkout timed in the same rounds (e.g. `git archive` of the base)",
-    )
+    add_checkout_options(parser)
     args = parser.parse_args()
     with scratch_user(args.user) as user:
         submitted: list[str] = []

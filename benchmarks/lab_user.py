@@ -9,6 +9,7 @@ once and every benchmark measures the same thing. Nothing runs at import.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -21,6 +22,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: the lab cluster's site file
 SITE = ROOT / "site_config" / "examples" / "lab.yaml"
+
+
+def add_checkout_options(parser: argparse.ArgumentParser) -> None:
+    """`--checkout` (the jobsmith to time, this one unless told) and `--before` (another
+    checkout timed in the same rounds), which every benchmark comparing two versions of
+    jobsmith takes the same way; each is a path for jobsmith_argv."""
+    parser.add_argument(
+        "--checkout",
+        type=Path,
+        default=ROOT,
+        help="the jobsmith checkout to time (default: this one)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout timed in the same rounds (e.g. `git archive` of the base)",
+    )
 
 
 def jobsmith_argv(checkout: Path) -> list[str]:

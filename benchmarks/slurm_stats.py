@@ -8,8 +8,9 @@ snapshot before and after a window and keep the difference. Taking a snapshot co
 RPCs itself; `calibrate` measures that on empty windows so it can be subtracted.
 
 The parsing functions are pure; `take_snapshot` and `RunAsTransport` run commands.
-Imported by bench_scheduler_load.py and bench_watch_load.py (run as scripts, so this
-directory is first on sys.path).
+Imported by bench_scheduler_load.py, bench_watch_load.py and bench_rpc_table.py (run as
+scripts, so this directory is first on sys.path), and by tests/test_rpc_counts_lab.py
+(pytest's `pythonpath` in pyproject.toml lists benchmarks/ after tests/).
 """
 
 from __future__ import annotations
@@ -36,6 +37,22 @@ _AGENT_QUEUE = re.compile(r"^DBD Agent queue size:\s*(?P<size>\d+)", re.MULTILIN
 
 #: every slurmctld RPC that reads job records, whichever squeue variant sends it
 JOB_INFO_RPCS = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_USER_INFO")
+#: slurmctld RPCs sent by the daemons, sdiag itself or a job, never by the command
+#: measured: left out of a command's counts (bench_rpc_table.py, tests/test_rpc_counts_lab.py)
+NOT_THE_COMMAND = frozenset(
+    {
+        "REQUEST_STATS_INFO",
+        "MESSAGE_NODE_REGISTRATION_STATUS",
+        "REQUEST_COMPLETE_BATCH_SCRIPT",
+        "MESSAGE_EPILOG_COMPLETE",
+        "REQUEST_STEP_COMPLETE",
+        "REQUEST_JOB_STEP_CREATE",
+        "REQUEST_COMPLETE_PROLOG",
+        "REQUEST_PING",
+        "REQUEST_NODE_REGISTRATION_STATUS",
+        "MESSAGE_COMPOSITE",
+    }
+)
 
 
 # --- parsing sdiag and sacctmgr show stats (pure) -----------------------------------------

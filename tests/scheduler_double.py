@@ -184,10 +184,12 @@ class SchedulerDouble:
         for j in job_ids:
             self.jobs[j] = JobStatus(job_id=j, state=JobState.CANCELLED)
 
-    def hold(self, job_ids: Sequence[str]) -> None:
-        """Record the call only."""
+    def hold(self, job_ids: Sequence[str]) -> list[str]:
+        """Record the call; the jobs among them the double has started (running on, as
+        Slurm's do)."""
         self._call("hold", tuple(job_ids))
         self._reachable()
+        return [j for j in job_ids if j in self.jobs and self.jobs[j].state.has_started]
 
     def release(self, job_ids: Sequence[str]) -> None:
         """Record the call only."""

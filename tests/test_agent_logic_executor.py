@@ -575,8 +575,9 @@ def test_read_steps_answer_json_documents(h: AgentHarness) -> None:
     assert site == h.executor.site.model_dump(mode="json", exclude_none=True)
     assert site["paths"]["allowed_roots"] == [str(h.root)] and "notify" in site
     assert None not in site["notify"].values()
+    h.slurm.set_state("8", JobState.RUNNING)  # held too, yet running on, as in Slurm
     held = h.executor.run(session, st.Hold(job_ids=["8", "9_1"])).summary
-    assert held == {"action": "hold", "job_ids": ["8", "9_1"]}
+    assert held == {"action": "hold", "job_ids": ["8", "9_1"], "already_running": ["8"]}
     assert h.slurm.calls[-1] == ("hold", (("8", "9_1"),))
     released = h.executor.run(session, st.Release(job_ids=["8"])).summary
     assert released == {"action": "release", "job_ids": ["8"]}

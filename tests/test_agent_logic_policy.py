@@ -97,6 +97,18 @@ def test_cost_multiplies_time_resources_and_array_tasks() -> None:
     assert c == cost(tasks=10, nodes=3, core_hours=80.0, gpu_hours=60.0, node_hours=30.0)
 
 
+def test_tasks_per_node_count_on_every_node_and_ntasks_wins_where_both_are_given() -> None:
+    # 3 nodes x 4 tasks x 2 CPUs, 1 h: Slurm starts 12 tasks
+    spread = opts(time_limit_s=3600, cpus_per_task=2, nodes=3, ntasks_per_node=4)
+    assert Cost.of(spread) == cost(nodes=3, core_hours=24.0, node_hours=3.0)
+    assert spread.task_count() == 12
+    # with -n, --ntasks-per-node is only the most on a node: -n counts
+    capped = opts(time_limit_s=3600, nodes=3, ntasks=5, ntasks_per_node=4)
+    assert (capped.task_count(), Cost.of(capped).core_hours) == (5, 5.0)
+    assert opts(ntasks_per_node=4).task_count() == 4  # no -N: one node
+    assert opts(nodes=3).task_count() == 1  # neither given: jobsmith counts one
+
+
 def test_cost_counts_only_the_indices_an_array_names_and_rounds_to_three_places() -> None:
     c = Cost.of(opts(time_limit_s=60, gpus=1, array="1,3,5-7"))  # 5 tasks x 1 min
     assert c == cost(tasks=5, core_hours=0.083, gpu_hours=0.083, node_hours=0.083)
@@ -393,6 +405,19 @@ def test_one_past_a_ceiling_is_refused_naming_the_partition_and_its_limit(
     asked: dict[str, Any], refused: str, rule: str
 ) -> None:
     assert refusal_of(partition="gpu", **asked) == f"{refused} refused: partition 'gpu' {rule}"
+
+
+def test_tasks_per_node_times_cpus_per_task_is_held_to_the_cpus_per_node() -> None:
+    check_limits(opts(partition="gpu", ntasks_per_node=4, cpus_per_task=2), LIMITS)  # 8: at it
+    check_limits(opts(partition="gpu", ntasks_per_node=8), LIMITS)  # -c unset: 1 CPU a task
+    assert refusal_of(partition="gpu", ntasks_per_node=3, cpus_per_task=3) == (
+        "--ntasks-per-node=3 x 3 CPUs per task (9 CPUs per node) refused: "
+        "partition 'gpu' has at most 8 CPUs per node"
+    )
+    assert refusal_of(partition="gpu", ntasks_per_node=9).startswith(
+        "--ntasks-per-node=9 x 1 CPUs per task (9 CPUs per node) refused"
+    )
+    check_limits(opts(partition="cpu", ntasks_per_node=10**5), LIMITS)  # no ceiling: Slurm's
 
 
 def test_another_gpu_type_than_the_partitions_is_refused() -> None:

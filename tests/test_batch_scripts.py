@@ -12,7 +12,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lab_cli import js
 from scheduler_double import site_config
@@ -28,6 +28,7 @@ from jobsmith.adapters.slurm.commands.sbatch_script import (
     parse_script,
     split_command_line,
 )
+from jobsmith.agent.runtime.submission.judging.policy import Cost
 from jobsmith.agent.runtime.submission.request.user_scripts import (
     assemble_script,
     read_request,
@@ -239,6 +240,7 @@ def test_gres_gpu_and_dependencies_become_the_requests_fields() -> None:
         ("--exclusive", "--exclusive is not one jobsmith judges; the site file may pass it"),
         ("--gres=tmpfs:10G", "jobsmith models GPUs as gpu:N"),
         ("-N 2-4", "expected a whole number (jobsmith asks for an exact count)"),
+        ("--ntasks-per-node=0x2", "--ntasks-per-node='0x2': expected a whole number"),
         ("-c ٤", "expected a whole number"),
         ("-t soon", "--time='soon'"),
         ("--mem=lots", "--mem='lots'"),
@@ -255,6 +257,55 @@ def test_an_option_jobsmith_cannot_judge_is_refused_naming_it_and_the_line(
     assert said in str(err.value)
     if "job_name" not in said:
         assert "line 3" in str(err.value)
+
+
+def test_tasks_per_node_are_judged_counted_and_passed_as_written(site, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script = parse_script(
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\nsrun hostname\n",
+        "spread.sh",
+    )
+    request = script_request(script, "spread.sh", [], [], ())
+    assert (request.nodes, request.ntasks_per_node, request.ntasks) == (2, 1, None)
+    text, options = _assemble(request, site, tmp_path)
+    header = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --nodes=2" in header and "#SBATCH --ntasks-per-node=1" in header
+    assert not any(line.startswith("#SBATCH --ntasks=") for line in header)  # as written
+    # 2 nodes x 1 task x 1 CPU (the site's default) for the default 10 minutes
+    assert Cost.of(options).core_hours == round(2 * 600 / 3600, 3)
+    crowded = parse_script("#!/bin/bash\n#SBATCH --ntasks-per-node=3\ntrue\n", "c.sh")
+    with pytest.raises(PolicyError) as err:
+        _assemble(script_request(crowded, "c.sh", [], [], ()), site, tmp_path)
+    assert str(err.value) == (
+        "--ntasks-per-node=3 x 1 CPUs per task (3 CPUs per node) refused: "
+        "partition 'debug' has at most 2 CPUs per node"
+    )
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    nodes=st.integers(1, 5),
+    per_node=st.integers(1, 4),
+    cpus=st.integers(1, 3),
+    ntasks=st.one_of(st.none(), st.integers(1, 9)),
+)
+def test_any_tasks_per_node_count_as_slurm_counts_them_or_are_refused_at_the_cpus_per_node(  # type: ignore[no-untyped-def]
+    site, tmp_path: Path, nodes: int, per_node: int, cpus: int, ntasks: int | None
+) -> None:
+    lines = [f"--nodes={nodes}", f"--ntasks-per-node={per_node}", f"-c {cpus}", "-t 30"]
+    lines += [f"--ntasks={ntasks}"] if ntasks is not None else []
+    text = "#!/bin/bash\n" + "".join(f"#SBATCH {line}\n" for line in lines) + "true\n"
+    request = script_request(parse_script(text, "p.sh"), "p.sh", [], [], ())
+    if per_node * cpus > 2:  # the site's debug partition has 2 CPUs a node
+        refused = "refused: partition 'debug' has at most 2 CPUs per node$"
+        with pytest.raises(PolicyError, match=refused):
+            _assemble(request, site, tmp_path)
+        return
+    script, options = _assemble(request, site, tmp_path)
+    assert f"#SBATCH --ntasks-per-node={per_node}\n" in script
+    tasks = ntasks if ntasks is not None else nodes * per_node  # -n wins where given
+    assert Cost.of(options).core_hours == round(tasks * cpus * 0.5, 3)
 
 
 def test_the_site_may_pass_more_options_as_written(site, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

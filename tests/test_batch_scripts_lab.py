@@ -126,3 +126,19 @@ def test_a_plan_step_runs_a_users_script_after_a_template_step(workdir: Path) ->
     waited = json.loads(js("wait", ids["use"], "--json", "--timeout", "120").stdout)["jobs"]
     assert waited[0]["state"] == "COMPLETED"
     assert (workdir / "use.out").read_text() == "used: made\n"
+
+
+def test_tasks_per_node_start_that_many_tasks_on_the_node(workdir: Path) -> None:
+    """--ntasks-per-node is judged and reaches sbatch as written: two tasks on one node."""
+    (workdir / "pair.sh").write_text(
+        "#!/bin/bash\n#SBATCH -N 1\n#SBATCH --ntasks-per-node=2\n#SBATCH -t 5\n"
+        "#SBATCH --mem=100M\n#SBATCH -o pair-%j.out\n"
+        "srun bash -c 'echo \"task $SLURM_PROCID of $SLURM_NTASKS\"'\n"
+    )
+    job_id = _sbatch("pair.sh")
+    shown = _scontrol(job_id)
+    assert "NumTasks=2" in shown and "NtasksPerN:B:S:C=2:" in shown, shown
+    waited = json.loads(js("wait", job_id, "--json", "--timeout", "120").stdout)["jobs"][0]
+    assert waited["state"] == "COMPLETED", waited
+    printed = sorted((workdir / f"pair-{job_id}.out").read_text().splitlines())
+    assert printed == ["task 0 of 2", "task 1 of 2"], printed

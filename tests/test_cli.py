@@ -211,6 +211,7 @@ def test_hold_release_cancel(run, workdir: Path) -> None:  # type: ignore[no-unt
     assert json.loads(run("hold", job_id, "--json").stdout) == {
         "action": "hold",
         "job_ids": [job_id],
+        "already_running": [],  # it waits on the blocker: the hold keeps it from starting
     }
     job = json.loads(run("status", job_id, "--json").stdout)["jobs"][0]
     assert job["state"] == "PENDING" and job["reason"] == "JobHeldUser"
@@ -218,6 +219,33 @@ def test_hold_release_cancel(run, workdir: Path) -> None:  # type: ignore[no-unt
     assert run("cancel", job_id, blocker).exit_code == 0
     final = json.loads(run("wait", job_id, "--json", "--timeout", "60").stdout)["jobs"][0]
     assert final["state"] == "CANCELLED"
+
+
+@lab
+def test_hold_of_a_running_job_says_it_runs_on(run, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    """`scontrol hold` of a running job exits 0 and the job runs on (RUNNING, JobHeldUser):
+    hold says so, in text and in --json, rather than a bare "held"."""
+    job_id = run(
+        "submit", "command", "-P", "command=sleep 60", "--log-dir", str(workdir)
+    ).stdout.strip()
+    try:
+        deadline = time.monotonic() + 120
+        while json.loads(run("status", job_id, "--json").stdout)["jobs"][0]["state"] != "RUNNING":
+            assert time.monotonic() < deadline, f"job {job_id} not RUNNING after 120 s"
+            time.sleep(1)
+        text = run("hold", job_id)
+        assert text.exit_code == 0, text.output
+        assert text.stdout.splitlines() == [
+            f"held: {job_id}",
+            f"  {job_id} was already running: the hold does not stop it, only keeps it from "
+            f"starting again if it is requeued (jobsmith cancel {job_id} stops it)",
+        ]
+        doc = json.loads(run("hold", job_id, "--json").stdout)
+        assert doc == {"action": "hold", "job_ids": [job_id], "already_running": [job_id]}
+        job = json.loads(run("status", job_id, "--json").stdout)["jobs"][0]
+        assert job["state"] == "RUNNING", job  # the truth told: held, and running on
+    finally:
+        run("cancel", job_id)
 
 
 @lab

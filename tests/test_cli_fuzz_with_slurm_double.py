@@ -14,7 +14,7 @@ command where Slurm could read it as an option. The real-cluster tests cover the
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -23,9 +23,9 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lab_cli import LAB_SITE
+from scripted_transport import ScriptedTransport
 
 from jobsmith.adapters.jobid import BadJobId, parse_job_ids
-from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.app import App
 from jobsmith.agent.faces.cli import cli
 from jobsmith.agent.runtime.window import parse_window
@@ -34,40 +34,28 @@ from jobsmith.errors import InputError
 DOCUMENTED_EXIT = set(range(11))
 
 
-class RecordingSlurmDouble:
+class RecordingSlurmDouble(ScriptedTransport):
     """A Transport double answering like an idle one-node cluster; records every argv."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, ...]] = []
+        super().__init__(_idle_cluster)
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.calls.append(tuple(argv))
-        out, err, rc = self._answer(list(argv))
-        return CommandResult(tuple(argv), rc, out, err)
 
-    @staticmethod
-    def _answer(argv: list[str]) -> tuple[str, str, int]:
-        if argv[:2] == ["sbatch", "--version"]:
-            return "slurm-wlm 22.05.8\n", "", 0
-        if argv[:2] == ["sbatch", "--parsable"]:
-            return "4242\n", "", 0
-        if argv[:2] == ["sbatch", "--test-only"]:
-            start = "sbatch: Job 4243 to start at 2026-11-30T12:00:00 using 1 processors"
-            return "", f"{start} on nodes lab in partition debug\n", 0
-        if argv[:3] == ["scontrol", "show", "job"]:
-            return "", "slurm_load_jobs error: Invalid job id specified\n", 1
-        if argv[0] == "bash" and argv[-1] in ("nextflow", "snakemake"):
-            return f"/usr/bin/{argv[-1]}\n", "", 0  # pipeline run's look for its engine
-        if argv[0] == "sdiag":
-            return "DBD Agent queue size: 0\n", "", 0
-        return "", "", 0
+def _idle_cluster(argv: tuple[str, ...]) -> tuple[str, str, int]:
+    if argv[:2] == ("sbatch", "--version"):
+        return "slurm-wlm 22.05.8\n", "", 0
+    if argv[:2] == ("sbatch", "--parsable"):
+        return "4242\n", "", 0
+    if argv[:2] == ("sbatch", "--test-only"):
+        start = "sbatch: Job 4243 to start at 2026-11-30T12:00:00 using 1 processors"
+        return "", f"{start} on nodes lab in partition debug\n", 0
+    if argv[:3] == ("scontrol", "show", "job"):
+        return "", "slurm_load_jobs error: Invalid job id specified\n", 1
+    if argv[0] == "bash" and argv[-1] in ("nextflow", "snakemake"):
+        return f"/usr/bin/{argv[-1]}\n", "", 0  # pipeline run's look for its engine
+    if argv[0] == "sdiag":
+        return "DBD Agent queue size: 0\n", "", 0
+    return "", "", 0
 
 
 def _commands(

@@ -13,43 +13,34 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from scheduler_double import AgentHarness
+from scripted_transport import ScriptedTransport
 
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.snakemake import SnakemakeEngine
-from jobsmith.adapters.transport import CommandResult, Transport
+from jobsmith.adapters.transport import Transport
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 from jobsmith.agent.runtime.workflows.pipelines import EngineNotFound
 
 
-class LoginNodeDouble:
+def login_node(found: str | None = None) -> ScriptedTransport:
     """A transport standing for a login node: answers the engine look-up as a node whose
-    PATH has no engine would, and records every argv."""
+    PATH has no engine would (or finds it at `found`), and records every argv."""
 
-    def __init__(self, found: str | None = None) -> None:
-        self.found = found
-        self.calls: list[tuple[str, ...]] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.calls.append(tuple(argv))
+    def answer(argv: tuple[str, ...]) -> tuple[str, str, int]:
         if argv[0] == "sh":  # pipeline run's check of its paths: all usable there
-            return CommandResult(tuple(argv), 0, "", "")
-        if self.found is not None:
-            return CommandResult(tuple(argv), 0, f"{self.found}\n", "")
-        return CommandResult(tuple(argv), 127, "/usr/bin:/bin\n", "")
+            return "", "", 0
+        if found is not None:
+            return f"{found}\n", "", 0
+        return "/usr/bin:/bin\n", "", 127
+
+    return ScriptedTransport(answer)
 
 
 def _pipes(
@@ -126,7 +117,7 @@ def test_over_ssh_the_engine_is_looked_up_on_the_login_node_not_here(
 ) -> None:
     """Found here, missing on the login node: refused, naming the login node's PATH."""
     monkeypatch.setenv("PATH", f"{_fake_engine(tmp_path / 'bin')}:{os.environ['PATH']}")
-    login = LoginNodeDouble()
+    login = login_node()
     h, pipes, request = _pipes(tmp_path, login, ["module load snakemake/8"])
     with pytest.raises(EngineNotFound, match=r"PATH=/usr/bin:/bin,"):
         _run(pipes, request)
@@ -137,6 +128,6 @@ def test_over_ssh_the_engine_is_looked_up_on_the_login_node_not_here(
 
 
 def test_an_engine_the_login_node_has_launches(tmp_path: Path) -> None:
-    login = LoginNodeDouble(found="/opt/snakemake/bin/snakemake")
+    login = login_node(found="/opt/snakemake/bin/snakemake")
     h, pipes, request = _pipes(tmp_path, login)
     assert _run(pipes, request) in h.slurm.jobs

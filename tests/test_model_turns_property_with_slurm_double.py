@@ -85,9 +85,9 @@ class GuardedDouble(SchedulerDouble):
         self._changes("cancel")
         super().cancel(job_ids)
 
-    def hold(self, job_ids: Sequence[str]) -> None:
+    def hold(self, job_ids: Sequence[str]) -> list[str]:
         self._changes("hold")
-        super().hold(job_ids)
+        return super().hold(job_ids)
 
     def release(self, job_ids: Sequence[str]) -> None:
         self._changes("release")

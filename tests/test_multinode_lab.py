@@ -45,20 +45,29 @@ def test_a_template_job_runs_its_tasks_on_two_nodes(workdir: Path) -> None:
     assert len(printed) == 2 and len(set(printed)) == 2, printed  # two tasks, two nodes
 
 
-def test_a_users_batch_script_runs_on_two_nodes(workdir: Path) -> None:
-    (workdir / "spread.sh").write_text(
+def _script_ran_on(workdir: Path, name: str, *directives: str) -> list[str]:
+    """A user's batch script through `jobsmith sbatch` with these #SBATCH lines, waited
+    for to COMPLETED: the node each of its tasks printed, sorted."""
+    (workdir / f"{name}.sh").write_text(
         "#!/bin/bash\n"
-        "#SBATCH --job-name=spread\n"
-        "#SBATCH --nodes=2\n"
-        "#SBATCH --ntasks=2\n"
-        "#SBATCH -t 5\n"
-        "#SBATCH -o spread-%j.out\n"
-        f"{_PRINT_NODE}\n"
+        f"#SBATCH --job-name={name}\n"
+        + "".join(f"#SBATCH {directive}\n" for directive in directives)
+        + f"#SBATCH -t 5\n#SBATCH -o {name}-%j.out\n{_PRINT_NODE}\n"
     )
-    result = js("sbatch", "spread.sh")
+    result = js("sbatch", f"{name}.sh")
     assert result.exit_code == 0, result.output
     job_id = result.stdout.strip()
     job = _waited(job_id)
     assert job["state"] == "COMPLETED", job
-    printed = _nodes_in(workdir / f"spread-{job_id}.out")
+    return _nodes_in(workdir / f"{name}-{job_id}.out")
+
+
+def test_a_users_batch_script_runs_on_two_nodes(workdir: Path) -> None:
+    printed = _script_ran_on(workdir, "spread", "--nodes=2", "--ntasks=2")
     assert len(printed) == 2 and len(set(printed)) == 2, printed
+
+
+def test_a_users_batch_script_runs_one_task_per_node_on_two_nodes(workdir: Path) -> None:
+    """The MPI script's usual form: --ntasks-per-node, no -n; judged, and passed as written."""
+    printed = _script_ran_on(workdir, "per-node", "--nodes=2", "--ntasks-per-node=1")
+    assert len(printed) == 2 and len(set(printed)) == 2, printed  # one task on each node

@@ -9,12 +9,13 @@ tests/test_no_accounting_lab.py does the same on the switched lab cluster itself
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scheduler_double import AgentHarness
+from scripted_transport import Reply, ScriptedTransport
 from test_agent_logic_resume import crashed, intent_of, resume
 from test_agent_logic_watch import cycle, states, submit
 
@@ -28,7 +29,6 @@ from jobsmith.adapters.slurm.parsing.accounting import (
 from jobsmith.adapters.slurm.parsing.status import controller_status, summarise
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.states import JobState
-from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.runtime.session.jobstate import record_job_states
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.unseen import with_recorded_ends
@@ -48,35 +48,35 @@ def finished_job_id() -> str:
     return fixture("squeue_finished.txt").split("\x1f")[1]
 
 
-class ScriptedSlurm:
+class ScriptedSlurm(ScriptedTransport):
     """A Transport answering each command with real output captured on the switched lab."""
 
     def __init__(self, *, accounting: bool = False) -> None:
+        super().__init__()
         self.accounting = accounting
-        self.calls: list[str] = []
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        cmd = " ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]
-        self.calls.append(cmd)
+    def asked(self) -> list[str]:
+        """Each command asked, as `sacct`, `squeue` or `scontrol show config`."""
+        return [_command(argv) for argv in self.calls]
+
+    def answer(self, argv: tuple[str, ...], **run: Any) -> Reply:
+        cmd = _command(argv)
         if cmd == "sacct" and not self.accounting:
-            return CommandResult(tuple(argv), 1, "", fixture("sacct_disabled.stderr"))
+            return "", fixture("sacct_disabled.stderr"), 1
         if cmd == "sacct":
-            return CommandResult(tuple(argv), 0, "", "")
+            return "", "", 0
         if cmd == "squeue" and any(a.startswith("--name=") for a in argv):
-            return CommandResult(tuple(argv), 0, "", "")  # a tag lookup: not in the queue
+            return "", "", 0  # a tag lookup: not in the queue
         if cmd == "squeue":
-            return CommandResult(tuple(argv), 0, fixture("squeue_finished.txt"), "")
+            return fixture("squeue_finished.txt"), "", 0
         if cmd == "scontrol show config":
             name = "show_config_slurmdbd.txt" if self.accounting else "show_config_none.txt"
-            return CommandResult(tuple(argv), 0, fixture(name), "")
+            return fixture(name), "", 0
         raise AssertionError(f"unexpected command {argv}")
+
+
+def _command(argv: tuple[str, ...]) -> str:
+    return " ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]
 
 
 def slurm(transport: ScriptedSlurm, memory_dir: Path) -> SlurmScheduler:
@@ -131,18 +131,18 @@ def test_sacct_saying_disabled_is_learned_once_and_status_uses_squeue_alone(
     sched = slurm(transport, tmp_path)
     done = finished_job_id()
     first = sched.status([done, "999999"], SINCE)
-    assert transport.calls == ["sacct", "squeue"]
+    assert transport.asked() == ["sacct", "squeue"]
     assert first[done].state is JobState.COMPLETED
     assert first["999999"].state is JobState.FINAL_UNKNOWN
     sched.status([done], SINCE)
-    assert transport.calls == ["sacct", "squeue", "squeue"]  # no second sacct
+    assert transport.asked() == ["sacct", "squeue", "squeue"]  # no second sacct
     assert sched.find_by_name("jobsmith-x", SINCE) == []
-    assert transport.calls[-1] == "squeue"
+    assert transport.asked()[-1] == "squeue"
     assert not sched.has_accounting()
     # remembered for the next process: it asks sacct nothing
     later = ScriptedSlurm()
     slurm(later, tmp_path).status([done], SINCE)
-    assert later.calls == ["squeue"]
+    assert later.asked() == ["squeue"]
 
 
 def test_a_stale_memory_is_checked_again_and_accounting_turned_on_is_noticed(
@@ -154,7 +154,7 @@ def test_a_stale_memory_is_checked_again_and_accounting_turned_on_is_noticed(
     transport = ScriptedSlurm(accounting=True)
     sched = SlurmScheduler(transport, memory=memory)
     sched.status(["1"], SINCE)
-    assert transport.calls[0] == "sacct"  # stale: sacct asked again, and it answered
+    assert transport.asked()[0] == "sacct"  # stale: sacct asked again, and it answered
     remembered = memory.load()
     assert remembered is not None and remembered.accounting
     assert remembered.min_job_age_s == 30 and remembered.fresh(datetime.now(UTC))
@@ -164,7 +164,7 @@ def test_has_accounting_and_min_job_age_come_from_show_config_once(tmp_path: Pat
     transport = ScriptedSlurm()
     sched = slurm(transport, tmp_path)
     assert not sched.has_accounting() and sched.min_job_age_s() == 30
-    assert transport.calls == ["scontrol show config"]
+    assert transport.asked() == ["scontrol show config"]
     data = json.loads((tmp_path / "lab.json").read_text())
     assert data["accounting"] is False and data["min_job_age_s"] == 30
 
@@ -173,7 +173,7 @@ def test_a_damaged_memory_file_is_asked_again(tmp_path: Path) -> None:
     (tmp_path / "lab.json").write_text("{not json")
     transport = ScriptedSlurm()
     assert not slurm(transport, tmp_path).has_accounting()
-    assert transport.calls == ["scontrol show config"]
+    assert transport.asked() == ["scontrol show config"]
 
 
 # --- the agent -------------------------------------------------------------------------------

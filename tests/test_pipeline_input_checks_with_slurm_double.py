@@ -13,18 +13,20 @@ the transport is the real local one, or a double standing for a login node."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from scheduler_double import AgentHarness
+from scripted_transport import Reply, ScriptedTransport
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.snakemake import SnakemakeEngine
 from jobsmith.adapters.states import JobState
-from jobsmith.adapters.transport import CommandResult, Transport
+from jobsmith.adapters.transport import Transport
 from jobsmith.adapters.workflow import EngineKind, LaunchRequest
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
@@ -208,25 +210,11 @@ def test_resume_refuses_a_launch_dir_replaced_by_a_file_since_with_slurm_double(
     assert list(h.slurm.jobs) == [head]  # nothing more submitted
 
 
-class LoginNodeDouble:
-    """A transport standing for a login node where the launch directory is a file and the
-    engine is found: records every argv."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, ...]] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.calls.append(tuple(argv))
-        if argv[0] == "sh":
-            return CommandResult(tuple(argv), 1, "1\tis not a directory\n", "")
-        return CommandResult(tuple(argv), 0, "/opt/bin/snakemake\n", "")
+def _login_node_answer(argv: tuple[str, ...]) -> tuple[str, str, int]:
+    """A login node where the launch directory is a file and the engine is found."""
+    if argv[0] == "sh":
+        return "1\tis not a directory\n", "", 1
+    return "/opt/bin/snakemake\n", "", 0
 
 
 def test_over_ssh_the_paths_are_checked_on_the_login_node_not_here_with_slurm_double(
@@ -234,7 +222,7 @@ def test_over_ssh_the_paths_are_checked_on_the_login_node_not_here_with_slurm_do
 ) -> None:
     """Usable here (a directory to be created), not there: refused with the login node's
     word, and the paths went to it as arguments, never as code."""
-    login = LoginNodeDouble()
+    login = ScriptedTransport(_login_node_answer)
     h, pipes, _ = _pipes(tmp_path, login)
     request = _request(tmp_path)
     with pytest.raises(InputError, match=r"--launch-dir '.*/run' is not a directory"):
@@ -258,10 +246,10 @@ def test_the_cli_refuses_a_fifo_as_launch_dir_in_one_line_with_slurm_double(
     from jobsmith.agent.faces.cli import cli
 
     class SharedFileSystem(RecordingSlurmDouble):
-        def run(self, argv: Sequence[str], **kw: object) -> CommandResult:
+        def answer(self, argv: tuple[str, ...], **run: Any) -> Reply:
             if argv[0] == "sh":
                 return LocalTransport().run(argv, timeout=30)
-            return super().run(argv, timeout=30)
+            return super().answer(argv, **run)
 
     home = tmp_path / "home"
     home.mkdir()

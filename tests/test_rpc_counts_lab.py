@@ -20,27 +20,12 @@ from pathlib import Path
 
 import pytest
 from lab_cli import js
+from slurm_stats import NOT_THE_COMMAND, parse_by_type, parse_by_user
 
 pytestmark = [pytest.mark.alone, pytest.mark.usefixtures("lab_cluster")]
 
 README = Path(__file__).resolve().parent.parent / "benchmarks" / "README.md"
-#: sent by the daemons, sdiag or a job itself, never by the command measured
-NOT_THE_COMMAND = frozenset(
-    {
-        "REQUEST_STATS_INFO",
-        "MESSAGE_NODE_REGISTRATION_STATUS",
-        "REQUEST_COMPLETE_BATCH_SCRIPT",
-        "MESSAGE_EPILOG_COMPLETE",
-        "REQUEST_STEP_COMPLETE",
-        "REQUEST_JOB_STEP_CREATE",
-        "REQUEST_COMPLETE_PROLOG",
-        "REQUEST_PING",
-        "REQUEST_NODE_REGISTRATION_STATUS",
-        "MESSAGE_COMPOSITE",
-    }
-)
 _ROW = re.compile(r"^\|\s*`?(?P<name>[^|`]+?)`?\s*\|\s*(?P<total>\d+)\s*\|(?P<kinds>[^|]*)\|")
-_RPC = re.compile(r"^\s+(?P<name>\S+)\s+\(\s*\d+\)\s+count:(?P<count>\d+)")
 
 
 def documented(command: str) -> dict[str, int]:
@@ -56,16 +41,7 @@ def documented(command: str) -> dict[str, int]:
 def sdiag() -> tuple[dict[str, int], dict[str, int]]:
     """(counts by message type, counts by user) from `sdiag`."""
     text = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
-    tables: list[dict[str, int]] = []
-    for part in text.split("Remote Procedure Call statistics by ")[1:]:
-        counts: dict[str, int] = {}
-        for line in part.splitlines()[1:]:
-            match = _RPC.match(line)
-            if match is None:
-                break
-            counts[match["name"]] = int(match["count"])
-        tables.append(counts)
-    return tables[0], tables[1]
+    return parse_by_type(text), parse_by_user(text)
 
 
 def served(before: tuple[dict[str, int], dict[str, int]]) -> tuple[dict[str, int], int]:

@@ -100,9 +100,9 @@ def test_help_shows_sbatchs_names_and_hides_the_older_ones() -> None:
     shown = js("submit", "--help").stdout
     for name in (
         "-P, --param", "-p, --partition", "-t, --time", "-c, --cpus-per-task", "--mem ",
-        "-G, --gpus", "--gpus-per-node", "-N, --nodes", "-n, --ntasks", "-A, --account",
-        "-q, --qos", "-J, --job-name", "-a, --array", "-d, --dependency", "--constraint",
-        "-x, --exclude",
+        "-G, --gpus", "--gpus-per-node", "-N, --nodes", "-n, --ntasks", "--ntasks-per-node",
+        "-A, --account", "-q, --qos", "-J, --job-name", "-a, --array", "-d, --dependency",
+        "--constraint", "-x, --exclude",
     ):  # fmt: skip
         assert name in shown, name
     for old in ("--cpus ", "--cpus,", "--after-ok", "--after-any", "--after-not-ok"):
@@ -127,6 +127,7 @@ def test_help_shows_sbatchs_names_and_hides_the_older_ones() -> None:
         (["-p", "gpu", "--gpus-per-node", "2", "-N", "2"], ["--nodes=2", "--gres=gpu:2"]),
         (["-N", "1"], ["--nodes=1"]),
         (["-n", "2"], ["--ntasks=2"]),
+        (["-N", "1", "--ntasks-per-node", "2"], ["--nodes=1", "--ntasks-per-node=2"]),
         (["-A", "proj2"], ["--account=proj2"]),
         (["-q", "normal"], ["--qos=normal"]),
         (["-J", "mine"], ["--job-name=mine.js-"]),

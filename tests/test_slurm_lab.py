@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from scripted_transport import Reply, ScriptedTransport
 
 from jobsmith.adapters.options import Dependency, JobOptions
 from jobsmith.adapters.scheduler import JobStatus
@@ -28,26 +29,15 @@ pytestmark = pytest.mark.usefixtures("lab_cluster")
 SINCE = timedelta(minutes=30)
 
 
-class RecordingTransport(LocalTransport):
+class RecordingTransport(ScriptedTransport):
     """The real local transport, remembering every command it ran."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[tuple[str, ...]] = []
+        self.local = LocalTransport()
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.calls.append(tuple(argv))
-        return super().run(argv, timeout=timeout, stdin=stdin, env=env)
-
-    def count(self, program: str) -> int:
-        return sum(1 for call in self.calls if call[0] == program)
+    def answer(self, argv: tuple[str, ...], **run: Any) -> Reply:
+        return self.local.run(argv, **run)
 
 
 @pytest.fixture(autouse=True)
@@ -162,8 +152,8 @@ class AnswerLostTransport(RecordingTransport):
         super().__init__()
         self.lost = 0
 
-    def run(self, argv: Sequence[str], **kwargs: object) -> CommandResult:  # type: ignore[override]
-        res = super().run(argv, **kwargs)  # type: ignore[arg-type]
+    def answer(self, argv: tuple[str, ...], **run: Any) -> Reply:
+        res = super().answer(argv, **run)
         if argv[0] == "sbatch" and self.lost == 0:
             self.lost += 1
             raise SchedulerUnavailable("sbatch gave no answer within 30s")
@@ -183,9 +173,9 @@ def test_lost_sbatch_answer_is_recovered_by_tag_not_resubmitted_double() -> None
 class WarningTransport(RecordingTransport):
     """Runs sbatch for real and adds the warning a busy controller prints."""
 
-    def run(self, argv: Sequence[str], **kwargs: object) -> CommandResult:  # type: ignore[override]
-        res = super().run(argv, **kwargs)  # type: ignore[arg-type]
-        if argv[0] != "sbatch":
+    def answer(self, argv: tuple[str, ...], **run: Any) -> Reply:
+        res = super().answer(argv, **run)
+        if argv[0] != "sbatch" or not isinstance(res, CommandResult):
             return res
         warning = "sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying\n"
         return CommandResult(res.argv, res.returncode, res.stdout, warning + res.stderr)

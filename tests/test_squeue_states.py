@@ -9,10 +9,11 @@ bug report), the output lines as SchedMD's testsuite asserts them for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
+from scripted_transport import ScriptedTransport
 
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.slurm.commands import argv
@@ -20,7 +21,6 @@ from jobsmith.adapters.slurm.parsing.offers import offers_only_job_state
 from jobsmith.adapters.slurm.parsing.parse import parse_job_states
 from jobsmith.adapters.slurm.scheduler import SETTLE_S, QueueNeed, SlurmScheduler, queue_need
 from jobsmith.adapters.states import JobState
-from jobsmith.adapters.transport import CommandResult
 
 #: `squeue --usage` of Slurm 22.05.8 (Debian 12), captured on the lab
 USAGE_22_05 = """\
@@ -117,35 +117,25 @@ def test_squeue_is_asked_only_where_sacct_cannot_answer(
     assert queue_need(ids, records()) is need
 
 
-class _Scripted:
+def _scripted(usage: str) -> ScriptedTransport:
     """A Transport that answers squeue's usage as the given version's squeue, the full
     squeue with nothing, and --only-job-state with STATES_24; it records each argv."""
 
-    def __init__(self, usage: str) -> None:
-        self.usage = usage
-        self.calls: list[list[str]] = []
+    def answer(call: tuple[str, ...]) -> tuple[str, str, int]:
+        if "--usage" in call:
+            return usage, "", 0
+        if "--only-job-state" in call:
+            return STATES_24, "", 0
+        return "", "", 0
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.calls.append(list(argv))
-        if "--usage" in argv:
-            return CommandResult(tuple(argv), 0, self.usage, "")
-        if "--only-job-state" in argv:
-            return CommandResult(tuple(argv), 0, STATES_24, "")
-        return CommandResult(tuple(argv), 0, "", "")
+    return ScriptedTransport(answer)
 
 
 @pytest.mark.parametrize(("usage", "light"), [(USAGE_22_05, False), (USAGE_24, True)])
 def test_states_come_from_only_job_state_where_squeue_offers_it_with_slurm_double(
     usage: str, light: bool
 ) -> None:
-    transport = _Scripted(usage)
+    transport = _scripted(usage)
     slurm = SlurmScheduler(transport)
     first = slurm.queue_states(["7", "12"])
     slurm.queue_states(["7"])
@@ -154,8 +144,31 @@ def test_states_come_from_only_job_state_where_squeue_offers_it_with_slurm_doubl
     polls = [c for c in transport.calls if "--usage" not in c]
     assert len(polls) == 2
     if light:
-        assert polls[0] == argv.squeue_states(["7", "12"])
+        assert list(polls[0]) == argv.squeue_states(["7", "12"])
         assert [r.job_id for r in first] == ["7_[1-4,6-10]", "7_5", "7_11", "12"]
     else:  # 22.05: the full squeue of the caller's jobs, as before
-        assert polls[0][:2] == ["squeue", "--local"] and "--only-job-state" not in polls[0]
+        assert polls[0][:2] == ("squeue", "--local") and "--only-job-state" not in polls[0]
         assert first == []
+
+
+def test_a_hold_names_the_jobs_it_did_not_stop_with_slurm_double() -> None:
+    """scontrol hold, then one squeue: the ids naming a started job or task (7 names its
+    running task 7_5, a range names it if 5 is among its indices)."""
+    transport = _scripted(USAGE_24)
+    held = ["7", "7_5", "7_[1-4]", "7_[1-9:2]", "7_11", "12"]
+    running = SlurmScheduler(transport).hold(held)
+    assert running == ["7", "7_5", "7_[1-9:2]"]
+    (hold, usage, states) = transport.calls
+    assert hold[:2] == ("scontrol", "hold") and "--usage" in usage
+    assert list(states) == argv.squeue_states(held)
+
+
+def test_a_hold_stands_when_the_squeue_after_it_gives_no_answer_with_slurm_double() -> None:
+    def answer(call: tuple[str, ...]) -> tuple[str, str, int]:
+        if call[0] == "squeue" and "--usage" not in call:
+            return "", "slurm_load_jobs error: Unable to contact slurm controller\n", 1
+        return (USAGE_24 if "--usage" in call else ""), "", 0
+
+    transport = ScriptedTransport(answer)
+    assert SlurmScheduler(transport, sleep=lambda s: None).hold(["7"]) == []
+    assert transport.count("scontrol") == 1  # held once, not again

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +26,13 @@ import paramiko
 import pytest
 from lab_cli import LAB_SITE, write_user_site
 from pydantic import ValidationError
+from scripted_transport import ScriptedTransport
 from sshd import HOSTILE_ENV, Sshd, keygen, kill_all, pids_running, start_sshd
 
 from jobsmith.adapters.environment_rule import JobEnvironmentRule
 from jobsmith.adapters.ssh.command import remote_command
 from jobsmith.adapters.ssh.hostkeys import HostKeyRefused
 from jobsmith.adapters.ssh.transport import LoginRefused, ParamikoTransport
-from jobsmith.adapters.transport import CommandResult
 from jobsmith.errors import SchedulerUnavailable
 from jobsmith.site_config.model import SchedulerAccess
 
@@ -500,26 +500,16 @@ def test_submit_status_logs_and_a_watcher_cycle_through_sshd(
 # --- what a remote transport changes in the adapter: no second sbatch on a guess --------
 
 
-class _LostAnswers:
+def _lost_answers(found: str = "") -> ScriptedTransport:
     """A transport whose sbatch never answers (a dropped connection); squeue and sacct
     answer with what `found` says."""
 
-    def __init__(self, found: str = "") -> None:
-        self.found = found
-        self.commands: list[str] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.commands.append(argv[0])
+    def answer(argv: tuple[str, ...]) -> tuple[str, str, int]:
         if argv[0] == "sbatch":
             raise SchedulerUnavailable("the connection to login:22 was lost")
-        return CommandResult(tuple(argv), 0, self.found, "")
+        return found, "", 0
+
+    return ScriptedTransport(answer)
 
 
 @pytest.mark.parametrize("remote", [True, False])
@@ -529,14 +519,14 @@ def test_over_ssh_a_lost_sbatch_answer_is_never_followed_by_a_second_sbatch(
     from jobsmith.adapters.options import JobOptions
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
-    lost = _LostAnswers()
+    lost = _lost_answers()
     slurm = SlurmScheduler(lost, remote=remote, sleep=lambda s: None)
     options = JobOptions(job_name="job.js-0123456789ab")
     with pytest.raises(SchedulerUnavailable) as err:
         slurm.submit("#!/bin/bash\ntrue\n", options)
     # locally the timed-out sbatch is killed and reaped, so it is tried again; over SSH
     # it may still be running on the login node, so it is not
-    assert lost.commands.count("sbatch") == (1 if remote else 3)
+    assert lost.count("sbatch") == (1 if remote else 3)
     assert ("not sent again" in str(err.value)) is remote
     # over SSH the login node is asked (this transport's answer: exit 0, "one is there")
     assert slurm.submission_in_flight(options.job_name) is remote
@@ -546,12 +536,12 @@ def test_over_ssh_a_lost_sbatch_answer_is_recovered_by_its_tag() -> None:
     from jobsmith.adapters.options import JobOptions
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
-    lost = _LostAnswers(found="4711\n")
+    lost = _lost_answers(found="4711\n")
     result = SlurmScheduler(lost, remote=True).submit(
         "#!/bin/bash\ntrue\n", JobOptions(job_name="job.js-0123456789ab")
     )
     assert (result.job_id, result.recovered) == ("4711", True)
-    assert lost.commands.count("sbatch") == 1
+    assert lost.count("sbatch") == 1
 
 
 # --- crash recovery: an sbatch orphaned on the login node ----------------------------------

@@ -10,6 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from scripted_transport import Reply, ScriptedTransport
+
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.scheduler import JobStatus
@@ -17,7 +19,6 @@ from jobsmith.adapters.slurm.commands.argv import DELIMITER
 from jobsmith.adapters.slurm.parsing.status import merge_status
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 from jobsmith.adapters.states import JobState
-from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.runtime.recovery.standin import settle_stand_ins
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.lastpoll import LastPoll, PolledJob
@@ -31,17 +32,15 @@ LAB = Path(__file__).parent / "fixtures" / "lab-22.05"
 NAME = "command.js-0123456789ab"
 
 
-class _Sacct:
+class _Sacct(ScriptedTransport):
     """A transport whose sacct answers the given captures in turn (the last one after)."""
 
     def __init__(self, *captures: str) -> None:
-        self.captures = list(captures)
-        self.calls = 0
+        super().__init__()
+        self.captures = captures
 
-    def run(self, argv: Any, *, timeout: float, stdin: Any = None, env: Any = None) -> Any:
-        self.calls += 1
-        text = self.captures[min(self.calls, len(self.captures)) - 1]
-        return CommandResult(tuple(argv), 0, text, "")
+    def answer(self, argv: tuple[str, ...], **run: Any) -> Reply:
+        return self.captures[min(len(self.calls), len(self.captures)) - 1], "", 0
 
 
 def _capture(name: str) -> str:
@@ -54,13 +53,13 @@ def test_a_stand_in_row_costs_one_sacct_and_is_marked() -> None:
     slept: list[float] = []
     once = _Sacct(_capture("sacct-placeholder-pipe.txt"), _capture("sacct-fields-pipe.txt"))
     records = SlurmScheduler(once, sleep=slept.append).accounting(["16329"], datetime.now())
-    assert once.calls == 1 and slept == []
+    assert len(once.calls) == 1 and slept == []
     (record,) = records
     assert record.stand_in and record.name == "" and record.timelimit_s is None
     assert record.state is JobState.PENDING and record.steps[0].state is JobState.RUNNING
     complete = _Sacct(_capture("sacct-fields-pipe.txt"))
     records = SlurmScheduler(complete, sleep=slept.append).accounting(["18"], datetime.now())
-    assert records and not any(r.stand_in for r in records) and complete.calls == 1
+    assert records and not any(r.stand_in for r in records) and len(complete.calls) == 1
 
 
 def _stand_in(job_id: str = "7", state: JobState = JobState.FAILED) -> JobStatus:

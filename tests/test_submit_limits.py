@@ -11,12 +11,12 @@ limit nothing changes. test_submit_limits_lab.py shows the same against the lab'
 from __future__ import annotations
 
 import getpass
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from scheduler_double import AgentHarness, SchedulerDouble
+from scripted_transport import Reply, ScriptedTransport
 
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import SubmitLimit, SubmitLimits
@@ -29,7 +29,6 @@ from jobsmith.adapters.slurm.parsing.qoslimits import (
     parse_user_assoc,
 )
 from jobsmith.adapters.slurm.scheduler import SlurmScheduler
-from jobsmith.adapters.transport import CommandResult
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.judging.policy import submit_limit_refusal
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
@@ -120,32 +119,27 @@ def test_a_job_naming_no_qos_or_account_gets_the_defaults_and_their_limits() -> 
 # --- the Slurm adapter: which commands, how often -----------------------------------------------
 
 
-class CapturedSlurm:
-    """A Transport answering sacctmgr and squeue with the captures; counts the calls."""
+class CapturedSlurm(ScriptedTransport):
+    """A Transport answering sacctmgr and squeue with the captures; records the calls."""
 
     def __init__(self, *, sacctmgr_fails: bool = False) -> None:
-        self.calls: list[str] = []
+        super().__init__()
         self.sacctmgr_fails = sacctmgr_fails
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.calls.append(" ".join(argv[:6]))
+    def asked(self) -> list[str]:
+        """Each call's first six words."""
+        return [" ".join(argv[:6]) for argv in self.calls]
+
+    def answer(self, argv: tuple[str, ...], **run: Any) -> Reply:
         if argv[0] == "sacctmgr" and self.sacctmgr_fails:
             message = "sacctmgr: error: Problem talking to the database: Connection refused"
-            return CommandResult(tuple(argv), 1, "", message)
-        if argv[:5] == ["sacctmgr", "-P", "-n", "show", "qos"]:
-            return CommandResult(tuple(argv), 0, capture("sacctmgr-qos-submit.txt"), "")
-        if argv[:5] == ["sacctmgr", "-P", "-n", "show", "user"]:
-            text = capture("sacctmgr-user-assoc-alice.txt")
-            return CommandResult(tuple(argv), 0, text, "")
+            return "", message, 1
+        if argv[:5] == ("sacctmgr", "-P", "-n", "show", "qos"):
+            return capture("sacctmgr-qos-submit.txt"), "", 0
+        if argv[:5] == ("sacctmgr", "-P", "-n", "show", "user"):
+            return capture("sacctmgr-user-assoc-alice.txt"), "", 0
         if argv[0] == "squeue" and "-o" in argv:
-            return CommandResult(tuple(argv), 0, capture("squeue-submit-counts.txt"), "")
+            return capture("squeue-submit-counts.txt"), "", 0
         raise AssertionError(f"unexpected command {argv}")
 
 
@@ -155,12 +149,12 @@ def test_sacctmgr_is_asked_once_per_process_and_squeue_only_when_a_limit_applies
     assert sched.submit_limits("alice", opts(qos="normal")).limits == ()
     qos_fields = "sacctmgr -P -n show qos format=Name,MaxSubmitPU,MaxSubmitPA"
     # the two are asked at once (threads): in either order
-    assert sorted(slurm.calls) == [qos_fields, "sacctmgr -P -n show user alice"]
+    assert sorted(slurm.asked()) == [qos_fields, "sacctmgr -P -n show user alice"]
     tiny = sched.submit_limits("alice", opts(qos="tiny", account="proj2"))
     assert [(x.rule, x.queued) for x in tiny.limits] == [("MaxSubmitPU", 5), ("MaxSubmitPA", 2)]
     sched.submit_limits("alice", opts(qos="tiny"))
     counts = "squeue --local --me --noheader -t pending,running,suspended"
-    assert slurm.calls[2:] == [counts] * 2
+    assert slurm.asked()[2:] == [counts] * 2
 
 
 def test_no_answer_from_sacctmgr_means_no_limit_known_and_nothing_refused() -> None:
@@ -168,8 +162,8 @@ def test_no_answer_from_sacctmgr_means_no_limit_known_and_nothing_refused() -> N
     sched = SlurmScheduler(slurm)
     assert sched.submit_limits("alice", opts(qos="tiny")).limits == ()
     assert sched.submit_limits("alice", opts(qos="tiny")).limits == ()
-    assert not any(c.startswith("squeue") for c in slurm.calls)
-    assert len(slurm.calls) == 2  # both at once; the failure is remembered: not asked again
+    assert not any(c.startswith("squeue") for c in slurm.asked())
+    assert len(slurm.asked()) == 2  # both at once; the failure is remembered: not asked again
 
 
 # --- the refusal's words (pure) -----------------------------------------------------------------

@@ -66,7 +66,11 @@ from jobsmith.adapters.slurm.parsing.qoslimits import (
     parse_queued,
     parse_user_assoc,
 )
-from jobsmith.adapters.slurm.parsing.status import controller_status, merge_status
+from jobsmith.adapters.slurm.parsing.status import (
+    controller_status,
+    merge_status,
+    started_among,
+)
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
@@ -387,9 +391,18 @@ class SlurmScheduler:
         """scancel the jobs."""
         self._checked(argv.scancel(job_ids))
 
-    def hold(self, job_ids: Sequence[str]) -> None:
-        """Hold pending jobs (Slurm refuses for jobs already running)."""
+    def hold(self, job_ids: Sequence[str]) -> list[str]:
+        """Hold the jobs; the ones among them that had already started. Slurm holds a
+        running job without a word (`scontrol hold` exits 0, squeue shows it RUNNING,
+        JobHeldUser) and it runs on, the hold only keeping it from starting again after a
+        requeue. One squeue tells them (queue_states), asked for a hold only; if it does
+        not answer, the hold stands and no job is named."""
         self._checked(argv.scontrol_hold(job_ids))
+        try:
+            queue = self.queue_states(job_ids)
+        except SchedulerError:
+            return []
+        return started_among(job_ids, queue)
 
     def release(self, job_ids: Sequence[str]) -> None:
         """Release held jobs."""

@@ -433,6 +433,11 @@ def job_options(fn: F) -> F:
         click.option("-N", "--nodes", type=_COUNT, help="Nodes."),
         click.option("-n", "--ntasks", type=_COUNT, help="Tasks."),
         click.option(
+            "--ntasks-per-node",
+            type=_COUNT,
+            help="Tasks on each node (tasks = nodes x this; with -n, the most on any node).",
+        ),
+        click.option(
             "-J",
             "--job-name",
             callback=_given,
@@ -1034,7 +1039,8 @@ def _control(action: str) -> Callable[..., None]:
 
     command.__doc__ = {
         "cancel": "Cancel jobs (an array id cancels every task).",
-        "hold": "Hold pending jobs so they do not start.",
+        "hold": "Hold pending jobs so they do not start.\n\nA job already running runs on "
+        "(the hold only keeps it from starting again if it is requeued): hold names it.",
         "release": "Release held jobs.",
     }[action]
     return command

@@ -453,6 +453,11 @@ class ControlResult(_Result):
 
     action: str = Field(description="cancel, hold or release")
     job_ids: list[str] = Field(description="Slurm job ids it applied to")
+    already_running: list[str] = Field(
+        default_factory=list,
+        description="hold: the jobs among them that had already started; Slurm holds them "
+        "without stopping them (the hold only keeps one from starting again if requeued)",
+    )
 
 
 class LogView(_Result):

@@ -201,6 +201,11 @@ def show_control(result: ControlResult, as_json: bool) -> None:
         return
     done = {"cancel": "cancelled", "hold": "held", "release": "released"}[result.action]
     print(f"{done}: {' '.join(result.job_ids)}")
+    for job_id in result.already_running:
+        print(
+            f"  {job_id} was already running: the hold does not stop it, only keeps it from "
+            f"starting again if it is requeued (jobsmith cancel {job_id} stops it)"
+        )
 
 
 def show_site_check(report: SiteCheckReport, as_json: bool) -> None:

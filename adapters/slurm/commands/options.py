@@ -22,6 +22,7 @@ def render_directives(opts: JobOptions) -> list[str]:
         ("qos", opts.qos),
         ("nodes", opts.nodes),
         ("ntasks", opts.ntasks),
+        ("ntasks-per-node", opts.ntasks_per_node),
         ("cpus-per-task", opts.cpus_per_task),
     ]
     lines += [f"--{key}={value}" for key, value in simple if value is not None]

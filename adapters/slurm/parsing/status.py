@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from jobsmith.adapters.jobid import ANY_KIND, BadJobId, parse_job_id
 from jobsmith.adapters.records import JobRecord, QueueRecord
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
@@ -167,3 +168,19 @@ def _task_sort_key(job_id: str) -> tuple[int, str]:
 
 def _first(values: Iterable[T | None]) -> T | None:
     return next((v for v in values if v is not None), None)
+
+
+def started_among(job_ids: Sequence[str], queue: Iterable[QueueRecord]) -> list[str]:
+    """The ids among job_ids (a job, a task, a range of tasks) that name a job or array
+    task the controller shows as started (JobState.has_started), in their order: what
+    `scontrol hold` did not stop. An id that is not a job id names nothing."""
+    started = [r for r in queue if r.state.has_started]
+    named = []
+    for text in job_ids:
+        try:
+            ref = parse_job_id(text, ANY_KIND)
+        except BadJobId:
+            continue
+        if any(ref.names(r.job_id_raw, r.array_job_id, r.array_task_id) for r in started):
+            named.append(text)
+    return named

@@ -58,8 +58,9 @@ class DryRunScheduler:
     def cancel(self, job_ids: Sequence[str]) -> None:
         self.actions.append(f"cancel {' '.join(job_ids)}")
 
-    def hold(self, job_ids: Sequence[str]) -> None:
+    def hold(self, job_ids: Sequence[str]) -> list[str]:
         self.actions.append(f"hold {' '.join(job_ids)}")
+        return []
 
     def release(self, job_ids: Sequence[str]) -> None:
         self.actions.append(f"release {' '.join(job_ids)}")

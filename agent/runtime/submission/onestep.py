@@ -71,8 +71,9 @@ def control(parts: StepParts, action: str, job_ids: list[str]) -> ControlResult:
     from jobsmith.agent.runtime.submission.steps import step_adapter
 
     step = step_adapter().validate_python({"action": action, "job_ids": job_ids})
-    one_step(parts, f"{action} {' '.join(job_ids)}", step)
-    return ControlResult(action=action, job_ids=job_ids)
+    _, result = one_step(parts, f"{action} {' '.join(job_ids)}", step)
+    running = result.summary.get("already_running", [])
+    return ControlResult(action=action, job_ids=job_ids, already_running=running)
 
 
 def run_plan(parts: StepParts, plan: Plan, title: str) -> tuple[str, StepResult]:

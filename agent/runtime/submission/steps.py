@@ -267,9 +267,14 @@ class Cancel(_Control):
 
 
 class Hold(_Control):
-    """Hold pending jobs."""
+    """Hold pending jobs (one already running runs on; the result names it)."""
 
     action: Literal["hold"] = "hold"
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """scontrol hold; the jobs that had already started, which it did not stop."""
+        running = hands.scheduler.hold(self.job_ids)
+        return {"action": self.action, "job_ids": self.job_ids, "already_running": running}
 
 
 class Release(_Control):

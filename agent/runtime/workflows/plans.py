@@ -17,10 +17,11 @@ parameters and resources, as `submit` takes them) and the steps it waits for:
 
 A step's resources take sbatch's names and units, as `submit` does (docs/sbatch-options.md):
 partition, account, qos, time, mem, cpus_per_task, gpus (per job), gpus_per_node, nodes,
-ntasks, job_name, array ('0-9%2'), constraint, exclude, log_dir. Files written before
-(`mem_mb`, `time_limit_s`) still load, with a note naming the new field. Only the file
-speaks these names: a step inside jobsmith (a RunPlan in a session log, what the model
-sends) keeps the JobFields names, where `gpus` counts per node (read_plan_file, plan_text).
+ntasks, ntasks_per_node, job_name, array ('0-9%2'), constraint, exclude, log_dir. Files
+written before (`mem_mb`, `time_limit_s`) still load, with a note naming the new field.
+Only the file speaks these names: a step inside jobsmith (a RunPlan in a session log, what
+the model sends) keeps the JobFields names, where `gpus` counts per node (read_plan_file,
+plan_text).
 
 Fan-out is an array template (one step, many tasks); fan-in is a step waiting for
 several. `jobsmith plan run` submits every step at once, in dependency order, each with

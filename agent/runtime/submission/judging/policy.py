@@ -50,7 +50,7 @@ class Cost(BaseModel):
         tasks = opts.array_size()
         nodes = opts.nodes or 1
         hours = (opts.time_limit_s or 0) / 3600 * tasks
-        cpus = (opts.cpus_per_task or 1) * (opts.ntasks or 1)
+        cpus = (opts.cpus_per_task or 1) * opts.task_count()
         return cls(
             tasks=tasks,
             nodes=nodes,
@@ -328,6 +328,15 @@ def check_limits(opts: JobOptions, site: SiteConfig) -> None:
         part.max_cpus_per_node,
         f"{where} has at most {part.max_cpus_per_node} CPUs per node",
     )
+    if opts.ntasks_per_node is not None:
+        per_node = opts.ntasks_per_node * (opts.cpus_per_task or 1)
+        _ceiling(
+            f"--ntasks-per-node={opts.ntasks_per_node} x {opts.cpus_per_task or 1} CPUs per "
+            f"task ({per_node} CPUs per node)",
+            per_node,
+            part.max_cpus_per_node,
+            f"{where} has at most {part.max_cpus_per_node} CPUs per node",
+        )
     _ceiling(
         f"memory {opts.mem_mb} MiB",
         opts.mem_mb,

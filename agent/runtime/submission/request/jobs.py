@@ -143,6 +143,9 @@ class JobFields(BaseModel):
         description="make the job checkpointable: warned before its time limit or at "
         "preemption, it runs this command and requeues itself (--checkpoint)",
     )
+    ntasks_per_node: int | None = Field(
+        None, gt=0, description="tasks on each node (with ntasks, the most on any node)"
+    )
 
     @model_validator(mode="after")
     def _one_gpu_count(self) -> JobFields:
@@ -192,6 +195,7 @@ class JobRequest(JobFields):
                 dependencies=tuple(deps),
                 log_dir=kw.get("log_dir"),
                 ntasks=kw.get("ntasks"),
+                ntasks_per_node=kw.get("ntasks_per_node"),
                 gpus_per_job=kw.get("gpus"),
                 job_name=kw.get("job_name"),
                 array=array,
@@ -290,6 +294,7 @@ def _options(
             "gpus": req.gpus,
             "nodes": req.nodes,
             "ntasks": req.ntasks,
+            "ntasks_per_node": req.ntasks_per_node,
         }.items()
         if v is not None
     }

@@ -81,6 +81,7 @@ _MODELLED = {
     "gpus-per-node": "gpus",
     "nodes": "nodes",
     "ntasks": "ntasks",
+    "ntasks-per-node": "ntasks_per_node",
     "job-name": "job_name",
     "array": "array",
     "dependency": "dependencies",
@@ -93,7 +94,7 @@ _MODELLED = {
     "mail-type": "mail_type",
     "mail-user": "mail_user",
 }
-_COUNTS = {"cpus-per-task", "gpus", "gpus-per-node", "nodes", "ntasks"}
+_COUNTS = {"cpus-per-task", "gpus", "gpus-per-node", "nodes", "ntasks", "ntasks-per-node"}
 
 #: options passed to sbatch as written: they change when or how a job runs, not what it
 #: costs, what it may read, or where it runs
@@ -375,7 +376,15 @@ def _fitted_defaults(request: JobRequest, site: SiteConfig) -> Mapping[str, obje
     """The site's defaults shrunk to the partition's ceilings, then what was asked."""
     partition = request.partition or default_partition(site)
     fields: dict[str, object] = dict(fit_partition(site.defaults.model_dump(), site, partition))
-    for key in ("time_limit_s", "mem_mb", "cpus_per_task", "gpus", "nodes", "ntasks"):
+    for key in (
+        "time_limit_s",
+        "mem_mb",
+        "cpus_per_task",
+        "gpus",
+        "nodes",
+        "ntasks",
+        "ntasks_per_node",
+    ):
         value = getattr(request, key)
         if value is not None:
             fields[key] = value
