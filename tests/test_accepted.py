@@ -63,6 +63,22 @@ def test_a_job_as_checked_has_no_differences() -> None:
 
 
 @pytest.mark.parametrize(
+    ("asked", "got"),
+    [
+        ({"nodes": 2}, {"req_mem_bytes": 2 * GIB}),  # per node x nodes (22.05, 24.11)
+        ({}, {"req_mem_bytes": 2 * GIB, "req_tres": "cpu=2,mem=2G,node=2"}),  # -n spread
+        ({"nodes": 2}, {"req_mem_bytes": GIB}),  # a record that shows it per node
+    ],
+)
+def test_a_multi_node_jobs_whole_memory_is_no_change(
+    asked: dict[str, Any], got: dict[str, Any]
+) -> None:
+    """Seen on the three-node lab: a pending `-N 2 --mem=2000M` job's ReqMem read 4000M,
+    and its first poll held it as altered."""
+    assert altered(options(**asked), seen(record(**got))) == []
+
+
+@pytest.mark.parametrize(
     ("asked", "got", "said"),
     [
         ({}, {"partition": "long"}, "partition debug -> long"),
@@ -70,6 +86,13 @@ def test_a_job_as_checked_has_no_differences() -> None:
         ({"account": "lab"}, {"account": "other"}, "account lab -> other"),
         ({}, {"timelimit_s": 7200}, "time limit 00:10:00 -> 02:00:00"),
         ({}, {"req_mem_bytes": 4 * GIB}, "memory 1024M -> 4096M"),
+        # ReqMem is the whole job's: a 2-node job's doubled memory is no change, more is
+        ({"nodes": 2}, {"req_mem_bytes": 6 * GIB}, "memory 1024M -> 3072M per node"),
+        (
+            {},
+            {"req_mem_bytes": 6 * GIB, "req_tres": "mem=6G,node=2"},
+            "memory 1024M -> 3072M per node",
+        ),
         ({"qos": "normal"}, {"qos": "high"}, "QoS normal -> high"),
         ({"gpus": 1}, {"req_tres": "cpu=1,gres/gpu=2,mem=1G,node=1"}, "GPUs 1 -> 2"),
         ({"gpus": 2, "nodes": 2}, {"req_tres": "gres/gpu=2,node=2"}, "GPUs 2 -> 1"),

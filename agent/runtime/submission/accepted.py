@@ -81,10 +81,8 @@ def _record_changes(options: JobOptions, record: JobRecord, adjusts: Collection[
     asked_s, got_s = options.time_limit_s, record.timelimit_s
     if Compared.TIME not in adjusts and asked_s and got_s is not None and got_s != asked_s:
         found.append(f"time limit {format_time_limit(asked_s)} -> {format_time_limit(got_s)}")
-    asked_mb = options.mem_mb
-    got_mb = record.req_mem_bytes // _MIB if record.req_mem_bytes else None
-    if Compared.MEM not in adjusts and asked_mb and got_mb is not None and got_mb != asked_mb:
-        found.append(f"memory {asked_mb}M -> {got_mb}M")
+    if Compared.MEM not in adjusts:
+        found += _memory_changes(options, record)
     if Compared.GRES not in adjusts and record.req_tres:
         found += _gpu_changes(options, record.req_tres)
     return found
@@ -93,14 +91,39 @@ def _record_changes(options: JobOptions, record: JobRecord, adjusts: Collection[
 # --- GPUs ---------------------------------------------------------------------------------
 
 
+def _memory_changes(options: JobOptions, record: JobRecord) -> list[str]:
+    """Memory per node (--mem) against the record's ReqMem, which is the whole job's: per
+    node times its nodes (a pending 2-node job asked --mem=2000M reads 4000M on the lab's
+    22.05 and 24.11). The node count is ReqTRES's, else what was asked; a record that
+    shows the per-node figure itself (older accounting, one node) is no change either."""
+    asked = options.mem_mb
+    if not asked or not record.req_mem_bytes:
+        return []
+    got = record.req_mem_bytes // _MIB
+    nodes = _tres_nodes(_tres(record.req_tres or "")) or options.nodes or 1
+    if got in (asked, asked * nodes):
+        return []
+    if nodes > 1 and got % nodes == 0:
+        return [f"memory {asked}M -> {got // nodes}M per node"]
+    return [f"memory {asked}M -> {got}M" + (f" over {nodes} nodes" if nodes > 1 else "")]
+
+
+def _tres(req_tres: str) -> dict[str, str]:
+    return dict(item.partition("=")[::2] for item in req_tres.split(",") if "=" in item)
+
+
+def _tres_nodes(tres: dict[str, str]) -> int | None:
+    text = tres.get("node", "")
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
 def _gpu_changes(options: JobOptions, req_tres: str) -> list[str]:
     """GPUs per node and their type, from ReqTRES ('gres/gpu:a100=2,gres/gpu=2,node=1')."""
-    tres = dict(item.partition("=")[::2] for item in req_tres.split(",") if "=" in item)
+    tres = _tres(req_tres)
     total = tres.get("gres/gpu")
     if total is None or not total.isdigit():
         return []  # gres/gpu not accounted at this site: nothing to compare
-    node_text = tres.get("node", "")
-    nodes = int(node_text) if node_text.isdigit() and int(node_text) > 0 else 1
+    nodes = _tres_nodes(tres) or 1
     asked = options.gpus or 0
     got = int(total)
     if got != asked * nodes:
