@@ -66,7 +66,9 @@ def _with_model(judge: Judge, tainted_actions: str) -> Judge:
 def test_a_model_may_not_cancel_or_hold_unasked_and_a_person_may(tmp_path: Path) -> None:
     judge = _judge(tmp_path)
     model = Origin(who=Who.MODEL)
-    for action in ("cancel", "hold"):
+    # exclude_nodes too: a model that excluded every node would keep a job from ever
+    # starting; the watcher (the BRAIN's origin) keeps requeued jobs off bad nodes itself
+    for action in ("cancel", "hold", "exclude_nodes"):
         reason = judge.person_first(action, model, ["7", "8"])
         assert reason == f"the model asks to {action} jobs 7, 8; only a person can allow that"
         assert judge.person_first(action, Origin(), ["7"]) is None

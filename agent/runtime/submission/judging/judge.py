@@ -73,8 +73,9 @@ if TYPE_CHECKING:  # imported where used: a submit builds none of their models
     from jobsmith.agent.runtime.submission.advising.advice import Adviser, SubmitAdvice
     from jobsmith.agent.runtime.workflows.plans import Plan
 
-#: what a model may not do to jobs without a person, whatever it has read
-MODEL_CONTROLS = frozenset({"cancel", "hold"})
+#: what a model may not do to jobs without a person, whatever it has read (excluding
+#: nodes included: every node excluded is a job that never starts)
+MODEL_CONTROLS = frozenset({"cancel", "hold", "exclude_nodes"})
 #: what a conversation that has read job text may not do without a person: the steps
 #: whose content the model sets (a new script, command or parameters)
 MODEL_AUTHORED = frozenset({"submit", "run_plan"})
@@ -403,9 +404,10 @@ class Judge:
 
     def person_first(self, action: str, origin: Origin, job_ids: Sequence[str] = ()) -> str | None:
         """Why a person must approve action first, whatever the policy's thresholds say
-        (None: the policy alone decides): nothing a model reads may cancel or hold a
-        person's jobs, a conversation that has read job text may not submit, and a site
-        may ask a person before jobsmith acts on jobs no jobsmith session submitted
+        (None: the policy alone decides): nothing a model reads may cancel, hold or
+        keep off nodes a person's jobs, a conversation that has read job text may not
+        submit, and a site may ask a person before jobsmith acts on jobs no jobsmith
+        session submitted
         (`approval.risky_actions`: cancel_foreign, hold_foreign, release_foreign)."""
         if origin.who is Who.MODEL and action in MODEL_CONTROLS:
             jobs = ", ".join(job_ids)
