@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lab_cli import LAB_SITE, write_user_site
@@ -81,7 +82,11 @@ class Caller:
         if path:
             self.env["PYTHONPATH"] = path
 
-    def popen(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.Popen[bytes]:
+    def popen(
+        self, *args: str, cwd: Path | None = None, sigint: Any = signal.SIG_DFL, **env: str
+    ) -> subprocess.Popen[bytes]:
+        """The caller as a shell's foreground job starts it (SIGINT at its default, not
+        as this test process has it: pytest-xdist's workers ignore it), or with sigint."""
         return subprocess.Popen(
             [sys.executable, "-c", _CALLER, *args],
             env={**self.env, **env},
@@ -89,6 +94,7 @@ class Caller:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
         )
 
     def run(self, *args: str, cwd: Path | None = None, **env: str) -> Ran:
@@ -356,3 +362,34 @@ def test_a_run_measured_by_coverage_stays_cold(caller: Caller) -> None:
     _render(caller)
     caller.wait_warm()
     assert _render(caller, COVERAGE_PROCESS_CONFIG="{}").how == "cold"
+
+
+def test_a_signal_the_caller_ignores_is_ignored_warm_as_cold(
+    caller: Caller, tmp_path: Path
+) -> None:
+    """A background job of a non-interactive shell ignores SIGINT (`cmd &`): warm, the
+    caller does not relay it and the child ignores it too, as a cold process would."""
+    slow, marker = _slow_slurm(tmp_path)
+    path = f"{slow}:{caller.env['PATH']}"
+    _render(caller)
+    caller.wait_warm()
+    outcomes = []
+    for warm in ("1", "0"):
+        marker.unlink(missing_ok=True)
+        caller.probe.unlink(missing_ok=True)
+        proc = caller.popen("status", "4242", PATH=path, JOBSMITH_WARM=warm, sigint=signal.SIG_IGN)
+        runner = _runner(marker, proc)
+        proc.send_signal(signal.SIGINT)
+        os.kill(runner, signal.SIGINT)  # as `kill -INT` of the process running it would
+        time.sleep(1.5)
+        assert proc.poll() is None and _alive(runner), "SIGINT ended what ignores it"
+        proc.send_signal(signal.SIGTERM)
+        if runner != proc.pid:
+            deadline = time.monotonic() + 30
+            while _alive(runner):
+                assert time.monotonic() < deadline, "SIGTERM was not relayed"
+                time.sleep(0.05)
+        proc.communicate(timeout=30)
+        outcomes.append(proc.returncode)
+    # both end by the SIGTERM itself, as the shell sees it (128+15), not with a status
+    assert outcomes == [-signal.SIGTERM, -signal.SIGTERM], outcomes

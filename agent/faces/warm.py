@@ -37,6 +37,7 @@ import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 #: the commands that may run warm: typed many times a day, each one thing, then the
 #: process ends (cli._ONE_SHOT, `plan` check/run/status, and `wait`, which may wait long:
@@ -141,8 +142,18 @@ def header(argv: list[str]) -> bytes:
         "env": dict(os.environ),
         "umask": _umask(),
         "streams": [_stream(sys.stdin), _stream(sys.stdout), _stream(sys.stderr)],
+        "ignored": ignored_signals(),
     }
     return json.dumps(doc).encode("ascii")
+
+
+def ignored_signals() -> list[str]:
+    """The relayed signals this process ignores (a shell's background job ignores SIGINT,
+    `nohup` SIGHUP): the child ignores them too, and the caller does not relay them, as
+    a cold process would have gone on through them."""
+    import signal
+
+    return [name for name in RELAYED if signal.getsignal(getattr(signal, name)) == signal.SIG_IGN]
 
 
 def _umask() -> int:
@@ -198,17 +209,32 @@ def run_warm(argv: list[str], path: Path) -> int | None:
     return _follow(conn, replies, pid)
 
 
+def _die_by(signum: int, previous: dict[int, Any]) -> None:
+    import signal
+
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    signal.signal(signum, signal.SIG_DFL)
+    sys.stdout.flush()
+    os.kill(os.getpid(), signum)
+
+
 def _follow(conn: socket.socket, replies: Replies, pid: int) -> int:
     import signal
 
+    relayed: list[int] = []
+
     def relay(signum: int, _frame: object) -> None:
+        relayed.append(signum)
         with contextlib.suppress(OSError):
             os.kill(pid, signum)
 
     previous: dict[int, Callable[[int, object], None] | int | None] = {}
+    ignored = ignored_signals()
     for name in RELAYED:
-        sig = getattr(signal, name)
-        previous[sig] = signal.signal(sig, relay)  # type: ignore[assignment]
+        if name not in ignored:
+            sig = getattr(signal, name)
+            previous[sig] = signal.signal(sig, relay)  # type: ignore[assignment]
     try:
         conn.settimeout(None)
         while True:
@@ -218,6 +244,10 @@ def _follow(conn: socket.socket, replies: Replies, pid: int) -> int:
                 continue
             except (OSError, ValueError):
                 doc = None
+            if doc is None and relayed and relayed[-1] != signal.SIGINT:
+                # the child ended by the signal passed on: end by it too, as the shell
+                # would have seen a cold process end (SIGINT is a KeyboardInterrupt there)
+                _die_by(relayed[-1], previous)
             if doc is None:
                 print(
                     f"jobsmith: the warm process's child {pid} ended without an exit status "

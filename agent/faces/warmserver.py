@@ -355,8 +355,7 @@ def _recv_some(conn: socket.socket) -> bytes:
 def _child(conn: socket.socket, doc: dict[str, Any], fds: list[int]) -> int:
     """In the forked child: announce, wait for go, become the caller's process, run."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _dispositions(doc.get("ignored") or [])
     try:
         warm.send_message(conn, {"pid": os.getpid()})
         conn.settimeout(GO_TIMEOUT_S)
@@ -370,6 +369,20 @@ def _child(conn: socket.socket, doc: dict[str, Any], fds: list[int]) -> int:
     with contextlib.suppress(OSError):
         warm.send_message(conn, {"exit": code})
     return code
+
+
+def _dispositions(ignored: list[str]) -> None:
+    """The relayed signals as a fresh Python started by the caller has them: what the
+    caller ignores ignored (it inherited that), SIGINT else KeyboardInterrupt, the rest
+    the default."""
+    for name in warm.RELAYED:
+        sig = getattr(signal, name)
+        if name in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+        elif sig == signal.SIGINT:
+            signal.signal(sig, signal.default_int_handler)
+        else:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def _become(doc: dict[str, Any], fds: list[int]) -> None:
