@@ -75,6 +75,7 @@ class Caller:
             "JOBSMITH_CONFIG_DIR": str(home / "config"),
             "JOBSMITH_STATE_DIR": str(home / "state"),
             "JOBSMITH_WARM_DIR": str(self.warm_dir),
+            "JOBSMITH_WARM": "1",  # opt-in for now (warm.wanted)
             "JOBSMITH_WARM_IDLE_S": "120",
             "WARM_PROBE": str(self.probe),
         }
@@ -393,3 +394,13 @@ def test_a_signal_the_caller_ignores_is_ignored_warm_as_cold(
         outcomes.append(proc.returncode)
     # both end by the SIGTERM itself, as the shell sees it (128+15), not with a status
     assert outcomes == [-signal.SIGTERM, -signal.SIGTERM], outcomes
+
+
+def test_it_is_off_unless_asked(caller: Caller) -> None:
+    """Opt-in for now (warm.wanted says why): without JOBSMITH_WARM=1 nothing runs warm,
+    and no warm process is left behind."""
+    env = {k: v for k, v in caller.env.items() if k != "JOBSMITH_WARM"}
+    caller.env = env
+    assert _render(caller).how == "cold"
+    time.sleep(1.0)
+    assert _render(caller).how == "cold" and caller.warm_pids() == []

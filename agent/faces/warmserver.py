@@ -436,6 +436,13 @@ def _run(doc: dict[str, Any]) -> int:
     except BaseException:  # as the interpreter reports an uncaught one
         sys.excepthook(*sys.exc_info())
         code = 1
+    # as the interpreter ends: its threads first (a cold process waits for every
+    # non-daemon thread before it exits), then the atexit functions
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
