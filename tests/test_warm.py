@@ -75,7 +75,6 @@ class Caller:
             "JOBSMITH_CONFIG_DIR": str(home / "config"),
             "JOBSMITH_STATE_DIR": str(home / "state"),
             "JOBSMITH_WARM_DIR": str(self.warm_dir),
-            "JOBSMITH_WARM": "1",  # opt-in for now (warm.wanted)
             "JOBSMITH_WARM_IDLE_S": "120",
             "WARM_PROBE": str(self.probe),
         }
@@ -130,6 +129,13 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _until_gone(pid: int, what: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -236,10 +242,7 @@ def test_a_warm_process_whose_code_changed_declines_and_ends(tmp_path: Path) -> 
         os.utime(module, ns=(time.time_ns(), time.time_ns()))  # as an upgrade would
         again = _render(c)
         assert again.how == "cold" and again.code == 0  # declined: run here, not lost
-        deadline = time.monotonic() + 30
-        while _alive(old):
-            assert time.monotonic() < deadline, "the stale warm process did not end"
-            time.sleep(0.1)
+        _until_gone(old, "the stale warm process did not end")
     finally:
         c.stop()
 
@@ -276,8 +279,7 @@ def test_a_long_warm_command_does_not_keep_the_next_warm_process_from_starting(
         runner = _runner(marker, waiting)
         assert runner != waiting.pid  # the warm child runs it, and still does
         os.kill(first, signal.SIGTERM)
-        while _alive(first):
-            time.sleep(0.05)
+        _until_gone(first, "the warm process did not end on SIGTERM")
         assert _render(caller).how == "cold"
         caller.wait_warm()  # a new one, though the child of the old one still runs
         assert caller.warm_pids() != [first] and _alive(runner)
@@ -303,10 +305,8 @@ def test_ctrl_c_at_the_caller_reaches_the_warm_command(caller: Caller, tmp_path:
         assert (runner != proc.pid) == (warm == "1")
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
-        deadline = time.monotonic() + 30
-        while _alive(runner) and runner != proc.pid:
-            assert time.monotonic() < deadline, "the warm child did not end on the relayed SIGINT"
-            time.sleep(0.05)
+        if runner != proc.pid:
+            _until_gone(runner, "the warm child did not end on the relayed SIGINT")
         outcomes.append((proc.returncode, caller.probe.read_text().strip()))
     assert outcomes[0][1] == "warm" and outcomes[1][1] == "cold"
     assert outcomes[0][0] == outcomes[1][0] != 0, outcomes
@@ -386,21 +386,73 @@ def test_a_signal_the_caller_ignores_is_ignored_warm_as_cold(
         assert proc.poll() is None and _alive(runner), "SIGINT ended what ignores it"
         proc.send_signal(signal.SIGTERM)
         if runner != proc.pid:
-            deadline = time.monotonic() + 30
-            while _alive(runner):
-                assert time.monotonic() < deadline, "SIGTERM was not relayed"
-                time.sleep(0.05)
+            _until_gone(runner, "SIGTERM was not relayed")
         proc.communicate(timeout=30)
         outcomes.append(proc.returncode)
     # both end by the SIGTERM itself, as the shell sees it (128+15), not with a status
     assert outcomes == [-signal.SIGTERM, -signal.SIGTERM], outcomes
 
 
-def test_it_is_off_unless_asked(caller: Caller) -> None:
-    """Opt-in for now (warm.wanted says why): without JOBSMITH_WARM=1 nothing runs warm,
-    and no warm process is left behind."""
-    env = {k: v for k, v in caller.env.items() if k != "JOBSMITH_WARM"}
-    caller.env = env
-    assert _render(caller).how == "cold"
+def test_it_is_on_unless_turned_off(caller: Caller) -> None:
+    """On by default (the Caller sets no JOBSMITH_WARM); JOBSMITH_WARM=0 runs every command
+    cold and leaves no warm process behind."""
+    assert "JOBSMITH_WARM" not in caller.env
+    assert _render(caller, JOBSMITH_WARM="0").how == "cold"
     time.sleep(1.0)
-    assert _render(caller).how == "cold" and caller.warm_pids() == []
+    assert _render(caller, JOBSMITH_WARM="0").how == "cold" and caller.warm_pids() == []
+    assert _render(caller).how == "cold"
+    caller.wait_warm()
+    assert _render(caller).how == "warm"
+    assert _render(caller, JOBSMITH_WARM="0").how == "cold"
+
+
+def test_a_command_the_kernel_kills_ends_its_caller_by_the_same_signal(
+    caller: Caller, tmp_path: Path
+) -> None:
+    """SIGKILL (the OOM killer's) to the process running the command: a cold caller dies
+    by it; a warm one too, told by the warm process that reaped the child, not with an
+    exit status (tests/test_plans.py's crash-safety tests tell the two apart)."""
+    slow, marker = _slow_slurm(tmp_path)
+    path = f"{slow}:{caller.env['PATH']}"
+    _render(caller)
+    caller.wait_warm()
+    outcomes = []
+    for warm in ("1", "0"):
+        marker.unlink(missing_ok=True)
+        caller.probe.unlink(missing_ok=True)
+        proc = caller.popen("status", "4242", PATH=path, JOBSMITH_WARM=warm)
+        runner = _runner(marker, proc)
+        assert (runner != proc.pid) == (warm == "1")
+        os.kill(runner, signal.SIGKILL)
+        _, err = proc.communicate(timeout=30)
+        outcomes.append((proc.returncode, err))
+    assert outcomes == [(-signal.SIGKILL, b"")] * 2, outcomes
+
+
+def test_a_warm_process_past_its_idle_time_still_tells_how_its_last_command_ended(
+    tmp_path: Path,
+) -> None:
+    """The warm process stops listening when idle (the socket goes, the lock is free for
+    a new one) but ends only after its children: a long `wait` killed after that is still
+    reported as killed."""
+    c = Caller(tmp_path)
+    c.env["JOBSMITH_WARM_IDLE_S"] = "3"
+    slow, marker = _slow_slurm(tmp_path)
+    try:
+        _render(c)
+        c.wait_warm()
+        (server,) = c.warm_pids()
+        proc = c.popen("status", "4242", PATH=f"{slow}:{c.env['PATH']}")
+        runner = _runner(marker, proc)
+        assert runner != proc.pid
+        deadline = time.monotonic() + 30
+        while list(c.warm_dir.glob("*.sock")):
+            assert time.monotonic() < deadline, "the idle warm process kept listening"
+            time.sleep(0.1)
+        assert _alive(server) and proc.poll() is None
+        os.kill(runner, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        _until_gone(server, "the warm process did not end after its last child")
+    finally:
+        c.stop()

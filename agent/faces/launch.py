@@ -3,8 +3,7 @@
 `submit`, `sbatch`, `render`, `status`, `wait` and `plan` are handed to the user's warm
 process if one is listening (warm.py says how and why); anything else, or where none is,
 runs here as it always has (cli.main), and after a one-shot command that ran here a warm
-process is started for the next one. Opt-in for now: JOBSMITH_WARM=1 turns it on
-(warm.wanted says why).
+process is started for the next one. JOBSMITH_WARM=0 turns it off (docs/warm.md).
 
 This module and warm.py import only the standard library: the warm path must not pay
 for the imports it exists to avoid.

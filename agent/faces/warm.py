@@ -37,7 +37,6 @@ import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 #: the commands that may run warm: typed many times a day, each one thing, then the
 #: process ends (cli._ONE_SHOT, `plan` check/run/status, and `wait`, which may wait long:
@@ -67,16 +66,11 @@ def command_of(argv: list[str]) -> str | None:
 
 
 def wanted(environ: os._Environ[str] | dict[str, str]) -> bool:
-    """True where the user turned it on (JOBSMITH_WARM=1), and coverage does not measure
-    the run (a forked child would write the warm process's coverage data, not its own).
-
-    Off by default for now: a child the kernel kills (SIGKILL, the OOM killer) leaves its
-    caller an exit status of 137 rather than the signal itself, which the crash-safety
-    tests (tests/test_plans.py's kill-mid-submission) tell apart; until the warm process
-    reports how each child ended, it is opt-in (docs/warm.md)."""
-    on = environ.get("JOBSMITH_WARM", "").strip().lower() in ("1", "yes", "on", "true")
+    """True unless the user turned it off (JOBSMITH_WARM=0), or coverage measures the run
+    (a forked child would write the warm process's coverage data, not its own)."""
+    off = environ.get("JOBSMITH_WARM", "").strip().lower() in ("0", "no", "off", "false")
     measured = "COVERAGE_PROCESS_START" in environ or "COVERAGE_PROCESS_CONFIG" in environ
-    return on and not measured
+    return not off and not measured
 
 
 def directory(environ: os._Environ[str] | dict[str, str]) -> Path | None:
@@ -214,14 +208,17 @@ def run_warm(argv: list[str], path: Path) -> int | None:
     return _follow(conn, replies, pid)
 
 
-def _die_by(signum: int, previous: dict[int, Any]) -> None:
+def _die_by(signum: int) -> int:
+    """End by signum, as the child did (the shell then reports what it would have of a cold
+    process); where it cannot end this process, the shell's figure for it."""
     import signal
 
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
-    signal.signal(signum, signal.SIG_DFL)
     sys.stdout.flush()
-    os.kill(os.getpid(), signum)
+    with contextlib.suppress(OSError, ValueError):  # SIGKILL's cannot be set, nor need be
+        signal.signal(signum, signal.SIG_DFL)
+    with contextlib.suppress(OSError):
+        os.kill(os.getpid(), signum)
+    return 128 + signum
 
 
 def _follow(conn: socket.socket, replies: Replies, pid: int) -> int:
@@ -250,9 +247,10 @@ def _follow(conn: socket.socket, replies: Replies, pid: int) -> int:
             except (OSError, ValueError):
                 doc = None
             if doc is None and relayed and relayed[-1] != signal.SIGINT:
-                # the child ended by the signal passed on: end by it too, as the shell
-                # would have seen a cold process end (SIGINT is a KeyboardInterrupt there)
-                _die_by(relayed[-1], previous)
+                # the child ended by the signal passed on (and the warm process, which
+                # would have said so, is gone): end by it too, as the shell would have
+                # seen a cold process end (SIGINT is a KeyboardInterrupt there)
+                return _die_by(relayed[-1])
             if doc is None:
                 print(
                     f"jobsmith: the warm process's child {pid} ended without an exit status "
@@ -263,6 +261,9 @@ def _follow(conn: socket.socket, replies: Replies, pid: int) -> int:
             code = doc.get("exit")
             if isinstance(code, int):
                 return code
+            killed = doc.get("signal")  # from the warm process, which reaped the child
+            if isinstance(killed, int) and 0 < killed < 65:
+                return _die_by(killed)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -2,14 +2,18 @@
 
 Started by launch.py after a cold run, detached (its own session, standard streams on
 /dev/null, working directory /), as `python -m jobsmith.agent.faces.warmserver KEY PATH`.
-It ends after JOBSMITH_WARM_IDLE_S seconds without a command (600), when a module it
-imported changed on disk, or when its socket is no longer its own. One per key: a lock
-beside the socket keeps a second from starting.
+It stops listening after JOBSMITH_WARM_IDLE_S seconds without a command (600), when a
+module it imported changed on disk, or when its socket is no longer its own, and ends when
+its last child has. One per key: a lock beside the socket keeps a second from starting
+(released when it stops listening, so a long `wait` keeps no new one from starting).
 
 The child of each command takes on the caller's argv, working directory, environment,
 umask and standard streams, announces its pid, and runs the command only after the
 caller's go. Everything the child cannot take on is in the key (warm.identity), which
-the warm process checks against its own before it listens.
+the warm process checks against its own before it listens. The warm process keeps each
+child's connection until it has reaped the child, and then tells the caller how the child
+ended: its exit status, or the signal that killed it (a child the kernel kills, SIGKILL
+or the OOM killer, says nothing itself), so the caller ends as a cold process would have.
 """
 
 from __future__ import annotations
@@ -168,15 +172,17 @@ def main(argv: list[str]) -> int:
     watched = _module_times()
     listener = _listen(path)
     idle_s = float(os.environ.get("JOBSMITH_WARM_IDLE_S", "600"))
-    signal.signal(signal.SIGCHLD, _reap)
+    children = _Children()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        _serve(listener, path, watched, idle_s, lock)
+        _serve(listener, path, watched, idle_s, lock, children)
     finally:
         with contextlib.suppress(OSError):
             if _same_socket(path, listener):
                 path.unlink()
         listener.close()
+        os.close(lock)  # a new warm process may start while the children below finish
+    children.drain()  # (not after a SIGTERM: SystemExit passes by)
     return 0
 
 
@@ -266,10 +272,69 @@ def _same_socket(path: Path, listener: socket.socket) -> bool:
     return path.exists() and bool(listener.getsockname() == str(path))
 
 
-def _reap(_signum: int, _frame: object) -> None:
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
+class _Children:
+    """The running children, each with its caller's connection, kept until it is reaped.
+
+    A child reports its own exit status; one the kernel kills says nothing, and its
+    caller would see only the connection close. The warm process, its parent, sees how
+    each ended and says it: `{"signal": N}` or `{"exit": CODE}` (after a child's own
+    report the caller has gone, and the send fails quietly)."""
+
+    def __init__(self) -> None:
+        self._conns: dict[int, socket.socket] = {}
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # SIGCHLD writes to the pipe, which the serving loop selects on (PEP 475: a
+        # Python handler alone would not wake select)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+
+    @property
+    def wakeup(self) -> int:
+        return self._wake_r
+
+    def add(self, pid: int, conn: socket.socket) -> None:
+        self._conns[pid] = conn
+
+    def in_child(self) -> None:
+        """In a new child: none of this is its own (another caller's connection kept open
+        in it would keep that caller from seeing its own command's end)."""
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def reap(self, *, block: bool = False) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 512):
+                pass
+        while self._conns:
+            try:
+                pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:  # none left (reaped elsewhere): nothing to tell
+                for gone in self._conns.values():
+                    gone.close()
+                self._conns.clear()
+                return
+            if pid == 0:
+                return
+            conn = self._conns.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    warm.send_message(conn, _ending(status))
+                conn.close()
+
+    def drain(self) -> None:
+        """Wait for every child, telling each caller how its command ended."""
+        self.reap(block=True)
+
+
+def _ending(status: int) -> dict[str, object]:
+    if os.WIFSIGNALED(status):
+        return {"signal": os.WTERMSIG(status)}
+    return {"exit": os.waitstatus_to_exitcode(status) & 0xFF}
 
 
 def _serve(
@@ -278,39 +343,47 @@ def _serve(
     watched: dict[str, tuple[int, int, int]],
     idle_s: float,
     lock: int,
+    children: _Children,
 ) -> None:
     deadline = time.monotonic() + idle_s
     while True:
+        children.reap()
         left = deadline - time.monotonic()
         if left <= 0 or not path.exists():
             return
         try:
-            ready, _, _ = select.select([listener], [], [], min(left, 30.0))
+            watched_fds = [listener.fileno(), children.wakeup]
+            ready, _, _ = select.select(watched_fds, [], [], min(left, 30.0))
         except InterruptedError:
             continue
-        if not ready:
+        if listener.fileno() not in ready:
             continue
         conn, _ = listener.accept()
-        with conn:
-            if not _ours(conn):
-                continue
-            if _changed(watched):
-                with contextlib.suppress(OSError):
-                    warm.send_message(conn, {"declined": "jobsmith changed on disk"})
-                return
-            received = _receive(conn)
-            if received is None:
-                continue
-            doc, fds = received
-            deadline = time.monotonic() + idle_s
-            if os.fork() == 0:
-                # the child keeps neither the socket nor the lock: a long `wait` must not
-                # keep the next warm process from starting after this one ends
-                listener.close()
-                os.close(lock)
-                os._exit(_child(conn, doc, fds))
-            for fd in fds:
-                os.close(fd)
+        if not _ours(conn):
+            conn.close()
+            continue
+        if _changed(watched):
+            with contextlib.suppress(OSError):
+                warm.send_message(conn, {"declined": "jobsmith changed on disk"})
+            conn.close()
+            return
+        received = _receive(conn)
+        if received is None:
+            conn.close()
+            continue
+        doc, fds = received
+        deadline = time.monotonic() + idle_s
+        pid = os.fork()
+        if pid == 0:
+            # the child keeps neither the socket nor the lock: a long `wait` must not
+            # keep the next warm process from starting after this one ends
+            listener.close()
+            os.close(lock)
+            children.in_child()
+            os._exit(_child(conn, doc, fds))
+        children.add(pid, conn)
+        for fd in fds:
+            os.close(fd)
 
 
 def _ours(conn: socket.socket) -> bool:
@@ -354,7 +427,6 @@ def _recv_some(conn: socket.socket) -> bytes:
 
 def _child(conn: socket.socket, doc: dict[str, Any], fds: list[int]) -> int:
     """In the forked child: announce, wait for go, become the caller's process, run."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _dispositions(doc.get("ignored") or [])
     try:
         warm.send_message(conn, {"pid": os.getpid()})
