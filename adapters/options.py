@@ -171,12 +171,10 @@ class JobOptions(BaseModel):
     def task_count(self) -> int:
         """How many tasks the job runs, as Slurm counts them: -n where given (then
         --ntasks-per-node is only the most on any node), else nodes x --ntasks-per-node,
-        else 1 (jobsmith's count when neither is given)."""
+        else one per node (sbatch -N 3 alone allocates 3 tasks, a CPU on each node), else 1."""
         if self.ntasks is not None:
             return self.ntasks
-        if self.ntasks_per_node is not None:
-            return (self.nodes or 1) * self.ntasks_per_node
-        return 1
+        return (self.nodes or 1) * (self.ntasks_per_node or 1)
 
     def array_size(self) -> int:
         """How many array tasks the spec names (1 for a plain job); Slurm counts each."""

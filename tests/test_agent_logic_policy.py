@@ -106,7 +106,7 @@ def test_tasks_per_node_count_on_every_node_and_ntasks_wins_where_both_are_given
     capped = opts(time_limit_s=3600, nodes=3, ntasks=5, ntasks_per_node=4)
     assert (capped.task_count(), Cost.of(capped).core_hours) == (5, 5.0)
     assert opts(ntasks_per_node=4).task_count() == 4  # no -N: one node
-    assert opts(nodes=3).task_count() == 1  # neither given: jobsmith counts one
+    assert opts(nodes=3).task_count() == 3  # -N alone: one task (a CPU) per node, as sbatch
 
 
 def test_cost_counts_only_the_indices_an_array_names_and_rounds_to_three_places() -> None:
