@@ -240,6 +240,7 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})
+        _feed_workloads(app, cycle.changes)  # before telling: a part fed goes on with it
         tell_workloads(app, cycle.changes)
     for decision in cycle.decisions:
         if decision.get("outcome") == "awaiting_approval":
@@ -268,6 +269,20 @@ def _decide_one(
             "action": "error",
             "reason": f"deciding about it failed: {type(err).__name__}: {err}",
         }
+
+
+def _feed_workloads(app: CycleParts, changes: list[StateChange]) -> None:
+    """Feed the next parts of workloads larger than the site's limits
+    (agent/runtime/workflows/feeding/feeder.py) when jobs ended: those of the sessions
+    whose jobs ended, and of every session still with open jobs (the room another
+    session's jobs left counts for them too)."""
+    if not any(c.state.is_terminal for c in changes):
+        return
+    from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions
+
+    sessions = {c.session_id for c in changes}
+    sessions |= {r.session_id for r in open_jobs(app.ledger, app.folds) if r.session_id}
+    feed_sessions(app.executor, sessions)
 
 
 def _watch_nodes(app: CycleParts, statuses: Mapping[str, JobStatus]) -> NodeWatch:

@@ -46,6 +46,7 @@ from jobsmith.agent.runtime.submission.judging.judge import (
 )
 from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling, check_limits
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
+from jobsmith.agent.runtime.workflows.feeding import feeder as feeding
 from jobsmith.agent.runtime.workflows.planrun import (
     PlanStepUndecided,
     redirect_after_rerun,
@@ -188,6 +189,9 @@ class Executor:
             if isinstance(order, orders.NewJob | orders.Checked):
                 checked = self._checked(order)
                 ruling = checked.verdict()
+                if isinstance(order, orders.NewJob) and feeding.feedable(checked, ruling):
+                    # over a submit limit: fed in parts that fit (workflows/feeding)
+                    return feeding.start(self, log, order.step, checked)
                 if ruling.verdict != "refuse" and self.judge.canary_first(checked):
                     # a plan of two (planrun.py), judged again whole, held as this step was
                     origin = order.origin if isinstance(order, orders.NewJob) else Origin()
