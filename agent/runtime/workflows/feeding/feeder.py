@@ -14,9 +14,10 @@ its session before any part is submitted, and fed as earlier parts leave the que
   interleaving. Then the executor's one path for a planned job: intent, sbatch, ledger,
   result. A part whose intent has no result is a crashed submission: `sessions resume`
   settles it by its tag, as any other; the feeder never submits it again.
-- Each part is judged when it is fed, as an approval is re-judged (Judge.again: limits,
-  budgets, paths today); a full queue or the submissions-per-hour budget means "not
-  now", and the next cycle tries again: that paces the feeding.
+- Each part is judged when it is fed: the site's limits and the budgets today (not the
+  template's paths: an earlier part may rightly have consumed its inputs); a full queue
+  or the submissions-per-hour budget means "not now", and the next cycle tries again:
+  that paces the feeding.
 - Nothing is held in memory: whichever process feeds next reads the session, so feeding
   resumes after a crash.
 - Cancelling the workload records that no part is to be fed any more (`workload`
@@ -47,7 +48,7 @@ from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.judging.judge import CheckedJob, refusal
-from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling
+from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling, check_limits
 from jobsmith.agent.runtime.workflows.feeding.partscript import part_options, part_script
 from jobsmith.agent.runtime.workflows.feeding.split import (
     SLURM_DEFAULT_MAX_ARRAY_SIZE,
@@ -262,8 +263,9 @@ def _feed_part(
         if ruling.rule in WAIT_RULES:
             return None
         raise PolicyError(f"workload {w.step_id}, part {part.index}: {refusal(ruling)}")
-    asked = {"options": options.model_dump(mode="json"), "template": w.template}
-    executor.judge.again({**asked, "step": w.step, "cwd": w.cwd})  # limits and paths today
+    # the site's limits as they are today; the template's paths are not rendered again:
+    # earlier parts may rightly have consumed their inputs (gzip does)
+    check_limits(options, executor.site)
     step_id = w.part_step_id(part)
 
     def unclaimed(events: list[Event]) -> None:

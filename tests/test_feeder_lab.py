@@ -1,0 +1,81 @@
+"""The feeder on the lab cluster (issue 28, item 1): with QoS `tiny`, whose
+MaxSubmitJobsPerUser is 5 (`scripts/slurm-lab up` makes it), a 40-task array completes
+with one approval, fed in parts of 5 by the watcher, never more than 5 queued at once.
+Runs as alice (`asalice-wt WORKTREE tests/test_feeder_lab.py`)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from lab_cli import js
+
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.store import FileSessionStore
+
+lab = pytest.mark.usefixtures("lab_cluster")
+
+#: QoS tiny allowed, and an approval above 10 core-hours: the 40 one-hour tasks need one
+SITE = (
+    "qos:\n  allowed: [normal, tiny]\n  default: normal\npolicy:\n  approval:\n    core_hours: 10\n"
+)
+
+
+def queued_in_tiny() -> list[str]:
+    """The caller's pending or running jobs in QoS tiny (array tasks one per line)."""
+    out = subprocess.run(
+        ["squeue", "--me", "--noheader", "-r", "-q", "tiny", "-t", "PD,R,CG", "-o", "%i"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return out.split()
+
+
+@lab
+def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
+    user_site: Callable[[str], None], workdir: Path, jobsmith_home: Path
+) -> None:
+    user_site(SITE)
+    assert queued_in_tiny() == [], "another run left jobs in QoS tiny"
+    files = []
+    for i in range(40):
+        (workdir / f"in{i}.txt").write_text(f"{i}\n")
+        files.append(str(workdir / f"in{i}.txt"))
+    held = js(
+        "submit", "file_array", "-P", f"files={','.join(files)}", "-P", "program=gzip",
+        "--qos", "tiny", "--log-dir", str(workdir),
+    )  # fmt: skip
+    assert held.exit_code == 8, held.output
+    assert "a workload of 40 tasks in 8 parts" in held.stderr
+    assert queued_in_tiny() == []  # nothing reached Slurm before the approval
+    step_id = re.search(r"jobsmith approve (\S+)`", held.stderr).group(1)  # type: ignore[union-attr]
+
+    approved = js("approve", step_id)
+    assert approved.exit_code == 0, approved.output
+    most = len(queued_in_tiny())
+    deadline = time.monotonic() + 400
+    while any(workdir.glob("in*.txt")) and time.monotonic() < deadline:
+        most = max(most, len(queued_in_tiny()))
+        assert js("watch", "--once").exit_code == 0
+        most = max(most, len(queued_in_tiny()))
+        time.sleep(1)
+    left = sorted(p.name for p in workdir.glob("in*.txt"))
+    assert left == [], f"tasks not run: {left}"
+    # gzip fails on a file already gzipped away: every task ran its own file, once
+    assert sorted(p.name for p in workdir.glob("in*.txt.gz")) == sorted(
+        f"in{i}.txt.gz" for i in range(40)
+    )
+    assert 0 < most <= 5
+
+    store = FileSessionStore(jobsmith_home / "state" / "sessions")
+    [session] = [
+        s for s in store.list_sessions() if any(e.step_id == step_id for e in store.read(s.id))
+    ]
+    events = store.read(session.id)
+    assert [e.kind for e in events].count(EventKind.APPROVAL_GIVEN) == 1
+    parts = [e for e in events if e.kind is EventKind.RESULT and ".p" in (e.step_id or "")]
+    assert sorted(e.step_id for e in parts) == sorted(f"{step_id}.p{i}" for i in range(8))
+    assert all(e.data["array_tasks"] == 5 for e in parts)
