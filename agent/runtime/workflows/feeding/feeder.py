@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.claims import (
     LOOKUP_ALLOWANCE,
     SBATCH_MAX_LIFE,
@@ -42,6 +43,7 @@ from jobsmith.agent.runtime.session.claims import (
     owner,
 )
 from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import utc_now
 from jobsmith.agent.runtime.submission import hashing, orders
@@ -311,8 +313,12 @@ def cancel(executor: Executor, session_id: str, step_id: str) -> list[str]:
     job is cancelled; the job ids cancelled."""
     log = SessionLog(executor.store, session_id)
     log.append(EventKind.WORKLOAD, {"cancelled": True}, step_id)
-    jobs = part_jobs(log.events(), step_id)
-    ids = [j for j in jobs.values() if j]
+    states = SessionFolds(executor.store).of(session_id).job_states
+    ids = []
+    for job_id in part_jobs(log.events(), step_id).values():
+        state = JobState.known(states.get(job_id)) if job_id else None
+        if job_id and not (state and state.is_terminal):  # as last seen: ended ones stay
+            ids.append(job_id)
     if ids:
         executor.scheduler.cancel(ids)
     return ids

@@ -1,0 +1,114 @@
+"""The feeder's session side against the scheduler double (agent/runtime/workflows/feeding/
+feeder.py): the workload recorded before any part, one part at a time within the limit,
+two actors never feeding the same part, feeding resumed by a fresh process, one cancel.
+The lab test (tests/test_feeder_lab.py) runs it on the real Slurm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scheduler_double import AgentHarness
+
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.session.events import EventKind
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.submission import orders
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.request.jobs import JobRequest
+from jobsmith.agent.runtime.workflows.feeding import feeder
+
+POLICY: dict[str, Any] = {
+    "max_concurrent_jobs": 100,
+    "approval": {"core_hours": 1000, "gpu_hours": 8, "nodes": 4},
+    "budgets": {"submissions_per_hour": 100, "max_failures_in_a_row": 5},
+}
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> AgentHarness:
+    harness = AgentHarness.build(tmp_path, POLICY)
+    harness.slurm.submit_limit = {"tiny": 4}
+    return harness
+
+
+def submit_workload(h: AgentHarness, tasks: int = 10) -> tuple[str, st.Submit]:
+    session = h.store.create()
+    job = JobRequest(
+        template="command", params={"command": "echo $SLURM_ARRAY_TASK_ID"},
+        array=f"0-{tasks - 1}", array_throttle=3, qos="tiny",
+    )  # fmt: skip
+    step = st.Submit(job=job)
+    h.executor.submit(session, orders.NewJob(step))
+    return session, step
+
+
+def end_all(h: AgentHarness) -> None:
+    for job_id in list(h.slurm.jobs):
+        h.slurm.set_state(job_id, JobState.COMPLETED)
+
+
+def test_the_workload_is_recorded_before_its_first_part_and_fed_as_parts_end(
+    h: AgentHarness,
+) -> None:
+    session, step = submit_workload(h)
+    events = h.store.read(session)
+    kinds = [(e.kind, e.step_id) for e in events]
+    assert kinds.index((EventKind.WORKLOAD, step.id)) < kinds.index(
+        (EventKind.CLAIMED, f"{step.id}.p0")
+    )
+    assert h.slurm.count("submit") == 1  # 4 of 10 fit the limit; the rest wait
+    assert [(o.array, o.array_throttle) for o in h.slurm.options.values()] == [("0-3", 3)]
+    assert feeder.feed_session(h.executor, session) == []  # the queue is full
+    end_all(h)
+    fed = feeder.feed_session(h.executor, session)
+    assert [r.step_id for r in fed] == [f"{step.id}.p1"]
+    end_all(h)
+    fed = feeder.feed_session(h.executor, session)
+    assert [r.step_id for r in fed] == [f"{step.id}.p2"]
+    assert [o.array for o in h.slurm.options.values()] == ["0-3", "0-3", "0-1"]
+    offsets = [s.count("+ 4))") + 2 * s.count("+ 8))") for s in h.slurm.scripts.values()]
+    assert offsets == [0, 1, 2]  # the parts' scripts add 0, 4 and 8
+    end_all(h)
+    assert feeder.feed_session(h.executor, session) == []  # every part fed, once
+
+
+def test_two_actors_never_feed_the_same_part(h: AgentHarness, monkeypatch: Any) -> None:
+    session, step = submit_workload(h)
+    end_all(h)
+    other = h.with_policy(POLICY)  # a second process: the watcher, while `wait` feeds
+    judge = type(h.executor.judge)
+    real = judge.spend
+    raced: list[int] = []
+
+    def spend(self: Any, *args: Any, **kw: Any) -> Any:
+        ruling = real(self, *args, **kw)
+        if self is h.executor.judge and not raced:  # between its look and its claim
+            raced.append(len(feeder.feed_session(other, session)))
+        return ruling
+
+    monkeypatch.setattr(judge, "spend", spend)
+    fed = feeder.feed_session(h.executor, session)
+    assert raced == [1] and fed == []  # the other took part 1; this one did not take it too
+    claims = [e.step_id for e in h.store.read(session) if e.kind is EventKind.CLAIMED]
+    assert claims == [f"{step.id}.p0", f"{step.id}.p1"]
+    assert h.slurm.count("submit") == 2
+
+
+def test_a_fresh_process_feeds_on_and_a_cancel_stops_the_workload_whole(
+    h: AgentHarness,
+) -> None:
+    session, step = submit_workload(h)
+    end_all(h)
+    # the watcher saw part 0 end (a job_state event, as polling records it)
+    ended = {"job_id": "1000", "state": "COMPLETED", "task_counts": {"COMPLETED": 4}}
+    SessionLog(h.store, session).append(EventKind.JOB_STATE, ended, None)
+    fresh = h.with_policy(POLICY)  # after a crash: nothing but the session and the ledger
+    assert [r.step_id for r in feeder.feed_session(fresh, session)] == [f"{step.id}.p1"]
+    cancelled = feeder.cancel(fresh, session, step.id)
+    assert cancelled == ["1001"] and h.slurm.count("cancel") == 1
+    end_all(h)
+    assert feeder.feed_session(h.executor, session) == []  # part 2 is never fed
+    [w] = feeder.workloads(session, h.store.read(session))
+    assert w.cancelled and w.tasks == 10
