@@ -17,7 +17,9 @@ from lab_cli import js
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.store import FileSessionStore
 
-lab = pytest.mark.usefixtures("lab_cluster")
+#: alone: it holds QoS tiny's whole per-user limit for two minutes, which
+#: tests/test_submit_limits_lab.py needs empty (and whose jobs would take room from this one)
+pytestmark = [pytest.mark.usefixtures("lab_cluster"), pytest.mark.alone]
 
 #: QoS tiny allowed, and an approval above 10 core-hours: the 40 one-hour tasks need one
 SITE = (
@@ -34,7 +36,6 @@ def queued_in_tiny() -> list[str]:
     return out.split()
 
 
-@lab
 def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
     user_site: Callable[[str], None], workdir: Path, jobsmith_home: Path
 ) -> None:
@@ -79,3 +80,6 @@ def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
     parts = [e for e in events if e.kind is EventKind.RESULT and ".p" in (e.step_id or "")]
     assert sorted(e.step_id for e in parts) == sorted(f"{step_id}.p{i}" for i in range(8))
     assert all(e.data["array_tasks"] == 5 for e in parts)
+    # one workload in `status`, whichever part is asked about
+    shown = js("status", str(parts[-1].data["job_id"]))
+    assert f"workload {step_id}: 40 tasks: 40 done, 0 running, 0 not yet submitted" in shown.stdout

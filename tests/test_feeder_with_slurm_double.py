@@ -112,3 +112,20 @@ def test_a_fresh_process_feeds_on_and_a_cancel_stops_the_workload_whole(
     assert feeder.feed_session(h.executor, session) == []  # part 2 is never fed
     [w] = feeder.workloads(session, h.store.read(session))
     assert w.cancelled and w.tasks == 10
+
+
+def test_the_workload_is_one_line_of_tasks_done_running_and_not_yet_submitted(
+    h: AgentHarness,
+) -> None:
+    from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
+
+    session, _ = submit_workload(h)
+    done, running, pending = JobState.COMPLETED, JobState.RUNNING, JobState.PENDING
+    polled = {
+        "1000": h.slurm.set_tasks("1000", dict(enumerate([done, done, running, pending])), running)
+    }
+    [p] = workload_progress(session, h.store.read(session), polled)
+    assert (p.tasks, p.done, p.running, p.queued, p.not_submitted) == (10, 2, 1, 1, 6)
+    assert p.line() == "10 tasks: 2 done, 1 running, 1 queued, 6 not yet submitted"
+    [before] = workload_progress(session, h.store.read(session))  # nothing polled yet
+    assert before.line() == "10 tasks: 0 done, 0 running, 4 queued, 6 not yet submitted"

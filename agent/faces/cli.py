@@ -856,9 +856,19 @@ def status(
         from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
 
         headlines = pipeline_lines(app.store, set(sessions.values()), statuses)
+        headlines = {**_workload_lines(app, sessions, statuses), **headlines}
     views.show_status(statuses, as_json, sessions, headlines, progress)
     if not as_json:
         _tell_blocklist(app)
+
+
+def _workload_lines(
+    app: App, sessions: Mapping[str, str], statuses: Mapping[str, JobStatus]
+) -> dict[str, str]:
+    """A fed workload's line under its session ("40 tasks: 35 done, ...": issue 28)."""
+    from jobsmith.agent.runtime.workflows.feeding.progress import workload_lines
+
+    return workload_lines(app.store, set(sessions.values()), statuses)
 
 
 def _tell_blocklist(app: App) -> None:
