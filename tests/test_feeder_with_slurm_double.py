@@ -129,3 +129,13 @@ def test_the_workload_is_one_line_of_tasks_done_running_and_not_yet_submitted(
     assert p.line() == "10 tasks: 2 done, 1 running, 1 queued, 6 not yet submitted"
     [before] = workload_progress(session, h.store.read(session))  # nothing polled yet
     assert before.line() == "10 tasks: 0 done, 0 running, 4 queued, 6 not yet submitted"
+
+
+def test_cancelling_one_part_s_job_cancels_the_workload_as_one(h: AgentHarness) -> None:
+    session, step = submit_workload(h)
+    assert feeder.with_workloads(h.store, h.ledger, ["1000_2"]) == ["1000"]
+    end_all(h)
+    assert feeder.feed_session(h.executor, session) == []  # stopped: part 1 is never fed
+    assert feeder.with_workloads(h.store, h.ledger, ["77"]) == ["77"]  # not a part: as is
+    cancelled = [e for e in h.store.read(session) if e.kind is EventKind.WORKLOAD][1:]
+    assert [(e.step_id, e.data) for e in cancelled] == [(step.id, {"cancelled": True})]

@@ -43,9 +43,10 @@ from jobsmith.agent.runtime.session.claims import (
     owner,
 )
 from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.session.store import utc_now
+from jobsmith.agent.runtime.session.store import SessionStore, utc_now
 from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
@@ -310,18 +311,56 @@ def _workload_of(session_id: str, step_id: str, data: Mapping[str, Any]) -> Work
 
 def cancel(executor: Executor, session_id: str, step_id: str) -> list[str]:
     """Cancel a workload as one: no part is fed after this, then every submitted part's
-    job is cancelled; the job ids cancelled."""
-    log = SessionLog(executor.store, session_id)
-    log.append(EventKind.WORKLOAD, {"cancelled": True}, step_id)
-    states = SessionFolds(executor.store).of(session_id).job_states
+    job that has not ended is cancelled; the job ids cancelled."""
+    ids = stop_feeding(executor.store, session_id, step_id)
+    if ids:
+        executor.scheduler.cancel(ids)
+    return ids
+
+
+def stop_feeding(store: SessionStore, session_id: str, step_id: str) -> list[str]:
+    """Record that the workload is cancelled (no part is fed after this; once), and
+    return its parts' jobs that have not ended, as last seen, for the caller to cancel."""
+    log = SessionLog(store, session_id)
+
+    def live(events: list[Event]) -> None:
+        if any(w.step_id == step_id and w.cancelled for w in workloads(session_id, events)):
+            raise AlreadyRecorded(f"workload {step_id} is cancelled already")
+
+    with contextlib.suppress(AlreadyRecorded):
+        log.append_if(EventKind.WORKLOAD, {"cancelled": True}, step_id, live)
+    states = SessionFolds(store).of(session_id).job_states
     ids = []
     for job_id in part_jobs(log.events(), step_id).values():
         state = JobState.known(states.get(job_id)) if job_id else None
         if job_id and not (state and state.is_terminal):  # as last seen: ended ones stay
             ids.append(job_id)
-    if ids:
-        executor.scheduler.cancel(ids)
     return ids
+
+
+def with_workloads(store: SessionStore, ledger: JobLedger, job_ids: Sequence[str]) -> list[str]:
+    """`cancel` of a workload's part (or one of its tasks) cancels the workload as one:
+    each such id becomes its workload's live parts, the workload stopped first; any
+    other id stays as it is."""
+    out: list[str] = []
+    for job_id in job_ids:
+        whole = _workload_parts(store, ledger, job_id)
+        out += [j for j in (whole or [job_id]) if j not in out]  # none live: as asked
+    return out
+
+
+def _workload_parts(store: SessionStore, ledger: JobLedger, job_id: str) -> list[str] | None:
+    """The live parts of the workload job_id is a part of, that workload stopped; None if
+    it is no part."""
+    array = job_id.split("_")[0]
+    record = ledger.get(array)
+    if record is None or record.session_id is None or ".p" not in record.options.job_name:
+        return None
+    events = store.read(record.session_id)
+    for w in workloads(record.session_id, events):
+        if array in part_jobs(events, w.step_id).values():
+            return stop_feeding(store, record.session_id, w.step_id)
+    return None
 
 
 def part_jobs(events: Sequence[Event], step_id: str) -> dict[int, str | None]:
