@@ -139,3 +139,19 @@ def test_cancelling_one_part_s_job_cancels_the_workload_as_one(h: AgentHarness) 
     assert feeder.with_workloads(h.store, h.ledger, ["77"]) == ["77"]  # not a part: as is
     cancelled = [e for e in h.store.read(session) if e.kind is EventKind.WORKLOAD][1:]
     assert [(e.step_id, e.data) for e in cancelled] == [(step.id, {"cancelled": True})]
+
+
+def test_the_workload_is_not_told_ended_while_parts_are_still_to_be_fed(
+    h: AgentHarness,
+) -> None:
+    from jobsmith.agent.runtime.session.jobstate import StateChange
+    from jobsmith.agent.runtime.session.readmodel import SessionFolds
+    from jobsmith.agent.watcher.workload import ended_workloads
+
+    session, _ = submit_workload(h)
+    ended = {"job_id": "1000", "state": "COMPLETED", "task_counts": {"COMPLETED": 4}}
+    SessionLog(h.store, session).append(EventKind.JOB_STATE, ended, None)
+    change = StateChange(session_id=session, job_id="1000", state=JobState.COMPLETED, previous=None)
+    folds = SessionFolds(h.store)
+    assert ended_workloads([change], h.ledger, folds) == {session: "1000"}  # its jobs alone
+    assert ended_workloads([change], h.ledger, folds, h.store) == {}  # 6 tasks still to feed

@@ -862,6 +862,22 @@ def status(
         _tell_blocklist(app)
 
 
+def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
+    """`wait`'s feeding: the next parts of the waited jobs' fed workloads, once room is
+    made (agent/runtime/workflows/feeding/feeder.py); the jobs submitted."""
+
+    def feed(statuses: Mapping[str, JobStatus]) -> list[str]:
+        from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions, workloads
+
+        sessions = {r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
+        fed = [s for s in sessions if workloads(s, app.store.read(s))]
+        if not fed:  # no workload: no executor (nor site file) needed
+            return []
+        return [j for ids in feed_sessions(app.executor, fed).values() for j in ids]
+
+    return feed
+
+
 def _workload_lines(
     app: App, sessions: Mapping[str, str], statuses: Mapping[str, JobStatus]
 ) -> dict[str, str]:
@@ -912,7 +928,7 @@ def wait(
     def said(statuses: Mapping[str, JobStatus]) -> dict[str, str]:
         return {j: p.line() for j, p in read_progress(app, statuses).items()}
 
-    final = wait_for_jobs(app, _ids(job_ids), since, timeout_s, said)
+    final = wait_for_jobs(app, _ids(job_ids), since, timeout_s, said, _feeder(app))
     views.show_status(final, as_json, progress=read_progress(app, final))
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)

@@ -189,8 +189,10 @@ class Executor:
             if isinstance(order, orders.NewJob | orders.Checked):
                 checked = self._checked(order)
                 ruling = checked.verdict()
-                if isinstance(order, orders.NewJob) and feeding.feedable(checked, ruling):
-                    # over a submit limit: fed in parts that fit (workflows/feeding)
+                feed = isinstance(order, orders.NewJob) and feeding.feedable(checked, ruling)
+                if feed and not self.judge.canary_first(checked):
+                    # over a submit limit: fed in parts that fit (workflows/feeding); a
+                    # canary's array stays refused whole, as its canary would be
                     return feeding.start(self, log, order.step, checked)
                 if ruling.verdict != "refuse" and self.judge.canary_first(checked):
                     # a plan of two (planrun.py), judged again whole, held as this step was
