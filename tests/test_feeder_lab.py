@@ -5,8 +5,10 @@ Runs as alice (`asalice-wt WORKTREE tests/test_feeder_lab.py`)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,22 +56,38 @@ def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
     assert queued_in_tiny() == []  # nothing reached Slurm before the approval
     step_id = re.search(r"jobsmith approve (\S+)`", held.stderr).group(1)  # type: ignore[union-attr]
 
-    approved = js("approve", step_id)
-    assert approved.exit_code == 0, approved.output
-    most = len(queued_in_tiny())
-    deadline = time.monotonic() + 400
-    while any(workdir.glob("in*.txt")) and time.monotonic() < deadline:
-        most = max(most, len(queued_in_tiny()))
-        assert js("watch", "--once").exit_code == 0
-        most = max(most, len(queued_in_tiny()))
-        time.sleep(1)
+    most: list[int] = [0]
+    stop = threading.Event()
+
+    def sample() -> None:  # the most tasks queued or running at once, all along
+        while not stop.is_set():
+            most[0] = max(most[0], len(queued_in_tiny()))
+            time.sleep(0.3)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        approved = js("approve", step_id)
+        assert approved.exit_code == 0, approved.output
+        # the watcher feeds the first half (each cycle: the parts that ended make room) ...
+        deadline = time.monotonic() + 300
+        while len(list(workdir.glob("in*.txt.gz"))) < 20 and time.monotonic() < deadline:
+            assert js("watch", "--once").exit_code == 0
+            time.sleep(1)
+        # ... then `wait`, on the newest part, feeds the rest and waits for all of it
+        last = max(int(j) for j in _part_jobs(jobsmith_home, step_id))
+        waited = js("wait", str(last), "--timeout", "300")
+        assert waited.exit_code == 0, waited.output
+    finally:
+        stop.set()
+        sampler.join()
     left = sorted(p.name for p in workdir.glob("in*.txt"))
     assert left == [], f"tasks not run: {left}"
     # gzip fails on a file already gzipped away: every task ran its own file, once
     assert sorted(p.name for p in workdir.glob("in*.txt.gz")) == sorted(
         f"in{i}.txt.gz" for i in range(40)
     )
-    assert 0 < most <= 5
+    assert 0 < most[0] <= 5, most
 
     store = FileSessionStore(jobsmith_home / "state" / "sessions")
     [session] = [
@@ -83,3 +101,16 @@ def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
     # one workload in `status`, whichever part is asked about
     shown = js("status", str(parts[-1].data["job_id"]))
     assert f"workload {step_id}: 40 tasks: 40 done, 0 running, 0 not yet submitted" in shown.stdout
+    [fed] = json.loads(js("status", "--json", str(parts[0].data["job_id"])).stdout)["workloads"]
+    assert (fed["step_id"], fed["tasks"], fed["done"], fed["not_submitted"]) == (step_id, 40, 40, 0)
+
+
+def _part_jobs(home: Path, step_id: str) -> list[str]:
+    """The job ids of the workload's parts submitted so far."""
+    store = FileSessionStore(home / "state" / "sessions")
+    return [
+        str(e.data["job_id"])
+        for s in store.list_sessions()
+        for e in store.read(s.id)
+        if e.kind is EventKind.RESULT and (e.step_id or "").startswith(f"{step_id}.p")
+    ]

@@ -856,8 +856,13 @@ def status(
         from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
 
         headlines = pipeline_lines(app.store, set(sessions.values()), statuses)
-        headlines = {**_workload_lines(app, sessions, statuses), **headlines}
-    views.show_status(statuses, as_json, sessions, headlines, progress)
+    fed = _workloads(app, sessions, statuses)
+    lines = {
+        s: "\n  ".join(f"workload {w.step_id}: {w.line()}" for w in ws) for s, ws in fed.items()
+    }
+    headlines = {**lines, **headlines}
+    shown = [{**w.model_dump(), "line": w.line()} for ws in fed.values() for w in ws]
+    views.show_status(statuses, as_json, sessions, headlines, progress, shown)
     if not as_json:
         _tell_blocklist(app)
 
@@ -878,13 +883,15 @@ def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
     return feed
 
 
-def _workload_lines(
+def _workloads(
     app: App, sessions: Mapping[str, str], statuses: Mapping[str, JobStatus]
-) -> dict[str, str]:
-    """A fed workload's line under its session ("40 tasks: 35 done, ...": issue 28)."""
-    from jobsmith.agent.runtime.workflows.feeding.progress import workload_lines
+) -> dict[str, list[Any]]:
+    """The fed workloads of the jobs' sessions, each as far as it is ("40 tasks: 35
+    done, ...": agent/runtime/workflows/feeding/progress.py), by session."""
+    from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
 
-    return workload_lines(app.store, set(sessions.values()), statuses)
+    found = {s: workload_progress(s, app.store.read(s), statuses) for s in set(sessions.values())}
+    return {s: ws for s, ws in sorted(found.items()) if ws}
 
 
 def _tell_blocklist(app: App) -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jobsmith.agent.views.output import print_document, print_json, print_table
 
@@ -41,13 +41,18 @@ def show_status(
     sessions: Mapping[str, str] | None = None,
     headlines: Mapping[str, str] | None = None,
     progress: Mapping[str, WorkProgress] | None = None,
+    workloads: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """Print `jobsmith status`: jobs grouped under the sessions that submitted them, a
     session with a headline (a pipeline's, in one line) under it; a render's or a
-    transcode's progress in its row's note."""
+    transcode's progress in its row's note. --json: the jobs, and the fed workloads
+    they belong to, if any (agent/runtime/workflows/feeding/progress.py)."""
     from jobsmith.agent.runtime.documents import StatusDocument
 
     document = StatusDocument.of(statuses, sessions, progress)
+    if as_json and workloads:
+        print_json({**document.full(), "workloads": list(workloads)})
+        return
     if as_json:
         print_document(document)
         return

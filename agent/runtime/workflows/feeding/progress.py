@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import Event, EventKind
-from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.runtime.workflows.feeding.feeder import part_jobs, workloads
 
 
@@ -103,15 +102,3 @@ def _kind(state: str) -> str:
     if known in (JobState.CONFIGURING, JobState.RUNNING, JobState.COMPLETING):
         return "running"
     return "queued"
-
-
-def workload_lines(
-    store: SessionStore, session_ids: Iterable[str], statuses: Mapping[str, JobStatus]
-) -> dict[str, str]:
-    """Each session's workload lines, one line under its session in `status`."""
-    lines = {}
-    for sid in sorted(set(session_ids)):
-        found = workload_progress(sid, store.read(sid), statuses)
-        if found:
-            lines[sid] = "\n  ".join(f"workload {p.step_id}: {p.line()}" for p in found)
-    return lines
