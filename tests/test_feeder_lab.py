@@ -101,6 +101,8 @@ def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
     # one workload in `status`, whichever part is asked about
     shown = js("status", str(parts[-1].data["job_id"]))
     assert f"workload {step_id}: 40 tasks: 40 done, 0 running, 0 not yet submitted" in shown.stdout
+    report = js("report", session.id, "-o", str(workdir / "report.html"))
+    assert f"workload {step_id}: 40 tasks: 40 done, 0 running, 0 not yet submitted" in report.stdout
     [fed] = json.loads(js("status", "--json", str(parts[0].data["job_id"])).stdout)["workloads"]
     assert (fed["step_id"], fed["tasks"], fed["done"], fed["not_submitted"]) == (step_id, 40, 40, 0)
 

@@ -1055,7 +1055,10 @@ def report(
         raise InputError("no session yet: submit a job first (jobsmith sessions list)")
     run = run_report(app, chosen, session_poll(app))
     path = write_report(run, output or Path(f"report-{run.session_id}.html"))
-    show_report(run.summary(str(path)), as_json)
+    summary = run.summary(str(path))
+    fed = _workloads(app, {"": run.session_id}, {})  # as the session last recorded them
+    lines = {w.step_id: w.line() for ws in fed.values() for w in ws}
+    show_report(summary.model_copy(update={"workloads": lines}) if lines else summary, as_json)
     if open_page and not webbrowser.open(path.as_uri()):
         note(f"jobsmith: no web browser found here; open {path} yourself")
 
