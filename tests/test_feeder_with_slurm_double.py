@@ -155,3 +155,29 @@ def test_the_workload_is_not_told_ended_while_parts_are_still_to_be_fed(
     folds = SessionFolds(h.store)
     assert ended_workloads([change], h.ledger, folds) == {session: "1000"}  # its jobs alone
     assert ended_workloads([change], h.ledger, folds, h.store) == {}  # 6 tasks still to feed
+
+
+def test_a_crash_before_the_workload_was_recorded_is_resumed_as_the_workload(
+    h: AgentHarness,
+) -> None:
+    from jobsmith.agent.runtime.workflows.feeding.feeder import start
+
+    session = h.store.create()
+    job = JobRequest(template="command", params={"command": "true"}, array="0-9", qos="tiny")
+    step = st.Submit(job=job)
+    checked = h.executor.judge.job(job)
+    real_begin = feeder.begin
+
+    def crash(*args: Any, **kw: Any) -> Any:
+        raise KeyboardInterrupt  # killed right after the intent was written
+
+    feeder.begin = crash  # type: ignore[assignment]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            start(h.executor, SessionLog(h.store, session), step, checked)
+    finally:
+        feeder.begin = real_begin  # type: ignore[assignment]
+    [intent] = [e for e in h.store.read(session) if e.kind is EventKind.INTENT]
+    resumed = h.executor.submit(session, orders.Recorded(step.id, intent.data))
+    assert resumed.summary["fed_parts"] == 1 and h.slurm.count("submit") == 1
+    assert [o.array for o in h.slurm.options.values()] == ["0-3"]  # a part, never all 10

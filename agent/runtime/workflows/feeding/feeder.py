@@ -182,7 +182,8 @@ def start(
 def approved(
     executor: Executor, session_id: str, step_id: str, asked: Mapping[str, Any]
 ) -> st.StepResult:
-    """A person approved the workload: it must still be what they were shown."""
+    """A person approved the workload, or `sessions resume` found its intent unsettled
+    (a crash before it was recorded): it must still be what was recorded and shown."""
     data = asked["workload"]
     if workload_sha256(data) != data.get("workload_sha256"):
         raise PolicyError(f"step {step_id}: the workload changed after approval; submit it again")
