@@ -181,3 +181,25 @@ def test_a_crash_before_the_workload_was_recorded_is_resumed_as_the_workload(
     resumed = h.executor.submit(session, orders.Recorded(step.id, intent.data))
     assert resumed.summary["fed_parts"] == 1 and h.slurm.count("submit") == 1
     assert [o.array for o in h.slurm.options.values()] == ["0-3"]  # a part, never all 10
+
+
+def test_one_approval_covers_the_workload_and_names_its_total(h: AgentHarness) -> None:
+    from scheduler_double import Approver
+
+    from jobsmith.agent.runtime.submission.approval import answers
+    from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
+
+    h.executor = h.with_policy({**POLICY, "approval": {"core_hours": 1}})
+    h.slurm.submit_limit = {"tiny": 4}
+    session = h.store.create()
+    job = JobRequest(template="command", params={"command": "true"}, array="0-9", qos="tiny")
+    step = st.Submit(job=job)
+    with pytest.raises(ApprovalNeeded, match="a workload of 10 tasks in 3 parts"):
+        h.executor.submit(session, orders.NewJob(step))
+    assert h.slurm.count("submit") == 0
+    result = answers.approve(Approver(h), step.id)
+    assert result.summary["fed_parts"] == 1 and h.slurm.count("submit") == 1
+    end_all(h)
+    assert len(feeder.feed_session(h.executor, session)) == 1  # no second approval asked
+    asked = [e for e in h.store.read(session) if e.kind is EventKind.APPROVAL_ASKED]
+    assert len(asked) == 1 and asked[0].data["workload"]["tasks"] == 10

@@ -30,7 +30,7 @@ import contextlib
 import getpass
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from jobsmith.adapters.options import JobOptions
@@ -152,7 +152,9 @@ def start(
     """Record the workload as the step's intent, then ask a person (once, for all of it)
     if the policy says so, else begin feeding it."""
     options = checked.job.options
-    whole = executor.judge.spend(checked.cost)  # the whole workload's cost, no queue limit
+    # the whole workload's cost, without the queue's limit; held for a person where the
+    # origin's rules say so (a model that read job text), as any submission is
+    whole = replace(checked, decision=executor.judge.spend(checked.cost)).verdict()
     if whole.verdict == "refuse":
         raise PolicyError(refusal(whole))
     data = definition(executor, step, checked, max_array_size)
