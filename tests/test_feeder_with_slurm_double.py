@@ -17,7 +17,7 @@ from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.submission import orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
-from jobsmith.agent.runtime.workflows.feeding import feeder
+from jobsmith.agent.runtime.workflows.feeding import feeder, record
 
 POLICY: dict[str, Any] = {
     "max_concurrent_jobs": 100,
@@ -110,7 +110,7 @@ def test_a_fresh_process_feeds_on_and_a_cancel_stops_the_workload_whole(
     assert cancelled == ["1001"] and h.slurm.count("cancel") == 1
     end_all(h)
     assert feeder.feed_session(h.executor, session) == []  # part 2 is never fed
-    [w] = feeder.workloads(session, h.store.read(session))
+    [w] = record.workloads(session, h.store.read(session))
     assert w.cancelled and w.tasks == 10
 
 

@@ -872,7 +872,8 @@ def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
     made (agent/runtime/workflows/feeding/feeder.py); the jobs submitted."""
 
     def feed(statuses: Mapping[str, JobStatus]) -> list[str]:
-        from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions, workloads
+        from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions
+        from jobsmith.agent.runtime.workflows.feeding.record import workloads
 
         sessions = {r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
         fed = [s for s in sessions if workloads(s, app.store.read(s))]

@@ -30,10 +30,9 @@ import contextlib
 import getpass
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.claims import (
     LOOKUP_ALLOWANCE,
@@ -53,6 +52,12 @@ from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.judging.judge import CheckedJob, refusal
 from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling, check_limits
 from jobsmith.agent.runtime.workflows.feeding.partscript import part_options, part_script
+from jobsmith.agent.runtime.workflows.feeding.record import (
+    Workload,
+    part_data,
+    part_jobs,
+    workloads,
+)
 from jobsmith.agent.runtime.workflows.feeding.split import (
     SLURM_DEFAULT_MAX_ARRAY_SIZE,
     Part,
@@ -71,31 +76,6 @@ WAIT_RULES = frozenset({"submit limit", "submissions per hour"})
 
 class PartTaken(JobsmithError):
     """Another actor claimed the part first: it feeds it, this one must not."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A workload as its `workload` event records it."""
-
-    session_id: str
-    step_id: str
-    template: str
-    script: str
-    options: JobOptions
-    step: Mapping[str, Any]
-    cwd: str
-    tasks: int
-    parts: tuple[Part, ...]
-    cancelled: bool = False
-
-    def part_step_id(self, part: Part) -> str:
-        """The part's own step id."""
-        return part_step_id(self.step_id, part.index)
-
-
-def part_step_id(step_id: str, index: int) -> str:
-    """The step id of a workload's part `index`."""
-    return f"{step_id}.p{index}"
 
 
 def feedable(checked: CheckedJob, ruling: Ruling) -> bool:
@@ -129,7 +109,7 @@ def definition(
         "step": step.model_dump(mode="json"),
         "cwd": str(executor.cwd),
         "tasks": last - first + 1,
-        "parts": [_part_data(p) for p in parts],
+        "parts": [part_data(p) for p in parts],
         "max_array_size": max_array_size,
     }
     data["workload_sha256"] = workload_sha256(data)
@@ -221,21 +201,6 @@ def begin(
     )
 
 
-def workloads(session_id: str, events: Iterable[Event]) -> list[Workload]:
-    """The session's workloads, a later `cancelled` event marking its workload."""
-    found: dict[str, Workload] = {}
-    for e in events:
-        if e.kind is not EventKind.WORKLOAD or e.step_id is None:
-            continue
-        if e.data.get("cancelled"):
-            if e.step_id in found:
-                w = found[e.step_id]
-                found[e.step_id] = Workload(**{**w.__dict__, "cancelled": True})
-            continue
-        found[e.step_id] = _workload_of(session_id, e.step_id, e.data)
-    return list(found.values())
-
-
 def feed_session(executor: Executor, session_id: str) -> list[st.StepResult]:
     """Feed every workload of the session what fits now, in order; the parts submitted.
 
@@ -287,29 +252,6 @@ def _feed_part(
     script = part_script(w.script, options, part, len(w.parts), executor.scheduler)
     step = st.Submit.model_validate({**w.step, "id": step_id})
     return executor.submit(log, orders.Planned(step, w.template, script, options))
-
-
-def _part_data(part: Part) -> dict[str, Any]:
-    return {
-        "index": part.index,
-        "offset": part.offset,
-        "count": part.count,
-        "throttle": part.throttle,
-    }
-
-
-def _workload_of(session_id: str, step_id: str, data: Mapping[str, Any]) -> Workload:
-    return Workload(
-        session_id=session_id,
-        step_id=step_id,
-        template=str(data["template"]),
-        script=str(data["script"]),
-        options=JobOptions.model_validate(data["options"]),
-        step=dict(data["step"]),
-        cwd=str(data.get("cwd") or "."),
-        tasks=int(data["tasks"]),
-        parts=tuple(Part(**p) for p in data["parts"]),
-    )
 
 
 def cancel(executor: Executor, session_id: str, step_id: str) -> list[str]:
@@ -364,21 +306,6 @@ def _workload_parts(store: SessionStore, ledger: JobLedger, job_id: str) -> list
         if array in part_jobs(events, w.step_id).values():
             return stop_feeding(store, record.session_id, w.step_id)
     return None
-
-
-def part_jobs(events: Sequence[Event], step_id: str) -> dict[int, str | None]:
-    """Each fed part's job id (None while its submission has no result)."""
-    prefix = f"{step_id}.p"
-    jobs: dict[int, str | None] = {}
-    for e in events:
-        if e.step_id is None or not e.step_id.startswith(prefix):
-            continue
-        index = int(e.step_id[len(prefix) :])
-        if e.kind is EventKind.RESULT and e.data.get("job_id"):
-            jobs[index] = str(e.data["job_id"])
-        else:
-            jobs.setdefault(index, None)
-    return jobs
 
 
 def feed_sessions(executor: Executor, session_ids: Iterable[str]) -> dict[str, list[str]]:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import Event, EventKind
-from jobsmith.agent.runtime.workflows.feeding.feeder import part_jobs, workloads
+from jobsmith.agent.runtime.workflows.feeding.record import part_jobs, workloads
 
 
 class WorkloadProgress(BaseModel):
