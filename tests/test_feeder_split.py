@@ -96,3 +96,12 @@ def test_a_part_s_script_has_its_directives_then_its_offset_then_the_body() -> N
         "echo $f",
     ]
     assert "SLURM_ARRAY_TASK_ID=$((JOBSMITH_PART_TASK_ID + 10))" in lines
+
+
+def test_a_part_is_known_by_its_job_name() -> None:
+    from jobsmith.agent.runtime.workflows.feeding.record import is_part
+
+    options = JobOptions(job_name="file_array.js-0123456789ab", array="0-39")
+    part = part_options(options, split(0, 39, 5)[7])
+    assert is_part(part.job_name) and not is_part(options.job_name)
+    assert not is_part("render.p2.js-xyz")  # not a tag

@@ -273,16 +273,20 @@ def _decide_one(
 
 def _feed_workloads(app: CycleParts, changes: list[StateChange]) -> None:
     """Feed the next parts of workloads larger than the site's limits
-    (agent/runtime/workflows/feeding/feeder.py) when jobs ended: those of the sessions
-    whose jobs ended, and of every session still with open jobs (the room another
-    session's jobs left counts for them too)."""
-    if not any(c.state.is_terminal for c in changes):
+    (agent/runtime/workflows/feeding/feeder.py) when jobs ended: in the sessions whose
+    parts ended, or still run (the room another session's jobs left counts for them
+    too). A session with no part is not read; nothing is built where there is none."""
+    ended = [c.job_id for c in changes if c.state.is_terminal]
+    if not ended:
         return
-    from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions
+    from jobsmith.agent.runtime.workflows.feeding.record import is_part
 
-    sessions = {c.session_id for c in changes}
-    sessions |= {r.session_id for r in open_jobs(app.ledger, app.folds) if r.session_id}
-    feed_sessions(app.executor, sessions)
+    records = [*open_jobs(app.ledger, app.folds), *(app.ledger.get(j) for j in ended)]
+    sessions = {r.session_id for r in records if r and r.session_id and is_part(r.options.job_name)}
+    if sessions:
+        from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions
+
+        feed_sessions(app.executor, sessions)
 
 
 def _watch_nodes(app: CycleParts, statuses: Mapping[str, JobStatus]) -> NodeWatch:

@@ -5,6 +5,7 @@ submits."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -12,6 +13,15 @@ from typing import Any
 from jobsmith.adapters.options import JobOptions
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.workflows.feeding.split import Part
+
+#: a part's job name: the workload's, with `.pN` before its own tag (partscript.py)
+_PART_NAME = re.compile(r"\.p\d+\.js-[0-9a-f]{12}$")
+
+
+def is_part(job_name: str) -> bool:
+    """Whether a job jobsmith submitted is a fed workload's part, by its name alone (the
+    watcher looks no further into sessions with none)."""
+    return _PART_NAME.search(job_name) is not None
 
 
 @dataclass(frozen=True)
