@@ -203,3 +203,16 @@ def test_one_approval_covers_the_workload_and_names_its_total(h: AgentHarness) -
     assert len(feeder.feed_session(h.executor, session)) == 1  # no second approval asked
     asked = [e for e in h.store.read(session) if e.kind is EventKind.APPROVAL_ASKED]
     assert len(asked) == 1 and asked[0].data["workload"]["tasks"] == 10
+
+
+def test_a_part_the_policy_now_refuses_is_noted_once_and_fed_when_it_passes(
+    h: AgentHarness,
+) -> None:
+    session, _ = submit_workload(h)
+    end_all(h)
+    closed = h.with_policy({**POLICY, "budgets": {"node_hours_per_day": 0.001}})
+    for _ in range(3):  # three watcher cycles
+        assert feeder.feed_sessions(closed, [session]) == {}
+    notes = [e.data for e in h.store.read(session) if e.kind is EventKind.NOTE]
+    assert len(notes) == 1 and "node-hours per day" in notes[0]["feeding"]
+    assert feeder.feed_sessions(h.executor, [session]) == {session: ["1001"]}

@@ -70,8 +70,10 @@ from jobsmith.errors import InputError, JobsmithError, PolicyError
 if TYPE_CHECKING:
     from jobsmith.agent.runtime.submission.executor import Executor
 
-#: refusals that mean "not now": the queue is full, or the hour's submissions are spent
-WAIT_RULES = frozenset({"submit limit", "submissions per hour"})
+#: refusals that mean "not now": the queue is full (Slurm's limit or the policy's
+#: concurrency, which the whole workload passed when it was judged), or the hour's
+#: submissions are spent
+WAIT_RULES = frozenset({"submit limit", "max concurrent jobs", "submissions per hour"})
 
 
 class PartTaken(JobsmithError):
@@ -317,10 +319,21 @@ def feed_sessions(executor: Executor, session_ids: Iterable[str]) -> dict[str, l
         try:
             results = feed_session(executor, session_id)
         except JobsmithError as err:
-            SessionLog(executor.store, session_id).append(
-                EventKind.NOTE, {"feeding": str(err)}, None
-            )
+            _note_once(SessionLog(executor.store, session_id), str(err))
             continue
         if results:
             fed[session_id] = [str(r.summary["job_id"]) for r in results]
     return fed
+
+
+def _note_once(log: SessionLog, problem: str) -> None:
+    """Note why feeding stopped, unless the session's last event says so already (each
+    watcher cycle tries again: the log gets the reason once, not once a cycle)."""
+
+    def new(events: list[Event]) -> None:
+        last = events[-1] if events else None
+        if last is not None and last.kind is EventKind.NOTE and last.data.get("feeding") == problem:
+            raise AlreadyRecorded(problem)
+
+    with contextlib.suppress(AlreadyRecorded):
+        log.append_if(EventKind.NOTE, {"feeding": problem}, None, new)
