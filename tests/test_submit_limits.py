@@ -243,6 +243,13 @@ def h(tmp_path: Path) -> AgentHarness:
     return AgentHarness.build(tmp_path, OPEN)
 
 
+def stepped_request(tasks: int) -> JobRequest:
+    """An array of tasks indices two apart: not one range, so the feeder cannot split it
+    (agent/runtime/workflows/feeding/), and a submit limit refuses it whole."""
+    spec = f"0-{2 * (tasks - 1)}:2" if tasks > 1 else "0"
+    return JobRequest(template="command", params={"command": "true"}, array=spec)
+
+
 def array_request(root: Path, tasks: int, **kw: Any) -> JobRequest:
     """A file_array over tasks files in root, the executor's working directory: named
     relative to it, so the list stays short whatever the temporary directory's path."""
@@ -270,7 +277,7 @@ def test_an_array_over_the_qos_limit_is_refused_with_nothing_submitted(
     assert first.summary["submitted"]
     session = h.store.create()
     with pytest.raises(PolicyError) as refused:
-        h.executor.run(session, st.Submit(job=array_request(tmp_path, 4)))
+        h.executor.run(session, st.Submit(job=stepped_request(4)))
     assert str(refused.value).startswith(
         "refused by policy (submit limit): QoS normal (per user) allows at most 5 jobs queued "
         "or running (MaxSubmitPU, each array task counting one): you have 2 and this "
@@ -278,6 +285,10 @@ def test_an_array_over_the_qos_limit_is_refused_with_nothing_submitted(
     )
     assert h.slurm.count("submit") == 1
     assert h.ledger.all()[0].job_id == first.summary["job_id"]
+    # one range: a workload, recorded now and fed once its 4 tasks fit (feeding/)
+    fed = h.executor.run(session, st.Submit(job=array_request(tmp_path, 4)))
+    assert (fed.summary["workload_tasks"], fed.summary["fed_parts"]) == (4, 0)
+    assert h.slurm.count("submit") == 1
 
 
 def test_an_array_that_fits_is_submitted_and_a_single_job_is_never_asked_about(
@@ -337,7 +348,7 @@ def test_a_canary_array_is_refused_whole_before_its_canary_is_submitted(
 def test_an_array_of_two_tasks_is_judged_against_the_limit(h: AgentHarness, tmp_path: Path) -> None:
     h.slurm.submit_limit = {"normal": 1}
     with pytest.raises(PolicyError, match="this submission adds 2"):
-        h.executor.run(h.store.create(), st.Submit(job=array_request(tmp_path, 2)))
+        h.executor.run(h.store.create(), st.Submit(job=stepped_request(2)))
     assert h.slurm.count("submit") == 0
 
 
@@ -355,7 +366,7 @@ def test_a_job_under_two_limits_adds_its_tasks_to_each_once(tmp_path: Path) -> N
     h = AgentHarness.build(tmp_path, OPEN, slurm=_TwoLimits())
     h.executor.run(h.store.create(), st.Submit(job=array_request(tmp_path, 3)))  # 2 + 3 = 5
     with pytest.raises(PolicyError, match=r"association alice/lab allows at most 5 .* adds 4"):
-        h.executor.run(h.store.create(), st.Submit(job=array_request(tmp_path, 4)))
+        h.executor.run(h.store.create(), st.Submit(job=stepped_request(4)))
     assert h.slurm.count("submit") == 1
 
 

@@ -1,7 +1,8 @@
 """Slurm's limits on queued jobs on the lab cluster (issue 10): `scripts/slurm-lab up` makes
 QoS `tiny` with MaxSubmitJobsPerUser=5, allowed to alice's associations. An 8-task array
-in it is refused by jobsmith's policy naming the limit, before any sbatch; a 3-task one
-is submitted. Runs as alice (`/tmp/asalice tests/test_submit_limits_lab.py -q` as root)."""
+in it that is not one range (so the feeder, tests/test_feeder_lab.py, cannot split it) is
+refused by jobsmith's policy naming the limit, before any sbatch; a 3-task one is
+submitted. Runs as alice (`/tmp/asalice tests/test_submit_limits_lab.py -q` as root)."""
 
 from __future__ import annotations
 
@@ -44,8 +45,12 @@ def test_an_array_over_the_qos_submit_limit_is_refused_before_sbatch_and_one_und
 ) -> None:
     user_site(TINY)
     assert queued_in_tiny() == [], "another run left jobs in QoS tiny"
-    code, _, err = submit_array(workdir, 8)
-    assert code == 3, err
+    out = js(
+        "submit", "command", "-a", "0-14:2", "-P", "command=true", "--qos", "tiny",
+        "--log-dir", str(workdir),
+    )  # fmt: skip
+    code, err = out.exit_code, out.stderr
+    assert code == 3, err  # 8 tasks, not one range: the feeder cannot split it (issue 28)
     assert "refused by policy (submit limit): QoS tiny (per user) allows at most 5" in err
     assert "(MaxSubmitPU, each array task counting one): you have 0" in err
     assert "this submission adds 8" in err and "--throttle does not help" in err

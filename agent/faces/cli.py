@@ -856,9 +856,43 @@ def status(
         from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
 
         headlines = pipeline_lines(app.store, set(sessions.values()), statuses)
-    views.show_status(statuses, as_json, sessions, headlines, progress)
+    fed = _workloads(app, sessions, statuses)
+    lines = {
+        s: "\n  ".join(f"workload {w.step_id}: {w.line()}" for w in ws) for s, ws in fed.items()
+    }
+    headlines = {**lines, **headlines}
+    shown = [{**w.model_dump(), "line": w.line()} for ws in fed.values() for w in ws]
+    views.show_status(statuses, as_json, sessions, headlines, progress, shown)
     if not as_json:
         _tell_blocklist(app)
+
+
+def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
+    """`wait`'s feeding: the next parts of the waited jobs' fed workloads, once room is
+    made (agent/runtime/workflows/feeding/feeder.py); the jobs submitted."""
+
+    def feed(statuses: Mapping[str, JobStatus]) -> list[str]:
+        from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions
+        from jobsmith.agent.runtime.workflows.feeding.record import workloads
+
+        sessions = {r.session_id for j in statuses if (r := app.ledger.get(j)) and r.session_id}
+        fed = [s for s in sessions if workloads(s, app.store.read(s))]
+        if not fed:  # no workload: no executor (nor site file) needed
+            return []
+        return [j for ids in feed_sessions(app.executor, fed).values() for j in ids]
+
+    return feed
+
+
+def _workloads(
+    app: App, sessions: Mapping[str, str], statuses: Mapping[str, JobStatus]
+) -> dict[str, list[Any]]:
+    """The fed workloads of the jobs' sessions, each as far as it is ("40 tasks: 35
+    done, ...": agent/runtime/workflows/feeding/progress.py), by session."""
+    from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
+
+    found = {s: workload_progress(s, app.store.read(s), statuses) for s in set(sessions.values())}
+    return {s: ws for s, ws in sorted(found.items()) if ws}
 
 
 def _tell_blocklist(app: App) -> None:
@@ -902,7 +936,7 @@ def wait(
     def said(statuses: Mapping[str, JobStatus]) -> dict[str, str]:
         return {j: p.line() for j, p in read_progress(app, statuses).items()}
 
-    final = wait_for_jobs(app, _ids(job_ids), since, timeout_s, said)
+    final = wait_for_jobs(app, _ids(job_ids), since, timeout_s, said, _feeder(app))
     views.show_status(final, as_json, progress=read_progress(app, final))
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)
@@ -1022,7 +1056,10 @@ def report(
         raise InputError("no session yet: submit a job first (jobsmith sessions list)")
     run = run_report(app, chosen, session_poll(app))
     path = write_report(run, output or Path(f"report-{run.session_id}.html"))
-    show_report(run.summary(str(path)), as_json)
+    summary = run.summary(str(path))
+    fed = _workloads(app, {"": run.session_id}, {})  # as the session last recorded them
+    lines = {w.step_id: w.line() for ws in fed.values() for w in ws}
+    show_report(summary.model_copy(update={"workloads": lines}) if lines else summary, as_json)
     if open_page and not webbrowser.open(path.as_uri()):
         note(f"jobsmith: no web browser found here; open {path} yourself")
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jobsmith.agent.views.output import print_document, print_json, print_table
 
@@ -41,13 +41,18 @@ def show_status(
     sessions: Mapping[str, str] | None = None,
     headlines: Mapping[str, str] | None = None,
     progress: Mapping[str, WorkProgress] | None = None,
+    workloads: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """Print `jobsmith status`: jobs grouped under the sessions that submitted them, a
     session with a headline (a pipeline's, in one line) under it; a render's or a
-    transcode's progress in its row's note."""
+    transcode's progress in its row's note. --json: the jobs, and the fed workloads
+    they belong to, if any (agent/runtime/workflows/feeding/progress.py)."""
     from jobsmith.agent.runtime.documents import StatusDocument
 
     document = StatusDocument.of(statuses, sessions, progress)
+    if as_json and workloads:
+        print_json({**document.full(), "workloads": list(workloads)})
+        return
     if as_json:
         print_document(document)
         return
@@ -360,6 +365,9 @@ def show_submitted(
         print_json({"session_id": session_id, "step_id": result.step_id, **summary, **extra})
         return
     show_advice(advice)
+    if summary.get("workload"):
+        _show_workload(session_id, summary)
+        return
     print(summary["job_id"])
     tasks = f", {summary['array_tasks']} array tasks" if summary.get("array_tasks") else ""
     note(
@@ -368,6 +376,22 @@ def show_submitted(
     )
     for warning in summary.get("warnings") or []:
         note(f"sbatch said: {warning}")
+
+
+def _show_workload(session_id: str, summary: Mapping[str, Any]) -> None:
+    """`submit` of an array over the site's submit limits: fed in parts
+    (agent/runtime/workflows/feeding/feeder.py). The first part's job id, if one fit."""
+    from jobsmith.agent.views.output import note
+
+    tasks, parts, fed = summary["workload_tasks"], summary["workload_parts"], summary["fed_parts"]
+    if summary.get("job_id"):
+        print(summary["job_id"])
+    now = f"{fed} submitted now" if fed else "none fits now (your queue is full)"
+    note(
+        f"over the site's submit limits: {tasks} tasks in {parts} parts, {now}; the rest "
+        f"are submitted as parts end, by `jobsmith watch` or `jobsmith wait` on a part's job "
+        f"(workload {summary['workload']}, session {session_id})"
+    )
 
 
 def show_step_result(result: StepResult, as_json: bool) -> None:

@@ -189,6 +189,11 @@ class ReportSummary(_Model):
         default_factory=dict,
         description="job id -> a render's frames or a transcode's chunks done, in a line",
     )
+    workloads: dict[str, str] = Field(
+        default_factory=dict,
+        description="step id -> a workload fed in parts, in a line ('40 tasks: 35 done, "
+        "5 running, 0 not yet submitted')",
+    )
 
 
 # --- what the session's log says ---------------------------------------------------------

@@ -31,6 +31,8 @@ def show_report(summary: ReportSummary, as_json: bool) -> None:
     )
     for job_id, line in summary.progress.items():
         console.print(Text(f"  job {job_id}: {line}"))
+    for step_id, line in summary.workloads.items():
+        console.print(Text(f"  workload {step_id}: {line}"))
     if summary.usage.calls:
         console.print(Text(f"  model: {summary.usage.in_words()}"))
     for line in summary.notes:

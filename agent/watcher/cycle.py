@@ -240,6 +240,7 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
     if cycle.scheduler_ok:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})
+        _feed_workloads(app, cycle.changes)  # before telling: a part fed goes on with it
         tell_workloads(app, cycle.changes)
     for decision in cycle.decisions:
         if decision.get("outcome") == "awaiting_approval":
@@ -268,6 +269,24 @@ def _decide_one(
             "action": "error",
             "reason": f"deciding about it failed: {type(err).__name__}: {err}",
         }
+
+
+def _feed_workloads(app: CycleParts, changes: list[StateChange]) -> None:
+    """Feed the next parts of workloads larger than the site's limits
+    (agent/runtime/workflows/feeding/feeder.py) when jobs ended: in the sessions whose
+    parts ended, or still run (the room another session's jobs left counts for them
+    too). A session with no part is not read; nothing is built where there is none."""
+    ended = [c.job_id for c in changes if c.state.is_terminal]
+    if not ended:
+        return
+    from jobsmith.agent.runtime.workflows.feeding.record import is_part
+
+    records = [*open_jobs(app.ledger, app.folds), *(app.ledger.get(j) for j in ended)]
+    sessions = {r.session_id for r in records if r and r.session_id and is_part(r.options.job_name)}
+    if sessions:
+        from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions
+
+        feed_sessions(app.executor, sessions)
 
 
 def _watch_nodes(app: CycleParts, statuses: Mapping[str, JobStatus]) -> NodeWatch:

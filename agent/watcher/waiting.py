@@ -30,12 +30,16 @@ def wait_for_jobs(
     since: str,
     timeout_s: float,
     said: Callable[[Mapping[str, JobStatus]], Mapping[str, str]] | None = None,
+    feed: Callable[[Mapping[str, JobStatus]], Iterable[str]] | None = None,
 ) -> dict[str, JobStatus]:
     """`jobsmith wait`: block until the jobs end, showing progress on stderr.
 
     said gives, for a poll's statuses, what a job's own output says of its progress
     ('31/48 frames': agent/runtime/workflows/progressread.py), added to its part of the
     line; the caller passes it, as reading output needs the transport a poll does not.
+
+    feed, when a job has ended, submits what a fed workload's parts now have room for
+    (agent/runtime/workflows/feeding/feeder.py) and names the jobs: they are waited for too.
 
     A job id jobsmith did not submit that Slurm still shows nowhere once the
     controller's MinJobAge has passed is an error naming it (JobNotFound, exit 6): an
@@ -53,6 +57,11 @@ def wait_for_jobs(
 
     def poll() -> dict[str, JobStatus]:
         statuses = poll_jobs(parts, job_ids, since)
+        if feed is not None and any(st.state.is_terminal for st in statuses.values()):
+            added = [j for j in feed(statuses) if j not in job_ids]
+            if added:
+                job_ids.extend(added)
+                statuses = poll_jobs(parts, job_ids, since)
         unseen = [
             j
             for j, st in statuses.items()

@@ -9,7 +9,9 @@ session's work is over, which is when, after a cycle's decisions:
 - every job the session submitted (its re-runs included) is in a final state;
 - every failure among them has a decision (a re-run the rules took is a new job, so the
   workload goes on until that one ends too);
-- no step of the session waits for a person's approval.
+- no step of the session waits for a person's approval;
+- no fed workload of the session has parts still to submit (a workload larger than the
+  site's limits goes on as its parts end: agent/runtime/workflows/feeding/feeder.py).
 
 The message is the session's report in figures (views/report.py: one accounting query
 for all its jobs), and is claimed in the session log before it is sent
@@ -30,6 +32,7 @@ from jobsmith.agent.runtime.session.jobstate import StateChange
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import SessionStore
 
 if TYPE_CHECKING:
     from jobsmith.agent.views.report import RunReport
@@ -37,10 +40,14 @@ if TYPE_CHECKING:
 
 
 def ended_workloads(
-    changes: Iterable[StateChange], ledger: JobLedger, folds: SessionFolds
+    changes: Iterable[StateChange],
+    ledger: JobLedger,
+    folds: SessionFolds,
+    store: SessionStore | None = None,
 ) -> dict[str, str]:
     """The sessions a cycle's changes ended the work of (module docstring), each with its
-    last job (the one submitted last): session id -> job id."""
+    last job (the one submitted last): session id -> job id. With the store, a session
+    whose fed workload has parts still to submit has not ended."""
     touched = {c.session_id for c in changes if c.state.is_terminal}
     if not touched:
         return {}
@@ -54,7 +61,8 @@ def ended_workloads(
         states = [JobState.known(fold.job_states.get(j)) for j in job_ids]
         over = all(s is not None and s.is_terminal for s in states)
         failed = [j for j, s in zip(job_ids, states, strict=True) if s and s.is_failure]
-        if over and not fold.awaiting and all(j in fold.decided for j in failed):
+        settled = over and not fold.awaiting and all(j in fold.decided for j in failed)
+        if settled and (store is None or not _parts_to_feed(store, session_id)):
             ended[session_id] = job_ids[-1]
     return ended
 
@@ -106,7 +114,7 @@ def tell_workloads(app: CycleParts, changes: Iterable[StateChange]) -> list[str]
     if url is None or app.site.config.notify.webhook_for != "workload":
         return []
     told = []
-    for session_id, last_job in ended_workloads(changes, app.ledger, app.folds).items():
+    for session_id, last_job in ended_workloads(changes, app.ledger, app.folds, app.store).items():
         log = SessionLog(app.store, session_id)
         if not append_once_per_job(log, EventKind.WORKLOAD_ENDED, {"job_id": last_job}):
             continue  # another watcher told it
@@ -116,6 +124,15 @@ def tell_workloads(app: CycleParts, changes: Iterable[StateChange]) -> list[str]
             note(f"jobsmith: {problem}")
         told.append(session_id)
     return told
+
+
+def _parts_to_feed(store: SessionStore, session_id: str) -> bool:
+    """Whether a fed workload of the session still has parts to submit (it goes on:
+    agent/runtime/workflows/feeding/feeder.py)."""
+    from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
+
+    events = store.read(session_id)
+    return any(p.not_submitted and not p.cancelled for p in workload_progress(session_id, events))
 
 
 def _failure(state: str) -> bool:

@@ -46,6 +46,7 @@ class EventKind(StrEnum):
     PIPELINE = "pipeline"  # a workflow engine's head job is launched (or resumed)
     PIPELINE_PROGRESS = "pipeline_progress"  # what the engine's records said since
     PIPELINE_BUDGET = "pipeline_budget"  # a running pipeline's tasks near or at a budget
+    WORKLOAD = "workload"  # an array fed in parts within the site's limits (workflows/feeding)
     WORKLOAD_ENDED = "workload_ended"  # every job of the session ended: told once
     NOTE = "note"  # anything worth keeping that is none of the above
     SESSION_CLOSED = "session_closed"

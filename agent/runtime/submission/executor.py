@@ -182,12 +182,24 @@ class Executor:
             raise
 
     def _send(self, log: SessionLog, order: orders.Order) -> st.StepResult:
+        if isinstance(order, orders.Recorded) and "workload" in order.intent:
+            # a workload's intent that a crash left unsettled: fed, never submitted whole
+            from jobsmith.agent.runtime.workflows.feeding import feeder
+
+            return feeder.approved(self, log.session_id, order.step_id, order.intent)
         if isinstance(order, orders.Recorded):
             job, ruling = self._recorded(order)
         else:
             if isinstance(order, orders.NewJob | orders.Checked):
                 checked = self._checked(order)
                 ruling = checked.verdict()
+                if isinstance(order, orders.NewJob) and ruling.rule == "submit limit":
+                    # over a submit limit: fed in parts that fit (workflows/feeding; imported
+                    # only then); a canary's array stays refused whole, as its canary would be
+                    from jobsmith.agent.runtime.workflows.feeding import feeder
+
+                    if feeder.feedable(checked, ruling) and not self.judge.canary_first(checked):
+                        return feeder.start(self, log, order.step, checked)
                 if ruling.verdict != "refuse" and self.judge.canary_first(checked):
                     # a plan of two (planrun.py), judged again whole, held as this step was
                     origin = order.origin if isinstance(order, orders.NewJob) else Origin()

@@ -70,6 +70,10 @@ def control(parts: StepParts, action: str, job_ids: list[str]) -> ControlResult:
     from jobsmith.agent.runtime.documents import ControlResult
     from jobsmith.agent.runtime.submission.steps import step_adapter
 
+    if action == "cancel":  # a fed workload's part: the workload, as one (feeding)
+        from jobsmith.agent.runtime.workflows.feeding.feeder import with_workloads
+
+        job_ids = with_workloads(parts.store, parts.executor.ledger, job_ids)
     step = step_adapter().validate_python({"action": action, "job_ids": job_ids})
     _, result = one_step(parts, f"{action} {' '.join(job_ids)}", step)
     running = result.summary.get("already_running", [])

@@ -50,6 +50,8 @@ def approve(parts: AnswerParts, step_id: str) -> StepResult:
     # whatever fails leaves the step pending, nothing recorded
     executor = parts.executor
     submission = item.action in _SUBMISSIONS
+    if submission and "workload" in item.data:  # one approval for every part (feeding)
+        return _approve_workload(parts, item, step_id)
     if submission:
         executor.judge.again(item.data)
     given = {"by": parts.environ.get("USER", "?"), "script_sha256": item.script_sha256}
@@ -60,6 +62,24 @@ def approve(parts: AnswerParts, step_id: str) -> StepResult:
     if item.action == "run_plan":  # the plan checks the approved hash itself
         return executor.run(item.session_id, step)
     return executor.run_approved_control(item.session_id, step)
+
+
+def _approve_workload(parts: AnswerParts, item: PendingApproval, step_id: str) -> StepResult:
+    """A workload held whole: judged again whole (its parts are judged as each is fed),
+    then recorded and fed (agent/runtime/workflows/feeding/feeder.py)."""
+    from jobsmith.agent.runtime.submission.approval.approvals import answer
+    from jobsmith.agent.runtime.submission.judging.judge import refusal
+    from jobsmith.agent.runtime.submission.judging.policy import Cost
+    from jobsmith.agent.runtime.workflows.feeding import feeder
+    from jobsmith.errors import PolicyError
+
+    executor = parts.executor
+    whole = executor.judge.spend(Cost.model_validate(item.data["cost"]), approval_given=True)
+    if whole.verdict == "refuse":
+        raise PolicyError(refusal(whole))
+    given = {"by": parts.environ.get("USER", "?"), "script_sha256": item.script_sha256}
+    answer(parts.store, item, True, given)
+    return feeder.approved(executor, item.session_id, step_id, item.data)
 
 
 def start_estimate(scheduler: Scheduler, script: str | None) -> str | None:

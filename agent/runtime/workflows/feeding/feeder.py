@@ -1,0 +1,339 @@
+"""Feeding a workload larger than the site's submit limits, part by part, from the session.
+
+An array Slurm would refuse whole (a MaxSubmit limit: every task counts one queued job)
+is not refused: it becomes a workload, split into parts that fit (split.py), recorded in
+its session before any part is submitted, and fed as earlier parts leave the queue.
+
+- Up front, the policy judges the whole workload (its budgets, its approval thresholds,
+  with every task's cost): one approval covers all of it, names the total, and its hash
+  covers the workload's definition (the script, the options, the parts).
+- The workload is one `workload` event of its step; its parts are steps of their own,
+  `STEP.pN`. Before a part's sbatch, the feeder claims it with a conditional append
+  (claims.py: a `claimed` event only if the part has no event yet), so two actors
+  (the watcher, `wait`, a chat) never feed the same part twice, whatever the
+  interleaving. Then the executor's one path for a planned job: intent, sbatch, ledger,
+  result. A part whose intent has no result is a crashed submission: `sessions resume`
+  settles it by its tag, as any other; the feeder never submits it again.
+- Each part is judged when it is fed: the site's limits and the budgets today (not the
+  template's paths: an earlier part may rightly have consumed its inputs); a full queue
+  or the submissions-per-hour budget means "not now", and the next cycle tries again:
+  that paces the feeding.
+- Nothing is held in memory: whichever process feeds next reads the session, so feeding
+  resumes after a crash.
+- Cancelling the workload records that no part is to be fed any more (`workload`
+  event with `cancelled`) before the submitted parts are cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.session.claims import (
+    LOOKUP_ALLOWANCE,
+    SBATCH_MAX_LIFE,
+    AlreadyRecorded,
+    append_result,
+    owner,
+)
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.session.ledger import JobLedger
+from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import SessionStore, utc_now
+from jobsmith.agent.runtime.submission import hashing, orders
+from jobsmith.agent.runtime.submission import steps as st
+from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
+from jobsmith.agent.runtime.submission.judging.judge import CheckedJob, refusal
+from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling, check_limits
+from jobsmith.agent.runtime.workflows.feeding.partscript import part_options, part_script
+from jobsmith.agent.runtime.workflows.feeding.record import (
+    Workload,
+    part_data,
+    part_jobs,
+    workloads,
+)
+from jobsmith.agent.runtime.workflows.feeding.split import (
+    SLURM_DEFAULT_MAX_ARRAY_SIZE,
+    Part,
+    contiguous_range,
+    part_size,
+    split,
+)
+from jobsmith.errors import InputError, JobsmithError, PolicyError
+
+if TYPE_CHECKING:
+    from jobsmith.agent.runtime.submission.executor import Executor
+
+#: refusals that mean "not now": the queue is full (Slurm's limit or the policy's
+#: concurrency, which the whole workload passed when it was judged), or the hour's
+#: submissions are spent
+WAIT_RULES = frozenset({"submit limit", "max concurrent jobs", "submissions per hour"})
+
+
+class PartTaken(JobsmithError):
+    """Another actor claimed the part first: it feeds it, this one must not."""
+
+
+def feedable(checked: CheckedJob, ruling: Ruling) -> bool:
+    """Whether a refused submission is one the feeder takes instead: an array refused
+    only for a submit limit, whose indices are one range."""
+    spec = checked.job.options.array
+    if ruling.verdict != "refuse" or ruling.rule != "submit limit" or spec is None:
+        return False
+    try:
+        contiguous_range(spec)
+    except InputError:
+        return False
+    return True
+
+
+def definition(
+    executor: Executor, step: st.Submit, checked: CheckedJob, max_array_size: int
+) -> dict[str, Any]:
+    """The workload's definition: what is recorded, approved (its hash) and fed."""
+    options = checked.job.options
+    assert options.array is not None
+    first, last = contiguous_range(options.array)
+    limits = executor.scheduler.submit_limits(getpass.getuser(), options).limits
+    size = part_size([limit.limit for limit in limits], max_array_size)
+    concurrency = executor.site.policy.max_concurrent_jobs
+    parts = split(first, last, size, concurrency, options.array_throttle)
+    data: dict[str, Any] = {
+        "template": checked.job.template,
+        "script": checked.job.script,
+        "options": options.model_dump(mode="json"),
+        "step": step.model_dump(mode="json"),
+        "cwd": str(executor.cwd),
+        "tasks": last - first + 1,
+        "parts": [part_data(p) for p in parts],
+        "max_array_size": max_array_size,
+    }
+    data["workload_sha256"] = workload_sha256(data)
+    return data
+
+
+def workload_sha256(data: Mapping[str, Any]) -> str:
+    """The hash an approval of the workload is bound to: everything it will submit."""
+    kept = {k: v for k, v in data.items() if k != "workload_sha256"}
+    return hashing.script_sha256(json.dumps(kept, sort_keys=True, default=str))
+
+
+def start(
+    executor: Executor,
+    log: SessionLog,
+    step: st.Submit,
+    checked: CheckedJob,
+    max_array_size: int = SLURM_DEFAULT_MAX_ARRAY_SIZE,
+) -> st.StepResult:
+    """Record the workload as the step's intent, then ask a person (once, for all of it)
+    if the policy says so, else begin feeding it."""
+    options = checked.job.options
+    # the whole workload's cost, without the queue's limit; held for a person where the
+    # origin's rules say so (a model that read job text), as any submission is
+    whole = replace(checked, decision=executor.judge.spend(checked.cost)).verdict()
+    if whole.verdict == "refuse":
+        raise PolicyError(refusal(whole))
+    data = definition(executor, step, checked, max_array_size)
+    intent = {
+        "step": data["step"],
+        "risk": step.risk,
+        "template": checked.job.template,
+        "job_name": options.job_name,
+        "tag": options.tag(),
+        "script_sha256": hashing.script_sha256(checked.job.script),
+        "options": data["options"],
+        "cost": checked.cost.model_dump(),
+        "script": checked.job.script,
+        "workload": data,
+    }
+    log.intent(step.id, intent)
+    if whole.verdict == "approve":
+        reason = (
+            f"{whole.message}; a workload of {data['tasks']} tasks in {len(data['parts'])} "
+            "parts, fed as the site's limits allow: this approval covers all of it"
+        )
+        log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": reason}, step.id)
+        raise ApprovalNeeded(step.id, reason)
+    return begin(executor, log, step.id, data)
+
+
+def approved(
+    executor: Executor, session_id: str, step_id: str, asked: Mapping[str, Any]
+) -> st.StepResult:
+    """A person approved the workload, or `sessions resume` found its intent unsettled
+    (a crash before it was recorded): it must still be what was recorded and shown."""
+    data = asked["workload"]
+    if workload_sha256(data) != data.get("workload_sha256"):
+        raise PolicyError(f"step {step_id}: the workload changed after approval; submit it again")
+    return begin(executor, SessionLog(executor.store, session_id), step_id, data)
+
+
+def begin(
+    executor: Executor, log: SessionLog, step_id: str, data: Mapping[str, Any]
+) -> st.StepResult:
+    """Record the workload (once), settle its step, and feed what fits now."""
+
+    def not_yet(events: list[Event]) -> None:
+        if any(e.kind is EventKind.WORKLOAD and e.step_id == step_id for e in events):
+            raise AlreadyRecorded(f"step {step_id}: its workload is recorded already")
+
+    with contextlib.suppress(AlreadyRecorded):  # begun already: feed on
+        log.append_if(EventKind.WORKLOAD, data, step_id, not_yet)
+    summary = {
+        "outcome": st.Outcome.DONE,
+        "action": "submit",
+        "workload": step_id,
+        "workload_tasks": data["tasks"],
+        "workload_parts": len(data["parts"]),
+    }
+    append_result(log, step_id, summary)
+    fed = feed_session(executor, log.session_id)
+    first = fed[0].summary if fed else {"submitted": False, "job_id": "", "stdout": None}
+    return st.StepResult(
+        step_id=step_id,
+        action="submit",
+        outcome=st.Outcome.DONE,
+        summary={**first, **summary, "fed_parts": len(fed)},
+    )
+
+
+def feed_session(executor: Executor, session_id: str) -> list[st.StepResult]:
+    """Feed every workload of the session what fits now, in order; the parts submitted.
+
+    A part already claimed (by anyone, alive or not) is skipped: its claimant or
+    `sessions resume` settles it. The first part that does not fit stops its workload's
+    feeding until the next call."""
+    log = SessionLog(executor.store, session_id)
+    events = log.events()
+    taken = {e.step_id for e in events if e.step_id is not None}
+    submitted: list[st.StepResult] = []
+    for w in workloads(session_id, events):
+        if w.cancelled:
+            continue
+        for part in w.parts:
+            if w.part_step_id(part) in taken:
+                continue
+            result = _feed_part(executor, log, w, part)
+            if result is None:
+                break  # not now: the next call tries again
+            submitted.append(result)
+    return submitted
+
+
+def _feed_part(
+    executor: Executor, log: SessionLog, w: Workload, part: Part
+) -> st.StepResult | None:
+    """Judge the part now, claim it, submit it; None if it must wait (or was taken)."""
+    options = part_options(w.options, part)
+    ruling = executor.judge.spend(Cost.of(options), approval_given=True, jobs=[options])
+    if ruling.verdict == "refuse":
+        if ruling.rule in WAIT_RULES:
+            return None
+        raise PolicyError(f"workload {w.step_id}, part {part.index}: {refusal(ruling)}")
+    # the site's limits as they are today; the template's paths are not rendered again:
+    # earlier parts may rightly have consumed their inputs (gzip does)
+    check_limits(options, executor.site)
+    step_id = w.part_step_id(part)
+
+    def unclaimed(events: list[Event]) -> None:
+        if any(e.step_id == step_id for e in events):
+            raise PartTaken(f"part {step_id} was claimed by another actor")
+
+    lease = LOOKUP_ALLOWANCE + SBATCH_MAX_LIFE
+    claim = {"owner": owner(utc_now(), lease), "workload": w.step_id, "part": part.index}
+    try:
+        log.append_if(EventKind.CLAIMED, claim, step_id, unclaimed)
+    except PartTaken:
+        return None
+    script = part_script(w.script, options, part, len(w.parts), executor.scheduler)
+    step = st.Submit.model_validate({**w.step, "id": step_id})
+    return executor.submit(log, orders.Planned(step, w.template, script, options))
+
+
+def cancel(executor: Executor, session_id: str, step_id: str) -> list[str]:
+    """Cancel a workload as one: no part is fed after this, then every submitted part's
+    job that has not ended is cancelled; the job ids cancelled."""
+    ids = stop_feeding(executor.store, session_id, step_id)
+    if ids:
+        executor.scheduler.cancel(ids)
+    return ids
+
+
+def stop_feeding(store: SessionStore, session_id: str, step_id: str) -> list[str]:
+    """Record that the workload is cancelled (no part is fed after this; once), and
+    return its parts' jobs that have not ended, as last seen, for the caller to cancel."""
+    log = SessionLog(store, session_id)
+
+    def live(events: list[Event]) -> None:
+        if any(w.step_id == step_id and w.cancelled for w in workloads(session_id, events)):
+            raise AlreadyRecorded(f"workload {step_id} is cancelled already")
+
+    with contextlib.suppress(AlreadyRecorded):
+        log.append_if(EventKind.WORKLOAD, {"cancelled": True}, step_id, live)
+    states = SessionFolds(store).of(session_id).job_states
+    ids = []
+    for job_id in part_jobs(log.events(), step_id).values():
+        state = JobState.known(states.get(job_id)) if job_id else None
+        if job_id and not (state and state.is_terminal):  # as last seen: ended ones stay
+            ids.append(job_id)
+    return ids
+
+
+def with_workloads(store: SessionStore, ledger: JobLedger, job_ids: Sequence[str]) -> list[str]:
+    """`cancel` of a workload's part (or one of its tasks) cancels the workload as one:
+    each such id becomes its workload's live parts, the workload stopped first; any
+    other id stays as it is."""
+    out: list[str] = []
+    for job_id in job_ids:
+        whole = _workload_parts(store, ledger, job_id)
+        out += [j for j in (whole or [job_id]) if j not in out]  # none live: as asked
+    return out
+
+
+def _workload_parts(store: SessionStore, ledger: JobLedger, job_id: str) -> list[str] | None:
+    """The live parts of the workload job_id is a part of, that workload stopped; None if
+    it is no part."""
+    array = job_id.split("_")[0]
+    record = ledger.get(array)
+    if record is None or record.session_id is None or ".p" not in record.options.job_name:
+        return None
+    events = store.read(record.session_id)
+    for w in workloads(record.session_id, events):
+        if array in part_jobs(events, w.step_id).values():
+            return stop_feeding(store, record.session_id, w.step_id)
+    return None
+
+
+def feed_sessions(executor: Executor, session_ids: Iterable[str]) -> dict[str, list[str]]:
+    """Feed the workloads of these sessions (the watcher's cycle, `wait`): session id ->
+    the job ids of the parts submitted. One session's trouble (a part the policy now
+    refuses, Slurm not answering) is that session's: it is noted and the others are fed."""
+    fed: dict[str, list[str]] = {}
+    for session_id in sorted(set(session_ids)):
+        try:
+            results = feed_session(executor, session_id)
+        except JobsmithError as err:
+            _note_once(SessionLog(executor.store, session_id), str(err))
+            continue
+        if results:
+            fed[session_id] = [str(r.summary["job_id"]) for r in results]
+    return fed
+
+
+def _note_once(log: SessionLog, problem: str) -> None:
+    """Note why feeding stopped, unless the session's last event says so already (each
+    watcher cycle tries again: the log gets the reason once, not once a cycle)."""
+
+    def new(events: list[Event]) -> None:
+        last = events[-1] if events else None
+        if last is not None and last.kind is EventKind.NOTE and last.data.get("feeding") == problem:
+            raise AlreadyRecorded(problem)
+
+    with contextlib.suppress(AlreadyRecorded):
+        log.append_if(EventKind.NOTE, {"feeding": problem}, None, new)

@@ -1,0 +1,104 @@
+"""A fed workload seen as one: "12,000 tasks: 7,950 done, 50 running, 4,000 not yet
+submitted" (pure).
+
+Its parts are separate Slurm arrays; a person follows one workload. The counts come from
+each part's newest state, as the session recorded it (the watcher's job_state events,
+with their task counts), or from this poll where it has the part: the line costs no
+extra Slurm call. A part claimed but not yet answered by sbatch counts as queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.session.events import Event, EventKind
+from jobsmith.agent.runtime.workflows.feeding.record import part_jobs, workloads
+
+
+class WorkloadProgress(BaseModel):
+    """How far one fed workload is, in tasks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str = Field(description="the session that holds the workload")
+    step_id: str = Field(description="the workload's step")
+    tasks: int = Field(description="every task of the workload")
+    parts: int = Field(description="the arrays it is fed as")
+    done: int = Field(description="tasks that completed")
+    running: int = Field(description="tasks running now")
+    queued: int = Field(description="tasks submitted, not yet running")
+    failed: int = Field(description="tasks that ended otherwise (failed, cancelled, ...)")
+    not_submitted: int = Field(description="tasks of parts not fed yet")
+    cancelled: bool = Field(False, description="cancelled: no further part is fed")
+
+    def line(self) -> str:
+        """The one line status and the report show."""
+        words = [f"{self.done:,} done", f"{self.running:,} running"]
+        if self.queued:
+            words.append(f"{self.queued:,} queued")
+        if self.failed:
+            words.append(f"{self.failed:,} failed")
+        rest = "not to be submitted (cancelled)" if self.cancelled else "not yet submitted"
+        words.append(f"{self.not_submitted:,} {rest}")
+        return f"{self.tasks:,} tasks: " + ", ".join(words)
+
+
+def workload_progress(
+    session_id: str, events: Iterable[Event], statuses: Mapping[str, JobStatus] | None = None
+) -> list[WorkloadProgress]:
+    """Each workload of the session, as far as it is (module docstring)."""
+    events = list(events)
+    counts = _recorded_counts(events)
+    for job_id, status in (statuses or {}).items():
+        counts[job_id] = status.task_counts or {status.state.value: 1}
+    found = []
+    for w in workloads(session_id, events):
+        jobs = part_jobs(events, w.step_id)
+        tally = {"done": 0, "running": 0, "queued": 0, "failed": 0}
+        for part in w.parts:
+            if part.index not in jobs:
+                continue
+            seen = counts.get(jobs[part.index] or "", {})
+            for state, n in seen.items():
+                tally[_kind(state)] += n
+            tally["queued"] += part.count - sum(seen.values())  # not seen in a state yet
+        fed = sum(p.count for p in w.parts if p.index in jobs)
+        found.append(
+            WorkloadProgress(
+                session_id=session_id,
+                step_id=w.step_id,
+                tasks=w.tasks,
+                parts=len(w.parts),
+                not_submitted=w.tasks - fed,
+                cancelled=w.cancelled,
+                **tally,
+            )
+        )
+    return found
+
+
+def _recorded_counts(events: list[Event]) -> dict[str, dict[str, int]]:
+    """Each job's newest recorded task counts (one task in its state if none recorded)."""
+    counts: dict[str, dict[str, int]] = {}
+    for e in events:
+        if e.kind is EventKind.JOB_STATE and e.data.get("job_id"):
+            tasks = e.data.get("task_counts")
+            if not isinstance(tasks, dict) or not tasks:
+                tasks = {str(e.data.get("state")): 1}
+            counts[str(e.data["job_id"])] = {str(k): int(str(v)) for k, v in tasks.items()}
+    return counts
+
+
+def _kind(state: str) -> str:
+    known = JobState.known(state)
+    if known is JobState.COMPLETED:
+        return "done"
+    if known is not None and known.is_terminal:
+        return "failed"
+    if known in (JobState.CONFIGURING, JobState.RUNNING, JobState.COMPLETING):
+        return "running"
+    return "queued"
