@@ -71,9 +71,12 @@ def test_the_plan_renders_then_checks_then_encodes(tmp_path: Path) -> None:
         tmp_path / "s.blend", tmp_path / "out", 1, 6, 2, video=tmp_path / "v.mp4"
     )
     plan = render_plan(request)
-    assert plan.order() == ["render", "check", "encode"]
+    assert plan.order() == ["render", "check", "thumbs", "encode"]
     assert plan.steps["render"].params["blocks"] == ["1-2", "3-4", "5-6"]
     assert plan.steps["check"].after_ok == ["render"] and plan.steps["encode"].after_ok == ["check"]
+    thumbs = plan.steps["thumbs"]  # the contact sheet's, made on the cluster after the render
+    assert thumbs.template == "frames_thumbs" and thumbs.after_ok == ["render"]
+    assert thumbs.params["output_dir"] == str(tmp_path / "out" / "thumbs")
     repair = render_plan(request, [4, 5])
     assert repair.steps["render"].params["blocks"] == ["4-5"]
     assert repair.steps["check"].params["frame_start"] == 1  # the whole range is checked

@@ -77,12 +77,15 @@ def test_the_plan_encodes_picture_and_sound_apart_then_joins_and_checks(tmp_path
         tmp_path / "in.mp4", tmp_path / "out.mkv", probed, 4, Encoding(preset="ultrafast"),
         tmp_path / "work",
     )  # fmt: skip
-    assert plan.order() == ["video", "join", "audio", "finish"]
+    assert plan.order() == ["video", "join", "audio", "finish", "strip"]
     video = plan.steps["video"]
     assert video.params["segments"] == ["0+4", "4+4", "8+4"]
     assert plan.steps["join"].after_ok == ["video"]
     assert plan.steps["finish"].after_ok == ["join", "audio"]
     assert plan.steps["finish"].params["audio"] == str(tmp_path / "work" / "audio.m4a")
+    strip = plan.steps["strip"]  # the contact sheet's key frames, of the finished output
+    assert strip.template == "video_keyframes" and strip.after_ok == ["finish"]
+    assert strip.params["video"] == str(tmp_path / "out.mkv")
 
     silent = transcode_plan(
         tmp_path / "in.mp4", tmp_path / "out.mkv", Probe(12.0, (0.0,), has_audio=False), 4,

@@ -3,6 +3,11 @@
 - `render`: blocks of frames, one array task each (blender_frames);
 - `check`: after it, every frame of the range exists and decodes (frames_check; it fails
   naming the missing and broken frames, and writes them to OUTPUT_DIR/check.json);
+- `thumbs`: small thumbnails of the frames for the run report's contact sheet, made on
+  the cluster after the render (frames_thumbs; agent/runtime/workflows/contact.py reads
+  them). A step of the plan rather than something `report` submits: it is there when the
+  frames are (a report never waits for a queue), and it follows a re-run of the render as
+  the check does (planrun.redirect_after_rerun);
 - `encode`, when a video is asked for: the frames into a video after the check
   (frames_encode).
 
@@ -26,6 +31,9 @@ from jobsmith.workload_caps import MAX_FRAMES, OverCap, check_count
 
 #: the frames' file extension for each Blender image format
 EXTENSIONS = {"PNG": "png", "OPEN_EXR": "exr", "JPEG": "jpg", "TIFF": "tif"}
+#: the thumbs step's directory, inside the frames' (the check and the encode read only
+#: frame_NNNNN files there)
+THUMBS_DIR = "thumbs"
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,17 @@ def render_plan(request: RenderRequest, frames: Iterable[int] | None = None) -> 
                 "frame_start": request.frame_start,
                 "frame_end": request.frame_end,
                 "extension": request.extension,
+            },
+            "after_ok": ["render"],
+        },
+        "thumbs": {
+            "template": "frames_thumbs",
+            "params": {
+                "frames_dir": frames_dir,
+                "frame_start": request.frame_start,
+                "frame_end": request.frame_end,
+                "extension": request.extension,
+                "output_dir": str(request.output_dir / THUMBS_DIR),
             },
             "after_ok": ["render"],
         },
