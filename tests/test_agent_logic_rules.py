@@ -545,7 +545,8 @@ def test_a_rerun_by_hand_is_recorded_as_the_person_s_decision_then_run(
     # every task (none failed), with the resources the person gave
     opts = h.slurm.options[new]
     assert (opts.array, opts.mem_mb, opts.time_limit_s) == ("0-2", 2000, 900)
-    (intent,) = [e for e in h.store.read(ran_in) if e.kind is EventKind.INTENT]
+    intents = [e for e in h.store.read(ran_in) if e.kind is EventKind.INTENT]
+    (intent,) = [e for e in intents if e.data.get("rerun_of")]  # after the job's own
     (mine,) = decisions_about(h.store.read(session), job)
     (step,) = mine.steps
     assert mine == Decision(

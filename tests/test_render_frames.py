@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from lab_cli import js, watch_until, webhook_receiver
 from test_report import Page
+from test_report_lab import artifacts_dir
 
 from jobsmith.agent.runtime.workflows.frames import (
     RenderRequest,
@@ -236,3 +238,4 @@ def test_a_render_shows_progress_reruns_a_failed_frame_alone_and_shows_its_frame
     assert (sheet["job_id"], sheet["thumbnails"], sheet["missing"]) == (now["thumbs"][0], 48, 0)
     section = re.search(r"<h2>Contact sheet</h2>.*?</section>", page.read_text())
     assert section is not None and section.group(0) in alone.read_text()
+    shutil.copyfile(alone, artifacts_dir() / f"frames-{session}.html")  # to be looked at
