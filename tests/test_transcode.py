@@ -158,7 +158,7 @@ def test_a_clip_is_transcoded_in_segments_joined_and_checked(
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
-    assert list(doc["jobs"]) == ["video", "join", "audio", "finish"]
+    assert list(doc["jobs"]) == ["video", "join", "audio", "finish", "strip"]
     assert js("wait", *doc["jobs"].values(), "--timeout", "300").exit_code == 0
     report = json.loads((workdir / "out.mkv.verify.json").read_text())
     assert report["source_streams"] == report["output_streams"] == "audio,video"
@@ -166,6 +166,12 @@ def test_a_clip_is_transcoded_in_segments_joined_and_checked(
     assert abs(report["output_frames"] - report["source_frames"]) <= 2
     chunks = sorted((workdir / ".out.mkv.jobsmith" / "chunks").glob("chunk_*.mkv"))
     assert len(chunks) == 3
+    # the contact sheet's strip: the output's key frames (one at each segment's start)
+    listed = js("frames", doc["session_id"], "-o", str(workdir / "strip.html"), "--json")
+    assert listed.exit_code == 0, listed.output
+    (sheet,) = json.loads(listed.stdout)["sheets"]
+    assert (sheet["job_id"], sheet["kind"]) == (doc["jobs"]["strip"], "keyframes")
+    assert sheet["thumbnails"] >= 3 and sheet["missing"] == 0, sheet
 
 
 @lab
