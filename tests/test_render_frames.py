@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ from jobsmith.agent.runtime.workflows.frames import (
     render_plan,
 )
 from jobsmith.errors import InputError
+from jobsmith.job_templates import TemplateLibrary, render_body, shipped_library
 
 lab = pytest.mark.usefixtures("lab_cluster")
 
@@ -82,6 +85,9 @@ def test_the_plan_renders_then_checks_then_encodes(tmp_path: Path) -> None:
     thumbs = plan.steps["thumbs"]  # the contact sheet's, made on the cluster after the render
     assert thumbs.template == "frames_thumbs" and thumbs.after_ok == ["render"]
     assert thumbs.params["output_dir"] == str(tmp_path / "out" / "thumbs")
+    assert "resume_token" not in plan.steps["render"].params
+    resumable = render_plan(replace(request, resume_token="0123456789abcdef"))
+    assert resumable.steps["render"].params["resume_token"] == "0123456789abcdef"
     repair = render_plan(request, [4, 5])
     assert repair.steps["render"].params["blocks"] == ["4-5"]
     assert repair.steps["check"].params["frame_start"] == 1  # the whole range is checked
@@ -92,6 +98,44 @@ def test_missing_and_undecodable_frames_are_found(tmp_path: Path) -> None:
     for frame in (1, 2, 4):
         (tmp_path / f"frame_{frame:05d}.png").write_bytes(b"x" if frame == 4 else b"ok")
     assert broken_frames(request, decodes=lambda p: p.read_bytes() == b"ok") == [3, 4]
+
+
+def test_a_rerun_of_a_block_renders_only_the_frames_its_first_run_did_not_save(
+    tmp_path: Path,
+) -> None:
+    """blender_frames' resume_token, its body run here with Debian's Blender (no Slurm:
+    SLURM_ARRAY_TASK_ID set by hand): frame 3 cannot be saved, Blender stops there; the
+    same script again starts at frame 3; a new token renders the block whole."""
+    scene = make_scene(tmp_path / "scene.blend")
+    out = tmp_path / "frames"
+    library = TemplateLibrary([shipped_library()])
+
+    def run(token: str) -> subprocess.CompletedProcess[str]:
+        params = {"blend_file": str(scene), "output_dir": str(out), "blocks": ["1-4"],
+                  "resume_token": token}  # fmt: skip
+        body = render_body(library.get("blender_frames"), params, allowed_roots=[tmp_path])
+        env = {**os.environ, "SLURM_ARRAY_TASK_ID": "0", "SLURM_CPUS_PER_TASK": "1"}
+        return subprocess.run(
+            ["bash", "-c", body.body], capture_output=True, text=True, env=env, timeout=300
+        )
+
+    (out / "frame_00003.png").mkdir(parents=True)
+    first = run("0123456789abcdef")
+    assert first.returncode != 0
+    assert sorted(p.name for p in out.glob("frame_*.png") if p.is_file()) == [
+        "frame_00001.png", "frame_00002.png",
+    ]  # fmt: skip
+    (out / "frame_00003.png").rmdir()
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("frame_*.png")}
+    again = run("0123456789abcdef")
+    assert again.returncode == 0, again.stderr
+    assert "re-run of block 1-4 from frame 3" in again.stdout
+    after = {p.name: p.stat().st_mtime_ns for p in out.glob("frame_*.png")}
+    assert {n: after[n] for n in before} == before and len(after) == 4
+    assert "every frame of 1-4 was saved" in run("0123456789abcdef").stdout
+    whole = run("fedcba9876543210")  # a new plan: the block whole
+    assert whole.returncode == 0 and "re-run" not in whole.stdout
+    assert all(p.stat().st_mtime_ns > after[p.name] for p in out.glob("frame_*.png"))
 
 
 @lab
@@ -146,9 +190,9 @@ def test_a_render_shows_progress_reruns_a_failed_frame_alone_and_shows_its_frame
 ) -> None:
     """Issue 28's done-when, items 2 to 5, in one 48-frame render: `status --json` mid-run
     has 0 < frames done < 48, counted from the running tasks' Blender output; frame 48
-    cannot be written, so its task fails (the other block is untouched); `jobsmith rerun`
-    re-runs that task alone, as one new array, and the check and the thumbnails follow
-    it; the report's contact sheet (made by the plan's thumbs job, on the cluster) has 48
+    cannot be written, so its task fails there; `jobsmith rerun` re-runs that task alone,
+    as one new array, which renders frame 48 alone, and the check and the thumbnails
+    follow it; the report's contact sheet (made by the plan's thumbs job, on the cluster) has 48
     thumbnails of a few KB, `jobsmith frames` writes the same section, and the webhook
     is told once."""
     with webhook_receiver() as (url, received):
@@ -196,11 +240,11 @@ def test_a_render_shows_progress_reruns_a_failed_frame_alone_and_shows_its_frame
         assert received == []  # the check and the thumbnails wait: the workload goes on
 
         (frames / "frame_00048.png").rmdir()
-        first_block = {n: (frames / f"frame_{n:05d}.png").stat().st_mtime_ns for n in range(1, 25)}
+        saved = {n: (frames / f"frame_{n:05d}.png").stat().st_mtime_ns for n in range(1, 48)}
         rerun = js("rerun", jobs["render"], "--json")
         assert rerun.exit_code == 0, rerun.output
         again = json.loads(rerun.stdout)
-        assert again["array_tasks"] == 1  # the failed block alone
+        assert again["array_tasks"] == 1  # the failed task alone
         # only the watcher follows the rest (a `wait` would record the ends before it
         # sees them): it tells the webhook once the re-run, the check and the thumbnails
         # have ended; later cycles tell nothing more
@@ -217,9 +261,9 @@ def test_a_render_shows_progress_reruns_a_failed_frame_alone_and_shows_its_frame
     now = {s["name"]: (s["job_id"], s["state"]) for s in steps}
     assert now["render"] == (again["job_id"], "COMPLETED")
     assert now["check"][1] == now["thumbs"][1] == "COMPLETED", now
-    assert {n: (frames / f"frame_{n:05d}.png").stat().st_mtime_ns for n in range(1, 25)} == (
-        first_block
-    )  # the block that rendered is not rendered again
+    assert {n: (frames / f"frame_{n:05d}.png").stat().st_mtime_ns for n in range(1, 48)} == (
+        saved
+    )  # frame 48 alone was rendered again: the frames saved before it were not
     assert json.loads((frames / "check.json").read_text()) == {"missing": [], "broken": []}
 
     page = workdir / "report.html"

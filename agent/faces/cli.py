@@ -1689,6 +1689,8 @@ def render_frames(
 ) -> tuple[Plan, str]:
     """Render a frame range of BLEND_FILE into OUTPUT_DIR with Blender on the cluster, in
     blocks (one array), then check every frame (and encode --video), as one plan."""
+    import secrets
+
     from jobsmith.agent.runtime.workflows.frames import RenderRequest, parse_frames, plan_for
 
     start, end = parse_frames(frames_text)
@@ -1702,6 +1704,7 @@ def render_frames(
         image_format=image_format,
         video=video.resolve() if video else None,
         fps=fps,
+        resume_token=secrets.token_hex(8),
     )
     return plan_for(request, missing_only=missing_only), f"render {blend_file.name}"
 

@@ -11,6 +11,12 @@
 - `encode`, when a video is asked for: the frames into a video after the check
   (frames_encode).
 
+A task that fails part-way (Blender stops at a frame it cannot render or save) is re-run
+alone (`jobsmith rerun`, or the rule brain with the memory or time its diagnosis calls
+for), and the re-run renders only the frames of its block the first run did not save
+(blender_frames' resume_token), so one frame made to fail is rendered again alone; the
+check and the thumbnails follow the re-run (planrun.redirect_after_rerun).
+
 A repair (`--missing-only`) looks at the frames already there, on the login node (ffmpeg
 decodes each), and renders only the missing or broken ones, in blocks of consecutive
 frames, then checks the whole range again: what rendered fine is never rendered twice.
@@ -49,6 +55,9 @@ class RenderRequest:
     image_format: str = "PNG"
     video: Path | None = None
     fps: int = 24
+    #: set: a re-run of a render task renders only the frames its first run did not save
+    #: (blender_frames' resume_token; the command draws a random one per plan)
+    resume_token: str | None = None
 
     @property
     def extension(self) -> str:
@@ -107,6 +116,7 @@ def render_plan(request: RenderRequest, frames: Iterable[int] | None = None) -> 
                 "blocks": blocks,
                 "engine": request.engine,
                 "image_format": request.image_format,
+                **({"resume_token": request.resume_token} if request.resume_token else {}),
             },
         },
         "check": {
