@@ -83,6 +83,11 @@ NOT_RUN: list[tuple[str, str, str]] = [
         "needs a Blender scene, scene.blend",
     ),
     (
+        "docs/media.md",
+        "jobsmith frames --open                 # the newest session's thumbnails, as a page",
+        "needs a session that rendered or transcoded",
+    ),
+    (
         "docs/model.md",
         "jobsmith ask \"run 'python train.py --epochs 3' on the cluster\"   "
         "# prints the answer, then `submitted: ID`",

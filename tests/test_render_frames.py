@@ -7,14 +7,21 @@ And the blocks and the plan (pure).
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from lab_cli import js
+from lab_cli import js, watch_until, webhook_receiver
+from test_report import Page
+from test_report_lab import artifacts_dir
 
 from jobsmith.agent.runtime.workflows.frames import (
     RenderRequest,
@@ -24,6 +31,7 @@ from jobsmith.agent.runtime.workflows.frames import (
     render_plan,
 )
 from jobsmith.errors import InputError
+from jobsmith.job_templates import TemplateLibrary, render_body, shipped_library
 
 lab = pytest.mark.usefixtures("lab_cluster")
 
@@ -71,9 +79,15 @@ def test_the_plan_renders_then_checks_then_encodes(tmp_path: Path) -> None:
         tmp_path / "s.blend", tmp_path / "out", 1, 6, 2, video=tmp_path / "v.mp4"
     )
     plan = render_plan(request)
-    assert plan.order() == ["render", "check", "encode"]
+    assert plan.order() == ["render", "check", "thumbs", "encode"]
     assert plan.steps["render"].params["blocks"] == ["1-2", "3-4", "5-6"]
     assert plan.steps["check"].after_ok == ["render"] and plan.steps["encode"].after_ok == ["check"]
+    thumbs = plan.steps["thumbs"]  # the contact sheet's, made on the cluster after the render
+    assert thumbs.template == "frames_thumbs" and thumbs.after_ok == ["render"]
+    assert thumbs.params["output_dir"] == str(tmp_path / "out" / "thumbs")
+    assert "resume_token" not in plan.steps["render"].params
+    resumable = render_plan(replace(request, resume_token="0123456789abcdef"))
+    assert resumable.steps["render"].params["resume_token"] == "0123456789abcdef"
     repair = render_plan(request, [4, 5])
     assert repair.steps["render"].params["blocks"] == ["4-5"]
     assert repair.steps["check"].params["frame_start"] == 1  # the whole range is checked
@@ -84,6 +98,44 @@ def test_missing_and_undecodable_frames_are_found(tmp_path: Path) -> None:
     for frame in (1, 2, 4):
         (tmp_path / f"frame_{frame:05d}.png").write_bytes(b"x" if frame == 4 else b"ok")
     assert broken_frames(request, decodes=lambda p: p.read_bytes() == b"ok") == [3, 4]
+
+
+def test_a_rerun_of_a_block_renders_only_the_frames_its_first_run_did_not_save(
+    tmp_path: Path,
+) -> None:
+    """blender_frames' resume_token, its body run here with Debian's Blender (no Slurm:
+    SLURM_ARRAY_TASK_ID set by hand): frame 3 cannot be saved, Blender stops there; the
+    same script again starts at frame 3; a new token renders the block whole."""
+    scene = make_scene(tmp_path / "scene.blend")
+    out = tmp_path / "frames"
+    library = TemplateLibrary([shipped_library()])
+
+    def run(token: str) -> subprocess.CompletedProcess[str]:
+        params = {"blend_file": str(scene), "output_dir": str(out), "blocks": ["1-4"],
+                  "resume_token": token}  # fmt: skip
+        body = render_body(library.get("blender_frames"), params, allowed_roots=[tmp_path])
+        env = {**os.environ, "SLURM_ARRAY_TASK_ID": "0", "SLURM_CPUS_PER_TASK": "1"}
+        return subprocess.run(
+            ["bash", "-c", body.body], capture_output=True, text=True, env=env, timeout=300
+        )
+
+    (out / "frame_00003.png").mkdir(parents=True)
+    first = run("0123456789abcdef")
+    assert first.returncode != 0
+    assert sorted(p.name for p in out.glob("frame_*.png") if p.is_file()) == [
+        "frame_00001.png", "frame_00002.png",
+    ]  # fmt: skip
+    (out / "frame_00003.png").rmdir()
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("frame_*.png")}
+    again = run("0123456789abcdef")
+    assert again.returncode == 0, again.stderr
+    assert "re-run of block 1-4 from frame 3" in again.stdout
+    after = {p.name: p.stat().st_mtime_ns for p in out.glob("frame_*.png")}
+    assert {n: after[n] for n in before} == before and len(after) == 4
+    assert "every frame of 1-4 was saved" in run("0123456789abcdef").stdout
+    whole = run("fedcba9876543210")  # a new plan: the block whole
+    assert whole.returncode == 0 and "re-run" not in whole.stdout
+    assert all(p.stat().st_mtime_ns > after[p.name] for p in out.glob("frame_*.png"))
 
 
 @lab
@@ -100,7 +152,7 @@ def test_a_frame_range_is_rendered_checked_encoded_and_repaired(
     ran = js(*argv)
     assert ran.exit_code == 0, ran.output
     jobs = json.loads(ran.stdout)["jobs"]
-    assert list(jobs) == ["render", "check", "encode"]
+    assert list(jobs) == ["render", "check", "thumbs", "encode"]
     assert js("wait", *jobs.values(), "--timeout", "300").exit_code == 0
     assert sorted(p.name for p in frames.glob("frame_*.png")) == [
         f"frame_{n:05d}.png" for n in range(1, 7)
@@ -133,34 +185,101 @@ def test_a_frame_range_is_rendered_checked_encoded_and_repaired(
 
 
 @lab
-def test_a_render_shows_its_frames_done_while_it_runs(
+def test_a_render_shows_progress_reruns_a_failed_frame_alone_and_shows_its_frames(
     user_site: Callable[[str], None], workdir: Path
 ) -> None:
-    """Issue 28 item 2's done-when: `status --json` mid-run has 0 < frames done < 48,
-    counted from the running tasks' Blender output; at the end, 48 of 48."""
-    user_site()
-    assert "samples = 256;" in SLOW_SCENE and "= 160;" in SLOW_SCENE
-    scene = make_scene(workdir / "slow.blend", SLOW_SCENE)
-    argv = [
-        "render-frames", str(scene), str(workdir / "frames"), "--frames", "1-48",
-        "--frames-per-task", "24", "--json",
-    ]  # fmt: skip
-    ran = js(*argv)
-    assert ran.exit_code == 0, ran.output
-    jobs = json.loads(ran.stdout)["jobs"]
-    deadline = time.monotonic() + 180
-    while True:
-        shown = js("status", jobs["render"], "--json")
-        assert shown.exit_code == 0, shown.output
-        progress = json.loads(shown.stdout)["jobs"][0]["progress"]
-        assert progress is not None and (progress["unit"], progress["total"]) == ("frames", 48)
-        if progress["done"] > 0:
-            break
-        assert time.monotonic() < deadline, f"no frame done in 180 s: {progress}"
-        time.sleep(0.5)
-    assert progress["done"] < 48, progress  # seen part-way
-    running = progress["running"]
-    assert running and all(t["frames"] == 24 and t["note"] is None for t in running), running
-    assert js("wait", *jobs.values(), "--timeout", "300").exit_code == 0
-    final = json.loads(js("status", jobs["render"], "--json").stdout)["jobs"][0]["progress"]
-    assert (final["done"], final["total"], final["running"]) == (48, 48, [])
+    """Issue 28's done-when, items 2 to 5, in one 48-frame render: `status --json` mid-run
+    has 0 < frames done < 48, counted from the running tasks' Blender output; frame 48
+    cannot be written, so its task fails there; `jobsmith rerun` re-runs that task alone,
+    as one new array, which renders frame 48 alone, and the check and the thumbnails
+    follow it; the report's contact sheet (made by the plan's thumbs job, on the cluster) has 48
+    thumbnails of a few KB, `jobsmith frames` writes the same section, and the webhook
+    is told once."""
+    with webhook_receiver() as (url, received):
+        user_site(f"notify:\n  webhook_url: {url}\n")
+        assert "samples = 256;" in SLOW_SCENE and "= 160;" in SLOW_SCENE
+        scene = make_scene(workdir / "slow.blend", SLOW_SCENE)
+        frames = workdir / "frames"
+        (frames / "frame_00048.png").mkdir(parents=True)  # Blender cannot save frame 48
+        argv = [
+            "render-frames", str(scene), str(frames), "--frames", "1-48",
+            "--frames-per-task", "24", "--json",
+        ]  # fmt: skip
+        ran = js(*argv)
+        assert ran.exit_code == 0, ran.output
+        doc = json.loads(ran.stdout)
+        session, jobs = doc["session_id"], doc["jobs"]
+        assert list(jobs) == ["render", "check", "thumbs"]
+        deadline = time.monotonic() + 180
+        while True:
+            shown = js("status", jobs["render"], "--json")
+            assert shown.exit_code == 0, shown.output
+            progress = json.loads(shown.stdout)["jobs"][0]["progress"]
+            assert progress is not None and (progress["unit"], progress["total"]) == ("frames", 48)
+            if progress["done"] > 0:
+                break
+            assert time.monotonic() < deadline, f"no frame done in 180 s: {progress}"
+            time.sleep(0.5)
+        assert progress["done"] < 48, progress  # seen part-way
+        running = progress["running"]
+        assert running and all(t["frames"] == 24 and t["note"] is None for t in running), running
+
+        waited = json.loads(js("wait", jobs["render"], "--timeout", "300", "--json").stdout)
+        (render,) = waited["jobs"]
+        assert render["state"] == "FAILED" and render["task_counts"] == {
+            "COMPLETED": 1,
+            "FAILED": 1,
+        }
+        final = json.loads(js("status", jobs["render"], "--json").stdout)["jobs"][0]["progress"]
+        assert (final["done"], final["total"]) == (24, 48)  # the failed block counts nothing
+        decided = watch_until(
+            lambda seen: any(d["job_id"] == jobs["render"] for d in seen.decisions), 60
+        )
+        (decision,) = decided.decisions  # the rules report it: a retry cannot fix a write
+        assert (decision["job_id"], decision["action"]) == (jobs["render"], "report")
+        assert received == []  # the check and the thumbnails wait: the workload goes on
+
+        (frames / "frame_00048.png").rmdir()
+        saved = {n: (frames / f"frame_{n:05d}.png").stat().st_mtime_ns for n in range(1, 48)}
+        rerun = js("rerun", jobs["render"], "--json")
+        assert rerun.exit_code == 0, rerun.output
+        again = json.loads(rerun.stdout)
+        assert again["array_tasks"] == 1  # the failed task alone
+        # only the watcher follows the rest (a `wait` would record the ends before it
+        # sees them): it tells the webhook once the re-run, the check and the thumbnails
+        # have ended; later cycles tell nothing more
+        seen = watch_until(lambda _: bool(received), 240)
+        for _ in range(2):
+            js("watch", "--once", "--json")
+        (message,) = received
+        assert message["event"] == "workload_ended", (message, seen)
+        assert message["last_job_id"] == again["job_id"]  # the re-run is the workload's
+        assert (message["failed"], message["reruns"]) == (1, 1)
+        assert message["task_counts"] == {"COMPLETED": 4, "FAILED": 1}, message
+
+    steps = json.loads(js("plan", "status", session, "--json").stdout)["steps"]
+    now = {s["name"]: (s["job_id"], s["state"]) for s in steps}
+    assert now["render"] == (again["job_id"], "COMPLETED")
+    assert now["check"][1] == now["thumbs"][1] == "COMPLETED", now
+    assert {n: (frames / f"frame_{n:05d}.png").stat().st_mtime_ns for n in range(1, 48)} == (
+        saved
+    )  # frame 48 alone was rendered again: the frames saved before it were not
+    assert json.loads((frames / "check.json").read_text()) == {"missing": [], "broken": []}
+
+    page = workdir / "report.html"
+    made = js("report", session, "--output", str(page), "--json")
+    assert made.exit_code == 0, made.output
+    assert json.loads(made.stdout)["thumbnails"] == 48
+    shown_page = Page(page.read_text())
+    thumbs = [link for link in shown_page.links if link.startswith("data:image/jpeg;base64,")]
+    assert len(thumbs) == 48 and len(shown_page.links) == 48
+    sizes = [len(base64.b64decode(t.partition(",")[2])) for t in thumbs]
+    assert all(300 < n < 16_000 for n in sizes), sizes  # a few KB each
+    alone = workdir / "frames.html"
+    listed = js("frames", session, "-o", str(alone), "--json")
+    assert listed.exit_code == 0, listed.output
+    (sheet,) = json.loads(listed.stdout)["sheets"]
+    assert (sheet["job_id"], sheet["thumbnails"], sheet["missing"]) == (now["thumbs"][0], 48, 0)
+    section = re.search(r"<h2>Contact sheet</h2>.*?</section>", page.read_text())
+    assert section is not None and section.group(0) in alone.read_text()
+    shutil.copyfile(alone, artifacts_dir() / f"frames-{session}.html")  # to be looked at

@@ -368,6 +368,7 @@ def test_report_json_is_the_summary(empty_session: str, tmp_path: Path) -> None:
     assert set(doc) == {
         "session_id", "title", "path", "jobs", "tasks", "task_counts", "failures",
         "reruns", "core_hours", "gpu_hours", "notes", "usage", "progress", "workloads",
+        "thumbnails",
     }  # fmt: skip
 
 

@@ -222,7 +222,8 @@ def test_rerun_only_the_failed_array_task_with_more_memory(site, workdir: Path) 
     (job,) = json.loads(waited.stdout)["jobs"]
     assert [t["array_task_id"] for t in job["tasks"]] == [2]
     assert job["tasks"][0]["state"] == "COMPLETED" and job["tasks"][0]["req_mem_bytes"] == 1 << 30
-    intent = next(e for e in events(rerun["session_id"]) if e["kind"] == "intent")
+    # in the array's own session (its workload's), after the array's own intent
+    intent = next(e for e in events(rerun["session_id"]) if e["data"].get("rerun_of"))
     assert intent["data"]["rerun_of"] == array_id and intent["data"]["tasks"] == [2]  # type: ignore[index]
 
 

@@ -50,10 +50,12 @@ SHIPPED = [
     "file_array",
     "frames_check",
     "frames_encode",
+    "frames_thumbs",
     "nextflow_head",
     "pipeline_head",
     "samtools_merge",
     "torch_train",
+    "video_keyframes",
 ]
 
 # Programs the bodies call, replaced by no-op stubs when a body runs with hostile values.

@@ -77,12 +77,15 @@ def test_the_plan_encodes_picture_and_sound_apart_then_joins_and_checks(tmp_path
         tmp_path / "in.mp4", tmp_path / "out.mkv", probed, 4, Encoding(preset="ultrafast"),
         tmp_path / "work",
     )  # fmt: skip
-    assert plan.order() == ["video", "join", "audio", "finish"]
+    assert plan.order() == ["video", "join", "audio", "finish", "strip"]
     video = plan.steps["video"]
     assert video.params["segments"] == ["0+4", "4+4", "8+4"]
     assert plan.steps["join"].after_ok == ["video"]
     assert plan.steps["finish"].after_ok == ["join", "audio"]
     assert plan.steps["finish"].params["audio"] == str(tmp_path / "work" / "audio.m4a")
+    strip = plan.steps["strip"]  # the contact sheet's key frames, of the finished output
+    assert strip.template == "video_keyframes" and strip.after_ok == ["finish"]
+    assert strip.params["video"] == str(tmp_path / "out.mkv")
 
     silent = transcode_plan(
         tmp_path / "in.mp4", tmp_path / "out.mkv", Probe(12.0, (0.0,), has_audio=False), 4,
@@ -155,7 +158,7 @@ def test_a_clip_is_transcoded_in_segments_joined_and_checked(
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
-    assert list(doc["jobs"]) == ["video", "join", "audio", "finish"]
+    assert list(doc["jobs"]) == ["video", "join", "audio", "finish", "strip"]
     assert js("wait", *doc["jobs"].values(), "--timeout", "300").exit_code == 0
     report = json.loads((workdir / "out.mkv.verify.json").read_text())
     assert report["source_streams"] == report["output_streams"] == "audio,video"
@@ -163,6 +166,12 @@ def test_a_clip_is_transcoded_in_segments_joined_and_checked(
     assert abs(report["output_frames"] - report["source_frames"]) <= 2
     chunks = sorted((workdir / ".out.mkv.jobsmith" / "chunks").glob("chunk_*.mkv"))
     assert len(chunks) == 3
+    # the contact sheet's strip: the output's key frames (one at each segment's start)
+    listed = js("frames", doc["session_id"], "-o", str(workdir / "strip.html"), "--json")
+    assert listed.exit_code == 0, listed.output
+    (sheet,) = json.loads(listed.stdout)["sheets"]
+    assert (sheet["job_id"], sheet["kind"]) == (doc["jobs"]["strip"], "keyframes")
+    assert sheet["thumbnails"] >= 3 and sheet["missing"] == 0, sheet
 
 
 @lab

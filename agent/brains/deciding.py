@@ -36,7 +36,7 @@ from jobsmith.agent.runtime.submission.judging.policy import (
     model_token_refusal,
     model_tokens_from_folds,
 )
-from jobsmith.agent.runtime.submission.onestep import StepParts, one_step
+from jobsmith.agent.runtime.submission.onestep import StepParts, in_session, one_step
 from jobsmith.agent.runtime.submission.steps import Rerun, StepResult
 from jobsmith.agent.runtime.workflows.planrun import after_failure
 from jobsmith.errors import JobsmithError
@@ -160,7 +160,11 @@ def rerun_by_hand(
 ) -> tuple[str, StepResult]:
     """`jobsmith rerun`: a job jobsmith submitted, again (only its failed tasks, for
     arrays), recorded in the job's own session first so the watcher leaves it to the
-    person (and the person is told if the watcher already re-ran it)."""
+    person (and the person is told if the watcher already re-ran it), then run in that
+    session too, as the watcher's own re-runs are: a re-run is part of its job's workload,
+    so the session's report lists it and its webhook tells the workload once, when the
+    re-run and what waits for it (a plan's later steps) have ended (issue 28, item 4).
+    A job with no session (submitted before sessions were kept) is re-run in a new one."""
     step = Rerun(
         job_id=job_id,
         failed_only=failed_only,
@@ -172,6 +176,7 @@ def rerun_by_hand(
     if record is not None and record.session_id is not None:
         who = parts.environ.get("USER", "?")
         record_person_rerun(parts.executor, record.session_id, job_id, step, who)
+        return record.session_id, in_session(parts, record.session_id, step)
     return one_step(parts, f"rerun {job_id}", step)
 
 

@@ -1064,6 +1064,50 @@ def report(
         note(f"jobsmith: no web browser found here; open {path} yourself")
 
 
+@cli.command(
+    epilog=_examples("jobsmith frames --open", "jobsmith frames 3f2a9c -o ~/reports/shot42.html")
+)
+@click.argument("session_id", required=False)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the page here (default: frames-SESSION_ID.html in the current directory).",
+)
+@click.option("--open", "open_page", is_flag=True, help="Open the page in a web browser.")
+@json_command
+@click.pass_context
+def frames(
+    ctx: click.Context,
+    session_id: str | None,
+    output: Path | None,
+    open_page: bool,
+    as_json: bool,
+) -> None:
+    """Write the contact sheet of a session's render or transcode (default: the newest
+    session) as one self-contained HTML page: the thumbnails its plan's last step made on
+    the cluster, as the run report shows them; print the page's path."""
+    import webbrowser
+
+    from jobsmith.agent.views.contact_html import ContactPage, render_contact_page, write_page
+    from jobsmith.agent.views.output import note
+    from jobsmith.agent.views.report import contact_sheets
+    from jobsmith.agent.views.report_text import show_contact_page
+    from jobsmith.agent.watcher.polling import session_poll
+    from jobsmith.errors import InputError
+
+    app = _app(ctx)
+    chosen = _session(ctx, session_id) if session_id else app.store.newest()
+    if chosen is None:
+        raise InputError("no session yet: submit a job first (jobsmith sessions list)")
+    info, sheets = contact_sheets(app, chosen, session_poll(app))
+    page = render_contact_page(info.id, info.title, sheets)
+    path = write_page(page, output or Path(f"frames-{info.id}.html"), "frames")
+    show_contact_page(ContactPage.of(info.id, info.title, str(path), sheets), as_json)
+    if open_page and not webbrowser.open(path.as_uri()):
+        note(f"jobsmith: no web browser found here; open {path} yourself")
+
+
 def _control(action: str) -> Callable[..., None]:
     @click.argument("job_ids", nargs=-1, required=True)
     @json_command
@@ -1682,6 +1726,8 @@ def render_frames(
 ) -> tuple[Plan, str]:
     """Render a frame range of BLEND_FILE into OUTPUT_DIR with Blender on the cluster, in
     blocks (one array), then check every frame (and encode --video), as one plan."""
+    import secrets
+
     from jobsmith.agent.runtime.workflows.frames import RenderRequest, parse_frames, plan_for
 
     start, end = parse_frames(frames_text)
@@ -1695,6 +1741,7 @@ def render_frames(
         image_format=image_format,
         video=video.resolve() if video else None,
         fps=fps,
+        resume_token=secrets.token_hex(8),
     )
     return plan_for(request, missing_only=missing_only), f"render {blend_file.name}"
 

@@ -36,6 +36,7 @@ from jobsmith.agent.runtime.session.payloads import (
     result_payload,
 )
 from jobsmith.agent.runtime.session.readmodel import TokenTotals, fold_events
+from jobsmith.agent.runtime.workflows.contact import ContactSheet
 from jobsmith.agent.runtime.workflows.progress import WorkProgress
 from jobsmith.agent.views.nodes import report_notes
 
@@ -137,6 +138,9 @@ class RunReport(_Model):
     usage: TokenTotals = Field(
         default_factory=TokenTotals, description="the session's model calls and their tokens"
     )
+    contact_sheets: tuple[ContactSheet, ...] = Field(
+        (), description="thumbnails of a render's frames or a transcode's key frames"
+    )
 
     def summary(self, path: str) -> ReportSummary:
         """The summary `report` prints (and `--json`), naming the page written at path."""
@@ -157,6 +161,7 @@ class RunReport(_Model):
             notes=self.notes,
             usage=self.usage,
             progress={j.job_id: j.progress.line() for j in self.jobs if j.progress},
+            thumbnails=sum(s.shown for s in self.contact_sheets),
         )
 
 
@@ -194,6 +199,7 @@ class ReportSummary(_Model):
         description="step id -> a workload fed in parts, in a line ('40 tasks: 35 done, "
         "5 running, 0 not yet submitted')",
     )
+    thumbnails: int = Field(0, description="thumbnails on the page's contact sheet")
 
 
 # --- what the session's log says ---------------------------------------------------------
@@ -380,10 +386,12 @@ def build_report(
     now: datetime,
     progress: Mapping[str, WorkProgress] | None = None,
     blocked: Sequence[BlockedNode] = (),
+    sheets: Sequence[ContactSheet] = (),
 ) -> RunReport:
     """The run report of a session from its events, one poll of its jobs and the failed
     tasks' diagnoses (now: the poll's time, which running tasks count up to); progress:
-    what the jobs' own output said of their frames or chunks."""
+    what the jobs' own output said of their frames or chunks; sheets: the thumbnails its
+    jobs made."""
     now = _local(now) or now
     origins = _job_origins(events)
     reruns = reruns_of(events)
@@ -426,6 +434,7 @@ def build_report(
             _notes(jobs, tasks) + report_notes(blocked, list(origins), kept_off_nodes(events))
         ),
         usage=fold_events(events).tokens,  # the fold's totals, as `sessions show` has them
+        contact_sheets=tuple(sheets),
     )
 
 
@@ -490,13 +499,10 @@ def run_report(
     `jobsmith diagnose` does, without asking Slurm again per job."""
     from jobsmith.agent.diagnosis.job import NO_ACCOUNTING_NOTE, diagnose_record
     from jobsmith.agent.runtime.logs import stderr_tail
-    from jobsmith.agent.runtime.session.store import SessionNotFound
+    from jobsmith.agent.runtime.workflows.contactread import read_contact_sheets
     from jobsmith.agent.runtime.workflows.progressread import read_progress
 
-    try:
-        info = parts.store.info(session_id)
-    except SessionNotFound as err:
-        raise SessionNotFound(session_id, "`jobsmith sessions list` lists them") from err
+    info = _info(parts, session_id)
     events = parts.store.read(session_id)
     statuses = poll(session_job_ids(events))
     failed = failed_records(statuses)
@@ -506,4 +512,27 @@ def run_report(
     diagnoses = [diagnose_record(r, site, tail, why, extra) for r, why in failed]
     said = read_progress(parts, statuses)
     blocked = parts.blocklist.entries()
-    return build_report(info, events, statuses, diagnoses, datetime.now(), said, blocked)
+    sheets = read_contact_sheets(parts, statuses)
+    now = datetime.now()
+    return build_report(info, events, statuses, diagnoses, now, said, blocked, sheets)
+
+
+def contact_sheets(
+    parts: ReportParts, session_id: str, poll: Callable[[list[str]], Mapping[str, JobStatus]]
+) -> tuple[SessionInfo, list[ContactSheet]]:
+    """`jobsmith frames`: the session and the contact sheets its jobs made, from one poll
+    (the report's section, without the rest of the report)."""
+    from jobsmith.agent.runtime.workflows.contactread import read_contact_sheets
+
+    info = _info(parts, session_id)
+    statuses = poll(session_job_ids(parts.store.read(session_id)))
+    return info, read_contact_sheets(parts, statuses)
+
+
+def _info(parts: ReportParts, session_id: str) -> SessionInfo:
+    from jobsmith.agent.runtime.session.store import SessionNotFound
+
+    try:
+        return parts.store.info(session_id)
+    except SessionNotFound as err:
+        raise SessionNotFound(session_id, "`jobsmith sessions list` lists them") from err

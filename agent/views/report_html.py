@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobsmith.adapters.states import JobState
+from jobsmith.agent.views import contact_html
 from jobsmith.agent.views.report import ReportTask, RunReport
-from jobsmith.errors import InputError
-from jobsmith.files import replace_file
 
 if TYPE_CHECKING:
     from plotly.graph_objects import Figure
@@ -72,13 +71,7 @@ pre { white-space: pre-wrap; margin: 0; }
 
 def write_report(report: RunReport, path: Path) -> Path:
     """Render report and write it to path, whole or not at all; the absolute path."""
-    text = render_html(report)
-    target = path.absolute()
-    try:
-        replace_file(target, text.encode("utf-8"))
-    except OSError as err:
-        raise InputError(f"report: cannot write {target}: {err.strerror or err}") from err
-    return target
+    return contact_html.write_page(render_html(report), path, "report")
 
 
 def render_html(report: RunReport) -> str:
@@ -87,6 +80,7 @@ def render_html(report: RunReport) -> str:
     body = [
         f"<h1>{_e(title)}</h1>",
         _overview(report),
+        contact_html.contact_section(report.contact_sheets),
         _figures(report),
         _task_table(report.tasks),
         _failures(report),
@@ -96,7 +90,7 @@ def render_html(report: RunReport) -> str:
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{_csp(text)}\">"
-        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
+        f"<title>{_e(title)}</title><style>{_STYLE}{contact_html.STYLE}</style></head>\n<body>\n"
         + text
         + "\n</body></html>\n"
     )

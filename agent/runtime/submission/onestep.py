@@ -43,11 +43,19 @@ def one_step(
 ) -> tuple[str, StepResult]:
     """Open a session titled title, run step in it; origin is the session's kind (cli,
     plan), asker what the judge weighs."""
+    session_id = parts.store.create({"title": title, "origin": origin})
+    return session_id, in_session(parts, session_id, step, asker=asker)
+
+
+def in_session(
+    parts: StepParts, session_id: str, step: Step, *, asker: Origin | None = None
+) -> StepResult:
+    """Run a person's step in a session that is already open (a re-run of a job, in the
+    job's own session: agent/brains/deciding.py's rerun_by_hand)."""
     from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 
-    session_id = parts.store.create({"title": title, "origin": origin})
     try:
-        return session_id, parts.executor.run(session_id, step, origin=asker)
+        return parts.executor.run(session_id, step, origin=asker)
     except ApprovalNeeded as err:
         parts.news.add("approval_asked", step_id=err.step_id)
         raise

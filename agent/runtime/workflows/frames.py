@@ -3,8 +3,19 @@
 - `render`: blocks of frames, one array task each (blender_frames);
 - `check`: after it, every frame of the range exists and decodes (frames_check; it fails
   naming the missing and broken frames, and writes them to OUTPUT_DIR/check.json);
+- `thumbs`: small thumbnails of the frames for the run report's contact sheet, made on
+  the cluster after the render (frames_thumbs; agent/runtime/workflows/contact.py reads
+  them). A step of the plan rather than something `report` submits: it is there when the
+  frames are (a report never waits for a queue), and it follows a re-run of the render as
+  the check does (planrun.redirect_after_rerun);
 - `encode`, when a video is asked for: the frames into a video after the check
   (frames_encode).
+
+A task that fails part-way (Blender stops at a frame it cannot render or save) is re-run
+alone (`jobsmith rerun`, or the rule brain with the memory or time its diagnosis calls
+for), and the re-run renders only the frames of its block the first run did not save
+(blender_frames' resume_token), so one frame made to fail is rendered again alone; the
+check and the thumbnails follow the re-run (planrun.redirect_after_rerun).
 
 A repair (`--missing-only`) looks at the frames already there, on the login node (ffmpeg
 decodes each), and renders only the missing or broken ones, in blocks of consecutive
@@ -26,6 +37,9 @@ from jobsmith.workload_caps import MAX_FRAMES, OverCap, check_count
 
 #: the frames' file extension for each Blender image format
 EXTENSIONS = {"PNG": "png", "OPEN_EXR": "exr", "JPEG": "jpg", "TIFF": "tif"}
+#: the thumbs step's directory, inside the frames' (the check and the encode read only
+#: frame_NNNNN files there)
+THUMBS_DIR = "thumbs"
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,9 @@ class RenderRequest:
     image_format: str = "PNG"
     video: Path | None = None
     fps: int = 24
+    #: set: a re-run of a render task renders only the frames its first run did not save
+    #: (blender_frames' resume_token; the command draws a random one per plan)
+    resume_token: str | None = None
 
     @property
     def extension(self) -> str:
@@ -99,6 +116,7 @@ def render_plan(request: RenderRequest, frames: Iterable[int] | None = None) -> 
                 "blocks": blocks,
                 "engine": request.engine,
                 "image_format": request.image_format,
+                **({"resume_token": request.resume_token} if request.resume_token else {}),
             },
         },
         "check": {
@@ -108,6 +126,17 @@ def render_plan(request: RenderRequest, frames: Iterable[int] | None = None) -> 
                 "frame_start": request.frame_start,
                 "frame_end": request.frame_end,
                 "extension": request.extension,
+            },
+            "after_ok": ["render"],
+        },
+        "thumbs": {
+            "template": "frames_thumbs",
+            "params": {
+                "frames_dir": frames_dir,
+                "frame_start": request.frame_start,
+                "frame_end": request.frame_end,
+                "extension": request.extension,
+                "output_dir": str(request.output_dir / THUMBS_DIR),
             },
             "after_ok": ["render"],
         },

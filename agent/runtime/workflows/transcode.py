@@ -10,7 +10,9 @@ segments meet without a frame lost or doubled. Then a plan (agent/runtime/workfl
   at the joins), if the source has sound;
 - `join`: the segments joined (ffmpeg_concat), after the video;
 - `finish`: picture and sound put together and checked against the source, duration,
-  streams and frames (ffmpeg_mux_verify), after the join and the sound.
+  streams and frames (ffmpeg_mux_verify), after the join and the sound;
+- `strip`: thumbnails of the finished output's key frames for the run report's contact
+  sheet (video_keyframes), after the finish.
 
 A segment that fails is re-run alone (`jobsmith rerun`, or the rule brain where rules can
 fix it): the join and the check are pointed at the re-run (agent/runtime/workflows/planrun.py).
@@ -179,6 +181,12 @@ def transcode_plan(
         finish["audio"] = str(audio)
     after = ["join", "audio"] if probed.has_audio else ["join"]
     steps["finish"] = {"template": "ffmpeg_mux_verify", "params": finish, "after_ok": after, **logs}
+    steps["strip"] = {
+        "template": "video_keyframes",
+        "params": {"video": str(output), "output_dir": str(workdir / "keyframes")},
+        "after_ok": ["finish"],
+        **logs,
+    }
     return Plan.model_validate({"name": plan_name("transcode", source), "steps": steps})
 
 
