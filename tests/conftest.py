@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+from login_node import Cluster, checked, login_node
 
 if TYPE_CHECKING:
     from messages_server import MessagesServer
@@ -159,6 +160,11 @@ def lab_cluster() -> str:
         pytest.skip("JOBSMITH_SKIP_LAB=1: real-cluster tests skipped on request")
     if os.getuid() == 0:
         pytest.fail("lab tests submit as an unprivileged user, as real users do: run scripts/test")
+    node = login_node()
+    if isinstance(node, Cluster):  # the laptop stage: the cluster's Slurm, asked over SSH
+        found = node.run(["sinfo", "-h", "-o", "%P %a"])
+        assert found.returncode == 0 and "debug" in found.stdout, found
+        return checked(node, ["sbatch", "--version"]).split()[-1]
     try:
         out = subprocess.run(
             ["sinfo", "-h", "-o", "%P %a"], capture_output=True, text=True, timeout=20, check=True
