@@ -108,11 +108,13 @@ class Sshd:
 
         Each connection has a monitor (the listener's child) and below it a user child
         that holds the socket; the monitor then exits and the listener reaps it, so
-        nothing is left as a zombie.
+        nothing is left as a zombie. Since OpenSSH 9.8 (Debian 13) the per-connection
+        processes are the program sshd-session.
         """
         table = self._processes()
         monitors = {pid for pid, (ppid, _) in table.items() if ppid == self.pid}
-        return [pid for pid, (ppid, comm) in table.items() if ppid in monitors and comm == "sshd"]
+        sessions = ("sshd", "sshd-session")
+        return [pid for pid, (ppid, comm) in table.items() if ppid in monitors and comm in sessions]
 
     def drop_sessions(self) -> None:
         """Kill the server side of every connection it serves (the connections die)."""
