@@ -88,3 +88,45 @@ def test_an_input_that_exists_only_on_the_cluster_is_submitted_from_the_laptop(
     finally:
         sshd.stop()
         cluster.run(["rm", "-rf", str(there)])
+
+
+def test_a_log_directory_made_only_on_the_laptop(
+    cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """jobsmith makes the log directory where it runs, the laptop. Slurm 24.11 makes a
+    missing output directory itself (seen in this stage); 22.05 cannot open the output
+    there and the job fails to launch, until issue 29 item 2 makes it on the cluster."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    if cluster.release == "bookworm":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                raises=AssertionError,
+                reason="issue 29 item 2: the log directory is made on the laptop only",
+            )
+        )
+    work = tmp_path / "work"
+    logs = work / "logs"
+    work.mkdir()
+    checked(cluster, ["mkdir", "-p", str(work)])  # the working directory is there; logs/ not
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", work)
+        sub = jobsmith(env, work, site, "submit", "command", "-P", "command=echo made",
+                       "--log-dir", str(logs))  # fmt: skip
+        assert sub.returncode == 0, sub.stderr
+        job_id = sub.stdout.strip()
+        assert logs.is_dir()  # made here, on the laptop
+        done = jobsmith(env, work, site, "wait", job_id, "--timeout", "120")
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert checked(cluster, ["cat", str(logs / f"command_{job_id}.out")]) == "made\n"
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(work)])

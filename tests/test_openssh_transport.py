@@ -153,8 +153,8 @@ def test_a_laptop_submits_watches_and_reads_logs_over_the_master(
     (ssh_only / "ssh").symlink_to(shutil.which("ssh") or "/usr/bin/ssh")
     env["PATH"] += f":{ssh_only}"
     write_user_site(tmp_path / "home" / "config", workdir)
-    make_dirs(login_node(), workdir)  # the job's working directory, on the login node too
     logs = str(workdir / "logs")
+    make_dirs(login_node(), workdir / "logs")  # the job's directories, there too (issue 29)
     logins = sshd.logins()
 
     def run(*args: str) -> str:

@@ -479,8 +479,8 @@ def test_submit_status_logs_and_a_watcher_cycle_through_sshd(
     site = remote_site(tmp_path, sshd, known_hosts)
     env = laptop_env(tmp_path / "home")
     write_user_site(tmp_path / "home" / "config", workdir)
-    make_dirs(login_node(), workdir)  # the job's working directory, on the login node too
     logs = str(workdir / "logs")
+    make_dirs(login_node(), workdir / "logs")  # the job's directories, there too (issue 29)
 
     def run(*args: str) -> Any:
         """One CLI process; it must succeed, over exactly one SSH login."""
