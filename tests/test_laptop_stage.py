@@ -46,6 +46,8 @@ def test_the_cluster_is_another_machine_with_its_own_files(cluster: Cluster) -> 
     finally:
         cluster.run(["rm", "-f", str(mark)])
     assert checked(cluster, ["test", "-d", "/scratch/alice"]) == ""  # the cluster's scratch
+    routes = checked(cluster, ["ip", "-4", "route"]).splitlines()
+    assert routes and all("default" not in r and "/30 " in r for r in routes), routes  # the pair
 
 
 def test_the_clusters_slurm_answers_over_ssh(cluster: Cluster) -> None:
