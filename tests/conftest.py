@@ -159,6 +159,13 @@ def lab_cluster() -> str:
         pytest.skip("JOBSMITH_SKIP_LAB=1: real-cluster tests skipped on request")
     if os.getuid() == 0:
         pytest.fail("lab tests submit as an unprivileged user, as real users do: run scripts/test")
+    if os.environ.get("JOBSMITH_LAPTOP_CLUSTER"):  # the laptop stage: its cluster's Slurm
+        from login_node import checked, login_node  # tests/login_node.py: over SSH
+
+        node = login_node()
+        found = node.run(["sinfo", "-h", "-o", "%P %a"])
+        assert found.returncode == 0 and "debug" in found.stdout, found
+        return checked(node, ["sbatch", "--version"]).split()[-1]
     try:
         out = subprocess.run(
             ["sinfo", "-h", "-o", "%P %a"], capture_output=True, text=True, timeout=20, check=True

@@ -1,5 +1,6 @@
 """The OpenSSH transport (issue 12): the system's `ssh` over a ControlMaster connection
-opened once, against the real sshd on loopback of tests/sshd.py, and on the lab cluster.
+opened once, against the real sshd of tests/sshd.py (on loopback, or on the laptop stage's
+cluster), and on the lab cluster.
 
 What is proved: hostile arguments arrive exactly as given and the remote login
 environment's SBATCH_* never reaches Slurm (the same command line as over paramiko);
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from lab_cli import write_user_site
+from login_node import login_node, make_dirs
 from sshd import Sshd, close_master, open_master, start_sshd
 from test_ssh_transport import HOST, HOSTILE_WORDS, jobsmith, laptop_env, remote_site
 
@@ -152,6 +154,7 @@ def test_a_laptop_submits_watches_and_reads_logs_over_the_master(
     env["PATH"] += f":{ssh_only}"
     write_user_site(tmp_path / "home" / "config", workdir)
     logs = str(workdir / "logs")
+    make_dirs(login_node(), workdir / "logs")  # the job's directories, there too (issue 29)
     logins = sshd.logins()
 
     def run(*args: str) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from login_node import login_node
 from sshd import HOSTILE_ENV, Sshd, connected, start_sshd
 from test_ssh_transport import HOST, HOSTILE_WORDS
 
@@ -30,8 +31,8 @@ ARGV_PRINTER = "import json, sys; print(json.dumps(sys.argv[1:]))"
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not Path(TCSH).exists():
-        pytest.fail("tcsh missing: scripts/setup installs Debian's tcsh")
+    if login_node().run(["test", "-x", TCSH]).returncode != 0:
+        pytest.fail(f"{TCSH} missing on the login node: scripts/setup installs Debian's tcsh")
     server = start_sshd(tmp_path_factory.mktemp("sshd"), login_shell=TCSH)
     yield server
     server.stop()

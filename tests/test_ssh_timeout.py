@@ -3,7 +3,7 @@ it, and nothing of it keeps running on the login node, over both SSH transports.
 
 Closing an SSH channel does not stop a command without a pty, so the command line runs
 it under coreutils' `timeout` (adapters/ssh/command.py); these tests look for the
-remote process itself (same host on loopback) after the deadline.
+remote process itself on the login node (this machine on loopback) after the deadline.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 import base64
 import os
 import secrets
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from login_node import login_node, pids_matching
 from sshd import Sshd, connected, kill_all, start_sshd
 
 from jobsmith.adapters.ssh.command import GRACE_S, KILL_AFTER_S, CommandTimedOut, remote_command
@@ -38,11 +38,9 @@ def transport(request: pytest.FixtureRequest, sshd: Sshd, known_hosts: Path) -> 
 
 
 def running(pattern: str) -> list[int]:
-    """pids of this user's processes whose whole command line is pattern (pgrep -x)."""
-    found = subprocess.run(
-        ["pgrep", "-u", str(os.getuid()), "-fx", pattern], capture_output=True, text=True
-    )
-    return [int(p) for p in found.stdout.split()]
+    """pids of this user's processes on the login node whose whole command line is
+    pattern (pgrep -x)."""
+    return pids_matching(login_node(), pattern)
 
 
 def gone_within(pattern: str, seconds: float) -> bool:

@@ -6,7 +6,8 @@ jobsmith installed there. The lab user's real crontab is shared with the disrupt
 test of test_watch.py, so each table here is a stand-in `crontab` program (same `-l`
 and FILE interface, same "no crontab for" answer) writing a file of the test's own: one
 on the laptop's PATH, another on the login node's (sshd's SetEnv PATH), so the test can
-tell which was written.
+tell which was written. The login node's table and jobsmith are the login node's (this
+machine's on loopback, the cluster's in the laptop stage: tests/login_node.py).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import json
 import shlex
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from lab_cli import write_user_site
+from login_node import LoginNode, ThisMachine, read_file, write_file
+from login_node import login_node as node_from_environment
 from sshd import Sshd, start_sshd
 from test_ssh_transport import HOST, jobsmith, laptop_env, remote_site
 
@@ -27,21 +31,22 @@ VENV_BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.usefixtures("lab_cluster")
 
 
-def fake_crontab(bin_dir: Path) -> Path:
-    """A `crontab` in bin_dir keeping its table in bin_dir/table; returns that path."""
-    bin_dir.mkdir(parents=True)
+def fake_crontab(bin_dir: Path, node: LoginNode | None = None) -> Path:
+    """A `crontab` in bin_dir (on node, default this machine) keeping its table in
+    bin_dir/table; returns that path."""
     table = bin_dir / "table"
-    script = bin_dir / "crontab"
-    script.write_text(
+    write_file(
+        node or ThisMachine(),
+        bin_dir / "crontab",
         "#!/bin/sh\n"
         f"T={shlex.quote(str(table))}\n"
         'if [ "$1" = "-l" ]; then\n'
         '  [ -f "$T" ] && exec /bin/cat "$T"\n'
         '  echo "no crontab for alice" >&2; exit 1\n'
         "fi\n"
-        'exec /bin/cp "$1" "$T"\n'
+        'exec /bin/cp "$1" "$T"\n',
+        mode=0o755,
     )
-    script.chmod(0o755)
     return table
 
 
@@ -49,9 +54,11 @@ def fake_crontab(bin_dir: Path) -> Path:
 def login_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sshd, Path]]:
     """An sshd whose sessions find jobsmith and a stand-in crontab on their PATH."""
     root = tmp_path_factory.mktemp("login")
-    table = fake_crontab(root / "remote-bin")
-    path = f"{root / 'remote-bin'}:{VENV_BIN}:/usr/bin:/bin"
-    server = start_sshd(root / "sshd", login_env={"PATH": path})
+    node = node_from_environment()
+    there = root if isinstance(node, ThisMachine) else Path(f"/tmp/js-login-{uuid.uuid4().hex}")
+    table = fake_crontab(there / "remote-bin", node)
+    path = f"{there / 'remote-bin'}:{node.jobsmith_bin}:/usr/bin:/bin"
+    server = start_sshd(root / "sshd", login_env={"PATH": path}, node=node)
     yield server, table
     server.stop()
 
@@ -72,8 +79,14 @@ def laptop(tmp_path: Path) -> tuple[dict[str, str], Path]:
     return env, table
 
 
-def marked(table: Path) -> list[str]:
-    return [x for x in table.read_text().splitlines() if "# jobsmith watch" in x]
+def marked(table: Path, node: LoginNode | None = None) -> list[str]:
+    text = read_file(node or ThisMachine(), table) or ""
+    return [x for x in text.splitlines() if "# jobsmith watch" in x]
+
+
+def remove(table: Path) -> None:
+    """The login node's table is gone (its crontab then says 'no crontab for')."""
+    node_from_environment().run(["rm", "-f", str(table)])
 
 
 def test_an_ssh_site_installs_on_this_machine_and_says_why(
@@ -95,7 +108,7 @@ def test_an_ssh_site_installs_on_this_machine_and_says_why(
     assert f"over ssh alice@{HOST}:{sshd.port}" in done["why"] and "--remote" in done["why"]
     (line,) = marked(table)
     assert "/usr/bin/true # the user's own line" in table.read_text()
-    assert line == done["installed"] and not remote_table.exists()
+    assert line == done["installed"] and read_file(sshd.node, remote_table) is None
     words = shlex.split(line.split(" ", 5)[5])
     # a local install logs each run to watch.log in the state directory (`>>LOG 2>&1`)
     redirect = next(i for i, w in enumerate(words) if w.startswith(">>"))
@@ -123,7 +136,7 @@ def test_remote_installs_in_the_login_nodes_crontab_running_its_jobsmith(
 ) -> None:  # fmt: skip
     sshd, remote_table = login_node
     env, table = laptop
-    remote_table.unlink(missing_ok=True)
+    remove(remote_table)
     site = remote_site(tmp_path, sshd, known_hosts)
     try:
         for _ in range(2):
@@ -132,13 +145,12 @@ def test_remote_installs_in_the_login_nodes_crontab_running_its_jobsmith(
         done = json.loads(res.stdout)
         assert (done["with"], done["where"]) == ("crontab", "remote")
         assert "its own jobsmith" in done["why"] and "not this machine's" in done["why"]
-        (line,) = marked(remote_table)
-        assert line == f"*/5 * * * * {VENV_BIN / 'jobsmith'} watch --once >/dev/null 2>&1 " + (
-            "# jobsmith watch"
-        )
+        (line,) = marked(remote_table, sshd.node)
+        there = sshd.node.jobsmith_bin / "jobsmith"  # the login node's jobsmith
+        assert line == f"*/5 * * * * {there} watch --once >/dev/null 2>&1 # jobsmith watch"
         assert not table.exists()  # the laptop's table was not touched
     finally:
-        remote_table.unlink(missing_ok=True)
+        remove(remote_table)
 
 
 def test_remote_without_jobsmith_on_the_login_node_says_what_to_do(

@@ -1,0 +1,134 @@
+"""The laptop stage is what it claims (issue 29): the SSH tests' login node is a cluster of
+its own, which this machine reaches over SSH only, with this machine's Slurm commands
+masked. `scripts/slurm-other laptop-test` runs these with the SSH tests; elsewhere they
+skip (they are not lab tests: the lab is this machine's, and here nothing of it is used).
+
+The stage itself fails when a masked command was called (its stubs' log); these check the
+parts a test could silently get around.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+from login_node import Cluster, checked, login_node, write_file
+
+SLURM_CLIENTS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "sacctmgr", "srun")
+
+
+@pytest.fixture
+def cluster() -> Cluster:
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    return node
+
+
+def test_this_machines_slurm_commands_are_the_stub(cluster: Cluster) -> None:
+    for name in SLURM_CLIENTS:
+        found = shutil.which(name, path="/usr/local/bin:/usr/bin:/bin")
+        assert found is not None, name
+        assert "# jobsmith laptop stub" in Path(found).read_text(errors="replace"), found
+    assert cluster.slurm_calls_here() == []
+
+
+def test_the_cluster_is_another_machine_with_its_own_files(cluster: Cluster) -> None:
+    assert checked(cluster, ["hostname"]).strip() == f"lab-{cluster.release}"
+    assert socket.gethostname() != f"lab-{cluster.release}"
+    mark = Path(f"/tmp/js-laptop-{uuid.uuid4().hex}")
+    checked(cluster, ["touch", str(mark)])
+    try:
+        assert not mark.exists()  # the cluster's /tmp is not the laptop's
+    finally:
+        cluster.run(["rm", "-f", str(mark)])
+    assert checked(cluster, ["test", "-d", "/scratch/alice"]) == ""  # the cluster's scratch
+    routes = checked(cluster, ["ip", "-4", "route"]).splitlines()
+    assert routes and all("default" not in r and "/30 " in r for r in routes), routes  # the pair
+
+
+def test_the_clusters_slurm_answers_over_ssh(cluster: Cluster) -> None:
+    version = checked(cluster, ["sbatch", "--version"]).split()[-1]
+    assert version.split(".")[0] == {"trixie": "24", "bookworm": "22"}[cluster.release]
+    assert "debug" in checked(cluster, ["sinfo", "-h", "-o", "%P"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="issue 29 item 2: submission checks input paths on the laptop, not where the job runs",
+)
+def test_an_input_that_exists_only_on_the_cluster_is_submitted_from_the_laptop(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """What a laptop user does today and cannot: the input is on the cluster's scratch."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    there = Path(f"/scratch/{cluster.user}/js-laptop-{uuid.uuid4().hex[:12]}")
+    write_file(cluster, there / "in.txt", "only on the cluster\n")
+    assert not (there / "in.txt").exists()  # not on the laptop
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", there)
+        args = ["-P", f"files={there / 'in.txt'}", "-P", "program=cat"]
+        sub = jobsmith(env, tmp_path, site, "submit", "file_array", *args, "--log-dir", str(there))
+        assert sub.returncode == 0, sub.stderr
+        job_id = sub.stdout.strip()
+        done = jobsmith(env, tmp_path, site, "wait", job_id, "--timeout", "120")
+        assert done.returncode == 0, done.stderr
+        logs = jobsmith(env, tmp_path, site, "logs", f"{job_id}_0", "--json")
+        assert "only on the cluster" in logs.stdout, logs.stdout
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(there)])
+
+
+def test_a_log_directory_made_only_on_the_laptop(
+    cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """jobsmith makes the log directory where it runs, the laptop. Slurm 24.11 makes a
+    missing output directory itself (seen in this stage); 22.05 cannot open the output
+    there and the job fails to launch, until issue 29 item 2 makes it on the cluster."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    if cluster.release == "bookworm":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                raises=AssertionError,
+                reason="issue 29 item 2: the log directory is made on the laptop only",
+            )
+        )
+    work = tmp_path / "work"
+    logs = work / "logs"
+    work.mkdir()
+    checked(cluster, ["mkdir", "-p", str(work)])  # the working directory is there; logs/ not
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", work)
+        sub = jobsmith(env, work, site, "submit", "command", "-P", "command=echo made",
+                       "--log-dir", str(logs))  # fmt: skip
+        assert sub.returncode == 0, sub.stderr
+        job_id = sub.stdout.strip()
+        assert logs.is_dir()  # made here, on the laptop
+        done = jobsmith(env, work, site, "wait", job_id, "--timeout", "120")
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert checked(cluster, ["cat", str(logs / f"command_{job_id}.out")]) == "made\n"
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(work)])
