@@ -427,7 +427,7 @@ class Notify(_Section):
         None,
         pattern=r"^https?://",
         description="POSTed a JSON object when a workload (or, with webhook_for: job, a "
-        "job) the watcher follows ends (docs/following-jobs.md)",
+        "job) ends (docs/following-jobs.md)",
     )
     webhook_for: Literal["workload", "job"] = Field(
         "workload",

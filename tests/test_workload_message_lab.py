@@ -53,3 +53,35 @@ def test_a_plan_is_told_once_when_its_last_job_ended(  # type: ignore[no-untyped
     assert message["task_counts"] == {"COMPLETED": 3, "FAILED": 1}
     assert str(message["text"]).startswith("plan shot42: 3/4 tasks done, 1 failed (first: ")
     assert ended[ids["frames"]] == "COMPLETED"
+
+
+def test_whichever_poll_sees_the_end_first_tells_it_once(  # type: ignore[no-untyped-def]
+    user_site, workdir: Path, receiver: tuple[str, list[dict[str, object]]]
+) -> None:
+    """`wait` saw the job end before any watcher: wait tells the workload, and the
+    watcher after it does not. A failure `wait` saw is told once the watcher has decided
+    it (a failure's workload is not over before), though that cycle sees no change."""
+    url, received = receiver
+    user_site(f"notify:\n  webhook_url: {url}\n")
+    ok = js("submit", "command", "-P", "command=true", "--mem", "50M", "--log-dir", str(workdir))
+    assert ok.exit_code == 0, ok.output
+    ok_id = ok.stdout.strip()
+    waited = js("wait", ok_id, "--timeout", "120")
+    assert waited.exit_code == 0, waited.output
+    assert [m["last_job_id"] for m in received] == [ok_id]  # told by wait
+    cycle = json.loads(js("watch", "--once", "--json").stdout)
+    assert ok_id not in {c["job_id"] for c in cycle["changes"]}
+    assert len(received) == 1
+
+    bad = js("submit", "command", "-P", "command=exit 3", "--mem", "50M", "--log-dir", str(workdir))
+    assert bad.exit_code == 0, bad.output
+    bad_id = bad.stdout.strip()
+    js("wait", bad_id, "--timeout", "120")  # records FAILED; nothing decided it yet
+    assert len(received) == 1
+    cycle = json.loads(js("watch", "--once", "--json").stdout)
+    assert bad_id not in {c["job_id"] for c in cycle["changes"]}  # wait recorded it
+    assert len(cycle["decisions"]) == 1  # this cycle decided it
+    assert [m["last_job_id"] for m in received] == [ok_id, bad_id]
+    assert received[1]["failed"] == 1
+    js("watch", "--once", "--json")
+    assert len(received) == 2

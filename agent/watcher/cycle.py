@@ -241,13 +241,21 @@ def run_cycle(app: CycleParts, interval_s: float | None = None) -> WatchCycle:
         followed = app.pipelines.follow_all()
         cycle = cycle.model_copy(update={"woken": wake_brains(app), "pipelines": followed})
         _feed_workloads(app, cycle.changes)  # before telling: a part fed goes on with it
-        tell_workloads(app, cycle.changes)
+        # a failure another poll recorded, decided by this cycle, can be what ends one
+        tell_workloads(app, cycle.changes, _sessions_of_ended(app, polled))
     for decision in cycle.decisions:
         if decision.get("outcome") == "awaiting_approval":
             app.news.add("approval_asked", step_id=decision.get("step_id"))
     if interval_s is not None and cycle.scheduler_ok:
         cycle = cycle.model_copy(update={"warnings": watch_warnings(app.scheduler, interval_s)})
     return cycle
+
+
+def _sessions_of_ended(app: CycleParts, polled: list[Mapping[str, JobStatus]]) -> set[str]:
+    """The sessions of the jobs the cycle polled (open at its start) that have ended."""
+    ended = [j for j, status in (polled[-1] if polled else {}).items() if status.state.is_terminal]
+    records = (app.ledger.get(j) for j in ended)
+    return {r.session_id for r in records if r is not None and r.session_id is not None}
 
 
 def _decide_one(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.session.store import SessionStore
     from jobsmith.agent.runtime.submission.executor import Executor
     from jobsmith.agent.watcher.news import News
+    from jobsmith.agent.watcher.workload import WorkloadParts
     from jobsmith.site_config import LoadedSite
 
 #: how far back the views that poll a session's jobs (plan, pipeline, report) look
@@ -118,10 +119,12 @@ def _undo(parts: PollParts, session_id: str, job_id: str, status: JobStatus) -> 
     return control.action
 
 
-def poll_jobs(parts: PollParts, job_ids: list[str], since: str) -> dict[str, JobStatus]:
+def poll_jobs(parts: WorkloadParts, job_ids: list[str], since: str) -> dict[str, JobStatus]:
     """Status of the given jobs, or of every job jobsmith submitted within `since`.
 
-    Jobs that ended are also recorded in the sessions that submitted them.
+    Jobs that ended are also recorded in the sessions that submitted them, and told
+    (tell); a workload whose last job this poll saw end is told too
+    (agent/watcher/workload.py), whoever polled first.
     """
     from jobsmith.agent.runtime.session.jobstate import record_job_states
     from jobsmith.agent.runtime.session.unseen import with_recorded_ends
@@ -135,11 +138,17 @@ def poll_jobs(parts: PollParts, job_ids: list[str], since: str) -> dict[str, Job
     known = [r.submitted_at for j in job_ids if (r := ledger.get(j)) is not None]
     since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
     statuses = with_recorded_ends(parts.folds, ledger, batched_poll(parts, job_ids, since_dt))
-    record_job_states(parts.store, ledger, statuses, partial(tell, parts), folds=parts.folds)
+    changes = record_job_states(
+        parts.store, ledger, statuses, partial(tell, parts), folds=parts.folds
+    )
+    if any(c.state.is_terminal for c in changes):
+        from jobsmith.agent.watcher.workload import tell_workloads
+
+        tell_workloads(parts, changes)  # this poll may be the one that saw a workload end
     return statuses
 
 
-def session_poll(parts: PollParts) -> Callable[[list[str]], dict[str, JobStatus]]:
+def session_poll(parts: WorkloadParts) -> Callable[[list[str]], dict[str, JobStatus]]:
     """poll_jobs over the session window: how the plan, pipeline and report views poll
     a session's jobs (none asked, no call)."""
 

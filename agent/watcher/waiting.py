@@ -15,7 +15,7 @@ from jobsmith.errors import InputError, JobsmithError, SchedulerUnavailable
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
     from jobsmith.agent.watcher.pacing import Pace
-    from jobsmith.agent.watcher.polling import PollParts
+    from jobsmith.agent.watcher.workload import WorkloadParts
 
 
 class WaitTimeout(JobsmithError):
@@ -25,7 +25,7 @@ class WaitTimeout(JobsmithError):
 
 
 def wait_for_jobs(
-    parts: PollParts,
+    parts: WorkloadParts,
     job_ids: list[str],
     since: str,
     timeout_s: float,

@@ -3,8 +3,10 @@
 A render of 240 frames is one array, a transcode is chunks and a join, a plan is several
 jobs; whoever follows it from a chat channel or a pager wants to hear "render shot42:
 240/240 tasks done, 3 re-run, 1.7 GPU-h" once, not a line per job. So, where the site's
-`notify.webhook_for` is `workload` (the default), the watcher tells the webhook when a
-session's work is over, which is when, after a cycle's decisions:
+`notify.webhook_for` is `workload` (the default), the webhook is told when a session's
+work is over, by whichever poll saw it end first: a watcher's cycle (after its decisions
+and feeding), or `status`, `wait` or a report that recorded the last end before any
+watcher did (agent/watcher/polling.py). The work is over when:
 
 - every job the session submitted (its re-runs included) is in a final state;
 - every failure among them has a decision (a re-run the rules took is a new job, so the
@@ -23,7 +25,7 @@ person's `rerun`) ends again, and is told again, naming its new last job.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.claims import append_once_per_job
@@ -35,8 +37,12 @@ from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
 
 if TYPE_CHECKING:
-    from jobsmith.agent.views.report import RunReport
-    from jobsmith.agent.watcher.cycle import CycleParts
+    from jobsmith.agent.views.report import ReportParts, RunReport
+    from jobsmith.agent.watcher.polling import PollParts
+
+    class WorkloadParts(PollParts, ReportParts, Protocol):
+        """What telling a workload's end uses: a poll's parts (the poll that recorded
+        the end) and a run report's (the message is the session's report)."""
 
 
 def ended_workloads(
@@ -44,11 +50,15 @@ def ended_workloads(
     ledger: JobLedger,
     folds: SessionFolds,
     store: SessionStore | None = None,
+    *,
+    sessions: Iterable[str] = (),
 ) -> dict[str, str]:
-    """The sessions a cycle's changes ended the work of (module docstring), each with its
-    last job (the one submitted last): session id -> job id. With the store, a session
-    whose fed workload has parts still to submit has not ended."""
-    touched = {c.session_id for c in changes if c.state.is_terminal}
+    """The sessions whose work a poll's changes ended (module docstring), each with its
+    last job (the one submitted last): session id -> job id. Besides the sessions of the
+    jobs that ended in the changes, those named in sessions are judged too (a watcher's
+    decision about a failure another poll recorded can be what ends one). With the
+    store, a session whose fed workload has parts still to submit has not ended."""
+    touched = {c.session_id for c in changes if c.state.is_terminal} | set(sessions)
     if not touched:
         return {}
     jobs: dict[str, list[str]] = {}
@@ -101,10 +111,14 @@ def workload_message(report: RunReport, last_job: str) -> dict[str, Any]:
     }
 
 
-def tell_workloads(app: CycleParts, changes: Iterable[StateChange]) -> list[str]:
-    """Tell the webhook of each workload the cycle's changes ended, once (claimed in its
-    session first); the sessions told. Best effort, as every webhook call: a failed POST
-    is a note, never the cycle's end."""
+def tell_workloads(
+    app: WorkloadParts, changes: Iterable[StateChange], sessions: Iterable[str] = ()
+) -> list[str]:
+    """Tell the webhook of each workload the changes (and sessions) ended, once (claimed
+    in its session first); the sessions told. Whichever poll records a workload's last
+    end tells it: a watcher's cycle, or `status`, `wait` or a report that saw it first
+    (agent/watcher/polling.py). Best effort, as every webhook call: a failed POST is a
+    note, never the cycle's or the command's end."""
     from jobsmith.agent.views.output import note
     from jobsmith.agent.views.report import run_report
     from jobsmith.agent.watcher.polling import session_poll
@@ -114,7 +128,8 @@ def tell_workloads(app: CycleParts, changes: Iterable[StateChange]) -> list[str]
     if url is None or app.site.config.notify.webhook_for != "workload":
         return []
     told = []
-    for session_id, last_job in ended_workloads(changes, app.ledger, app.folds, app.store).items():
+    ended = ended_workloads(changes, app.ledger, app.folds, app.store, sessions=sessions)
+    for session_id, last_job in ended.items():
         log = SessionLog(app.store, session_id)
         if not append_once_per_job(log, EventKind.WORKLOAD_ENDED, {"job_id": last_job}):
             continue  # another watcher told it
