@@ -50,6 +50,26 @@ def _session(ctx: click.Context, text: str) -> str:
     return _app(ctx).store.resolve(text)
 
 
+def _session_or_newest(ctx: click.Context, text: str | None) -> str:
+    """The session a person typed, or without one the newest (report, frames)."""
+    from jobsmith.errors import InputError
+
+    chosen = _session(ctx, text) if text else _app(ctx).store.newest()
+    if chosen is None:
+        raise InputError("no session yet: submit a job first (jobsmith sessions list)")
+    return chosen
+
+
+def _open_page(path: Path) -> None:
+    """A written page opened in a web browser, or a note where there is none."""
+    import webbrowser
+
+    from jobsmith.agent.views.output import note
+
+    if not webbrowser.open(path.as_uri()):
+        note(f"jobsmith: no web browser found here; open {path} yourself")
+
+
 def _complete_template(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion of a template's name: the user's and the site's templates and the
     shipped ones (only the shipped ones if the site file cannot be read)."""
@@ -1041,27 +1061,20 @@ def report(
     """Write one self-contained HTML page about a session (default: the newest): its
     jobs' timeline, memory and CPU used against requested, failures with their diagnosis,
     re-runs, and core- and GPU-hours; print a summary and the page's path."""
-    import webbrowser
-
-    from jobsmith.agent.views.output import note
     from jobsmith.agent.views.report import run_report
     from jobsmith.agent.views.report_html import write_report
     from jobsmith.agent.views.report_text import show_report
     from jobsmith.agent.watcher.polling import session_poll
-    from jobsmith.errors import InputError
 
     app = _app(ctx)
-    chosen = _session(ctx, session_id) if session_id else app.store.newest()
-    if chosen is None:
-        raise InputError("no session yet: submit a job first (jobsmith sessions list)")
-    run = run_report(app, chosen, session_poll(app))
+    run = run_report(app, _session_or_newest(ctx, session_id), session_poll(app))
     path = write_report(run, output or Path(f"report-{run.session_id}.html"))
     summary = run.summary(str(path))
     fed = _workloads(app, {"": run.session_id}, {})  # as the session last recorded them
     lines = {w.step_id: w.line() for ws in fed.values() for w in ws}
     show_report(summary.model_copy(update={"workloads": lines}) if lines else summary, as_json)
-    if open_page and not webbrowser.open(path.as_uri()):
-        note(f"jobsmith: no web browser found here; open {path} yourself")
+    if open_page:
+        _open_page(path)
 
 
 @cli.command(
@@ -1087,25 +1100,18 @@ def frames(
     """Write the contact sheet of a session's render or transcode (default: the newest
     session) as one self-contained HTML page: the thumbnails its plan's last step made on
     the cluster, as the run report shows them; print the page's path."""
-    import webbrowser
-
     from jobsmith.agent.views.contact_html import ContactPage, render_contact_page, write_page
-    from jobsmith.agent.views.output import note
     from jobsmith.agent.views.report import contact_sheets
     from jobsmith.agent.views.report_text import show_contact_page
     from jobsmith.agent.watcher.polling import session_poll
-    from jobsmith.errors import InputError
 
     app = _app(ctx)
-    chosen = _session(ctx, session_id) if session_id else app.store.newest()
-    if chosen is None:
-        raise InputError("no session yet: submit a job first (jobsmith sessions list)")
-    info, sheets = contact_sheets(app, chosen, session_poll(app))
+    info, sheets = contact_sheets(app, _session_or_newest(ctx, session_id), session_poll(app))
     page = render_contact_page(info.id, info.title, sheets)
     path = write_page(page, output or Path(f"frames-{info.id}.html"), "frames")
     show_contact_page(ContactPage.of(info.id, info.title, str(path), sheets), as_json)
-    if open_page and not webbrowser.open(path.as_uri()):
-        note(f"jobsmith: no web browser found here; open {path} yourself")
+    if open_page:
+        _open_page(path)
 
 
 def _control(action: str) -> Callable[..., None]:
