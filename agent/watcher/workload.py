@@ -35,6 +35,7 @@ from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionStore
+from jobsmith.errors import ConfigError
 
 if TYPE_CHECKING:
     from jobsmith.agent.views.report import ReportParts, RunReport
@@ -124,8 +125,12 @@ def tell_workloads(
     from jobsmith.agent.watcher.polling import session_poll
     from jobsmith.agent.watcher.webhook import post
 
-    url = app.site.config.notify.webhook_url
-    if url is None or app.site.config.notify.webhook_for != "workload":
+    try:
+        notify = app.site.config.notify
+    except ConfigError:  # no site file: nothing to tell, and status still answers
+        return []
+    url = notify.webhook_url
+    if url is None or notify.webhook_for != "workload":
         return []
     told = []
     ended = ended_workloads(changes, app.ledger, app.folds, app.store, sessions=sessions)
