@@ -37,6 +37,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
     "capture",
     [
         "lab-22.05/scontrol-show-config.txt",
+        "lab-24.11/scontrol-show-config.txt",
         "no_accounting/show_config_none.txt",
     ],
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,14 +53,23 @@ def test_indices_above_max_array_size_are_fed_from_0_and_every_task_runs_its_own
     job_id = str(submitted["job_id"])
     waited = js("wait", job_id, "--timeout", "180")
     assert waited.exit_code == 0, waited.output
-    accounted = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-j", job_id, "--format=JobID,State"],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    # the array Slurm accepted: indices 0-9 ...
-    assert sorted(accounted) == sorted(f"{job_id}_{i}|COMPLETED" for i in range(10))
+    # the array Slurm accepted: indices 0-9 (accounting may lag the controller a little) ...
+    expected = sorted(f"{job_id}_{i}|COMPLETED" for i in range(10))
+    deadline = time.monotonic() + 30
+    while (accounted := _accounted(job_id)) != expected and time.monotonic() < deadline:
+        time.sleep(1)
+    assert accounted == expected
     ran = sorted(int(p.name[1:]) for p in workdir.glob("t*"))
     assert ran == list(range(first, last + 1))  # ... each task ran the workload's own index
     status = json.loads(js("status", "--json", job_id).stdout)
     [fed] = status["workloads"]
     assert (fed["tasks"], fed["done"], fed["not_submitted"]) == (10, 10, 0)
+
+
+def _accounted(job_id: str) -> list[str]:
+    """The array's tasks as accounting has them: `ID_INDEX|STATE`, sorted."""
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "--format=JobID,State"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return sorted(out.split())
