@@ -199,6 +199,12 @@ def test_a_workload_fed_in_parts_is_its_one_line_and_waits_while_parts_are_unfed
     assert re.fullmatch(rf"  \w{{8}}  gzip everything  {line} +\d+s ago", out[1]), out[1]
     [fed] = json.loads("\n".join(status(app, "--json")))["workloads"]  # the same counts
     assert fed["line"] == "10 tasks: 4 done, 0 running, 6 not yet submitted"
+    from jobsmith.agent.runtime.workflows.feeding.feeder import stop_feeding
+
+    stop_feeding(h.store, session, fed["step_id"])  # cancelled: the rest is never fed
+    out = status(app)
+    assert out[0] == "Ended: 1", out
+    assert re.fullmatch(r"  \w{8}  gzip everything  4/10 done, 6 cancelled +\d+s ago", out[1])
 
 
 def _lab_site() -> Any:
