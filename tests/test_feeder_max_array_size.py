@@ -160,3 +160,28 @@ def test_an_array_within_max_array_size_is_submitted_whole(h: AgentHarness) -> N
     result = h.executor.submit(session, orders.NewJob(st.Submit(job=job)))
     assert "workload" not in result.summary
     assert [o.array for o in h.slurm.options.values()] == ["0-1000"]
+
+
+def test_a_plan_with_an_array_above_max_array_size_is_refused_with_nothing_queued(
+    h: AgentHarness,
+) -> None:
+    from jobsmith.agent.runtime.workflows.plans import Plan
+    from jobsmith.errors import PolicyError
+
+    plan = Plan.model_validate(
+        {
+            "name": "wide",
+            "steps": {
+                "first": {"template": "command", "params": {"command": "true"}},
+                "many": {
+                    "template": "command",
+                    "params": {"command": "true"},
+                    "array": "0-1500",
+                    "after_ok": ["first"],
+                },
+            },
+        }
+    )
+    with pytest.raises(PolicyError, match=r"max array size.*highest index 1500"):
+        h.executor.run(h.store.create(), st.RunPlan(plan=plan))
+    assert h.slurm.count("submit") == 0  # not `first` queued, then sbatch refusing `many`
