@@ -136,6 +136,11 @@ class SubmitLimits(_Model):
     qos: str | None = Field(None, description="the QoS the job gets: its own, else the default")
     account: str | None = Field(None, description="the account: its own, else the default")
     limits: tuple[SubmitLimit, ...] = Field((), description="empty: no such limit is set")
+    max_array_size: int | None = Field(
+        None,
+        description="the scheduler's cap on array indices (Slurm's MaxArraySize: the highest "
+        "index must be below it, whatever the count); None where it is not known",
+    )
 
 
 class Scheduler(Protocol):
@@ -208,7 +213,8 @@ class Scheduler(Protocol):
     def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
         """The limits on queued jobs a job with options would be under (its QoS, else the
         default; its account, else the user's default), each with how many of the caller's
-        jobs count against it now; no limit: none, and the queue is not asked."""
+        jobs count against it now; no limit: none, and the queue is not asked. Also the
+        cap on array indices, which refuses an array whole as a full queue does."""
         ...
 
     def has_accounting(self) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jobsmith.adapters.capabilities import Capabilities
-from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.options import JobOptions, array_last_index
 from jobsmith.adapters.records import JobRecord
 from jobsmith.adapters.scheduler import (
     EnvironmentInputs,
@@ -42,7 +42,7 @@ from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import FileSessionStore
 from jobsmith.agent.runtime.submission.executor import Executor
-from jobsmith.errors import JobNotFound, SchedulerUnavailable
+from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
 from jobsmith.job_templates import TemplateLibrary, shipped_library
 from jobsmith.site_config import SiteConfig
 from jobsmith.site_config.facts import ClusterFacts
@@ -73,6 +73,8 @@ class SchedulerDouble:
     - `earlier_runs`: records of runs Slurm requeued, which runs() adds before the table's;
     - `submit_limit`: QoS name -> its MaxSubmitPU for submit_limits() (none by default; a
       job naming no QoS is in "normal"), counted over the table's unfinished jobs.
+    - `max_array_size`: the cluster's MaxArraySize (None: not known), which submit_limits()
+      names for an array and submit() enforces as Slurm does (the highest index is capped).
     """
 
     def __init__(self, first_id: int = 1000) -> None:
@@ -91,6 +93,7 @@ class SchedulerDouble:
         self.accounting = True
         self.min_job_age: int | None = 300
         self.submit_limit: dict[str, int] = {}
+        self.max_array_size: int | None = None
         self.earlier_runs: list[JobRecord] = []
         self._next_id = first_id
 
@@ -107,6 +110,11 @@ class SchedulerDouble:
         self._reachable()
         if self.submit_error is not None:
             raise self.submit_error
+        cap = self.max_array_size
+        if options.array is not None and cap is not None and array_last_index(options.array) >= cap:
+            raise SchedulerError(
+                "sbatch: error: Batch job submission failed: Invalid job array specification"
+            )
         job_id = str(self._next_id)
         self._next_id += 1
         self.names[options.job_name] = job_id
@@ -165,8 +173,9 @@ class SchedulerDouble:
         self._reachable()
         qos = options.qos or "normal"
         limit = self.submit_limit.get(qos)
+        cap = self.max_array_size if options.array is not None else None
         if limit is None:
-            return SubmitLimits(qos=qos, account=options.account)
+            return SubmitLimits(qos=qos, account=options.account, max_array_size=cap)
         queued = 0
         for job_id, status in self.jobs.items():
             opts = self.options.get(job_id)  # None: a job the test put in the table
@@ -175,7 +184,7 @@ class SchedulerDouble:
         found = SubmitLimit(
             rule="MaxSubmitPU", holder=f"QoS {qos} (per user)", limit=limit, queued=queued
         )
-        return SubmitLimits(qos=qos, account=options.account, limits=(found,))
+        return SubmitLimits(qos=qos, account=options.account, limits=(found,), max_array_size=cap)
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Mark the jobs CANCELLED."""

@@ -12,6 +12,7 @@ import re
 import unicodedata
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -171,3 +172,45 @@ def test_the_short_id_a_glance_line_shows_opens_its_session(h: AgentHarness) -> 
     assert all(e["session_id"] == session for e in json.loads(shown.stdout)["events"])
     missing = CliRunner().invoke(cli, ["sessions", "show", "deadbeef"], obj=app)
     assert missing.exit_code == 6 and "no session 'deadbeef'" in missing.output
+
+
+def test_a_workload_fed_in_parts_is_its_one_line_and_waits_while_parts_are_unfed(
+    h: AgentHarness,
+) -> None:
+    from jobsmith.agent.runtime.submission import orders
+    from jobsmith.agent.runtime.submission import steps as st
+    from jobsmith.agent.runtime.submission.request.jobs import JobRequest
+
+    h.executor = h.with_policy({"max_concurrent_jobs": 100})
+    h.slurm.submit_limit = {"tiny": 4}
+    session = h.store.create({"title": "gzip everything"})
+    job = JobRequest(
+        template="command", params={"command": "true"}, array="0-9", qos="tiny", time_limit_s=60
+    )
+    h.executor.submit(session, orders.NewJob(st.Submit(job=job)))
+    [part] = h.slurm.jobs
+    h.slurm.set_tasks(part, dict.fromkeys(range(4), JobState.COMPLETED), JobState.COMPLETED)
+    app = app_on(h)
+    app.__dict__["site"] = _lab_site()  # a poll that sees a workload's job end reads it
+    out = status(app)
+    line = "4/10 done, 6 not yet submitted"
+    # its only job ended, yet 6 tasks wait for their part: it is not over
+    assert out[0] == "Running or waiting: 1" and len(out) == 2
+    assert re.fullmatch(rf"  \w{{8}}  gzip everything  {line} +\d+s ago", out[1]), out[1]
+    [fed] = json.loads("\n".join(status(app, "--json")))["workloads"]  # the same counts
+    assert fed["line"] == "10 tasks: 4 done, 0 running, 6 not yet submitted"
+    from jobsmith.agent.runtime.workflows.feeding.feeder import stop_feeding
+
+    stop_feeding(h.store, session, fed["step_id"])  # cancelled: the rest is never fed
+    out = status(app)
+    assert out[0] == "Ended: 1", out
+    assert re.fullmatch(r"  \w{8}  gzip everything  4/10 done, 6 cancelled +\d+s ago", out[1])
+
+
+def _lab_site() -> Any:
+    from jobsmith.site_config import load_site
+
+    lab = Path(__file__).parent.parent / "site_config" / "examples" / "lab.yaml"
+    none = Path("/nonexistent")
+    environ = {"HOME": "/home/alice", "USER": "alice"}
+    return load_site(lab, environ=environ, system_file=none, user_file=none / "site.yaml")

@@ -267,6 +267,17 @@ class SlurmScheduler:
             facts = self._read_config()  # learned from sacct alone: MinJobAge not read yet
         return facts.min_job_age_s
 
+    def max_array_size(self) -> int | None:
+        """MaxArraySize, the cap on array indices (None if it cannot be read: sbatch stays
+        the judge), from the same remembered `scontrol show config` as MinJobAge."""
+        try:
+            facts = self._known_facts()
+            if facts.max_array_size is None and not self._config_read:
+                facts = self._read_config()  # remembered before it was read, or from sacct
+        except SchedulerError:
+            return None
+        return facts.max_array_size
+
     def _known_facts(self) -> AccountingFacts:
         if self._facts is not None:
             return self._facts
@@ -302,8 +313,12 @@ class SlurmScheduler:
     def _learn_accounting(self, accounting: bool) -> None:
         remembered = self._facts or (self._memory.load() if self._memory else None)
         age = remembered.min_job_age_s if remembered else None
+        cap = remembered.max_array_size if remembered else None
         facts = AccountingFacts(
-            accounting=accounting, min_job_age_s=age, checked_at=datetime.now(UTC)
+            accounting=accounting,
+            min_job_age_s=age,
+            max_array_size=cap,
+            checked_at=datetime.now(UTC),
         )
         self._learn(facts)
 
@@ -318,8 +333,11 @@ class SlurmScheduler:
 
     def submit_limits(self, user: str, options: JobOptions) -> SubmitLimits:
         """The MaxSubmit limits a job would be under (adapters/slurm/parsing/qoslimits.py), counted
-        with one squeue of the caller's jobs, which is skipped when none applies."""
+        with one squeue of the caller's jobs, which is skipped when none applies; for an
+        array, MaxArraySize too (remembered as MinJobAge is: no call most times)."""
         base, rules = applicable(self._submit_facts_of(user), options)
+        if options.array is not None:
+            base = base.model_copy(update={"max_array_size": self.max_array_size()})
         if not rules:
             return base
         queue = parse_queued(self._checked(argv.squeue_submit_counts(QUEUED_FORMAT)).stdout)

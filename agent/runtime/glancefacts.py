@@ -2,7 +2,8 @@
 
 Read from the ledger and the session store only, never from Slurm, so `jobsmith status`
 stays one sacct call: each session's title, a plan's status document (planrun's own,
-from the poll), a pipeline's (as its session last recorded its engine's tasks), and the
+from the poll), a pipeline's (as its session last recorded its engine's tasks), a
+workload fed in parts (read only where a polled job's name says it is a part), and the
 verdicts the watcher's decisions recorded about failed jobs (read only where the
 session's fold says a decision was taken about one of them).
 """
@@ -21,6 +22,8 @@ from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
+from jobsmith.agent.runtime.workflows.feeding.progress import WorkloadProgress, workload_progress
+from jobsmith.agent.runtime.workflows.feeding.record import is_part
 from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN as PIPELINE
 from jobsmith.agent.runtime.workflows.pipelines import pipeline_of
 from jobsmith.agent.runtime.workflows.planrun import plan_of, status_document
@@ -51,6 +54,9 @@ class SessionFacts(_Model):
     verdicts: dict[str, str] = Field(
         default_factory=dict, description="job id -> the verdict a recorded decision gave"
     )
+    workloads: tuple[WorkloadProgress, ...] = Field(
+        (), description="its workloads fed in parts, as `status --json` counts them"
+    )
 
 
 class GlanceFacts(_Model):
@@ -76,18 +82,21 @@ def glance_facts(
     """The ledger's record of each polled job, and the facts of the sessions they share
     (progress: what the jobs' own output said, read by the caller)."""
     jobs: dict[str, JobFacts] = {}
+    fed: set[str] = set()  # the sessions with a workload's part among the polled jobs
     for job_id in statuses:
         rec = ledger.get(job_id)
         if rec is not None:
             jobs[job_id] = JobFacts(
                 session_id=rec.session_id, template=rec.template, submitted_at=rec.submitted_at
             )
+            if rec.session_id and is_part(rec.options.job_name):
+                fed.add(rec.session_id)
     by_session: dict[str, list[str]] = {}
     for job_id, facts in jobs.items():
         if facts.session_id:
             by_session.setdefault(facts.session_id, []).append(job_id)
     sessions = {
-        sid: session_facts(store, folds, sid, [statuses[j] for j in ids], statuses)
+        sid: session_facts(store, folds, sid, [statuses[j] for j in ids], statuses, sid in fed)
         for sid, ids in by_session.items()
     }
     return GlanceFacts(jobs=jobs, sessions=sessions, window=window, progress=dict(progress or {}))
@@ -99,14 +108,16 @@ def session_facts(
     session_id: str,
     jobs: list[JobStatus],
     statuses: Mapping[str, JobStatus],
+    fed: bool = False,
 ) -> SessionFacts:
-    """One session's facts; a pruned session's are its id alone."""
+    """One session's facts; a pruned session's are its id alone. fed: a polled job is a
+    workload's part (its name says so), so its session's workloads are read."""
     try:
         info = store.info(session_id)
     except SessionNotFound:
         return SessionFacts(session_id=session_id)
     origin = info.meta.get("origin")
-    events = store.read(session_id) if origin in ("plan", PIPELINE) else None
+    events = store.read(session_id) if fed or origin in ("plan", PIPELINE) else None
     facts = SessionFacts(session_id=session_id, title=info.title, created=info.created)
     # a damaged plan or pipeline record leaves a plain line: the glance still shows the rest
     with contextlib.suppress(JobsmithError):
@@ -117,6 +128,9 @@ def session_facts(
             run = pipeline_of(events)
             doc = PipelineStatusDocument.of(run, statuses.get(run.current.job_id or ""))
             facts = facts.model_copy(update={"pipeline": doc})
+    if fed and events is not None:
+        found = tuple(workload_progress(session_id, events, statuses))
+        facts = facts.model_copy(update={"workloads": found})
     failed = {st.job_id for st in jobs if st.state.is_failure or _failed_task(st)}
     decided = {j.partition("_")[0] for j in folds.of(session_id).decided} if failed else set()
     if failed & decided:

@@ -3,7 +3,9 @@
 What runs or waits comes first, then what failed, then what ended well, newest first in
 each group, bounded to a screen (40 lines of 80 columns by default) however many jobs
 there are, with a last line counting what was left out. A plan or a pipeline is one
-line too, its jobs (or its engine's tasks) summarised as `12/40 done, 2 failed`.
+line too, its jobs (or its engine's tasks) summarised as `12/40 done, 2 failed`; a
+workload fed in parts counts every task, `7950/12000 done, 50 running, 4000 not yet
+submitted` (`status --json`'s counts), and waits while parts are still to be fed.
 
 Two pure steps: `build_glance` turns one poll's statuses and what the ledger and the
 session store say (`GlanceFacts`, read without asking Slurm: status stays one sacct
@@ -61,6 +63,7 @@ class Kind(StrEnum):
     RUNNING = "running"
     PENDING = "pending"
     UNKNOWN = "unknown"
+    UNSUBMITTED = "not yet submitted"  # a workload's tasks whose part is not fed yet
 
 
 _RUNNING_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING})
@@ -147,11 +150,17 @@ def _line(
         summary = _plan(session.plan, statuses, session.verdicts)
     else:
         summary = _jobs(jobs, facts, session)
+    if session is not None and session.workloads:  # fed in parts: the workload, whole
+        summary = _workloads(session, summary)
     said = [facts.progress[j].line() for j in job_ids if j in facts.progress]
     if said:  # a render's frames, a transcode's chunks, as their output says
         summary = summary._replace(progress=f"{summary.progress}; {', '.join(said)}")
     times = [t for st in jobs for t in _times(st)] + [t for t in submitted.values() if t]
     active = job_kinds[Kind.RUNNING] + job_kinds[Kind.PENDING] > 0
+    feeding = (
+        any(w.not_submitted and not w.cancelled for w in session.workloads) if session else False
+    )
+    active = active or feeding  # parts still to be fed: not over
     return GlanceLine(
         session_id=session.session_id if session else None,
         group=Group.ACTIVE if active else Group.FAILED if summary.failure else Group.ENDED,
@@ -205,6 +214,18 @@ def _plan(
             failed.append(status)
     failure = _failure(failed[0], verdicts) if failed else None
     return _Summary(tally(kinds), failure, sum(kinds.values()))
+
+
+def _workloads(session: SessionFacts, jobs: _Summary) -> _Summary:
+    """A session with workloads fed in parts: every task of them counted, those not yet
+    submitted too (cancelled ones: never to be), as `status --json` counts them, with
+    its parts' first failure."""
+    kinds: Counter[Kind] = Counter()
+    for w in session.workloads:
+        unfed = Kind.CANCELLED if w.cancelled else Kind.UNSUBMITTED
+        kinds.update({Kind.DONE: w.done, Kind.FAILED: w.failed, Kind.RUNNING: w.running})
+        kinds.update({Kind.PENDING: w.queued, unfed: w.not_submitted})
+    return _Summary(tally(+kinds), jobs.failure, max(sum(kinds.values()), jobs.units))
 
 
 def _pipeline(doc: PipelineStatusDocument) -> _Summary:
@@ -302,7 +323,8 @@ def _what(session: SessionFacts | None, jobs: list[JobStatus], facts: GlanceFact
     template = (facts.jobs.get(first.job_id) or JobFacts()).template or ""
     if session is None:
         return clean(f"job {first.job_id} {name or template}")
-    if len(jobs) == 1 and name and name not in (title or "") and name != template:
+    fed = bool(session.workloads)  # a part's name is the workload's, with `.pN`
+    if len(jobs) == 1 and name and name not in (title or "") and name != template and not fed:
         return clean(f"{title or template} ({name})")
     return clean(title or template or "(untitled)")
 

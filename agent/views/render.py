@@ -379,7 +379,7 @@ def show_submitted(
 
 
 def _show_workload(session_id: str, summary: Mapping[str, Any]) -> None:
-    """`submit` of an array over the site's submit limits: fed in parts
+    """`submit` of an array over the site's submit limits or MaxArraySize: fed in parts
     (agent/runtime/workflows/feeding/feeder.py). The first part's job id, if one fit."""
     from jobsmith.agent.views.output import note
 
@@ -388,7 +388,8 @@ def _show_workload(session_id: str, summary: Mapping[str, Any]) -> None:
         print(summary["job_id"])
     now = f"{fed} submitted now" if fed else "none fits now (your queue is full)"
     note(
-        f"over the site's submit limits: {tasks} tasks in {parts} parts, {now}; the rest "
+        f"over what the site takes at once (its submit limits, MaxArraySize): {tasks} tasks "
+        f"in {parts} parts, {now}; the rest "
         f"are submitted as parts end, by `jobsmith watch` or `jobsmith wait` on a part's job "
         f"(workload {summary['workload']}, session {session_id})"
     )

@@ -1,4 +1,5 @@
-"""Whether the site keeps accounting, and how long its controller keeps finished jobs.
+"""Whether the site keeps accounting, and how long its controller keeps finished jobs
+(and, read from the same answer, the cap on array indices the controller enforces).
 
 Some sites run no slurmdbd (AccountingStorageType=accounting_storage/none); there every
 sacct call fails with "Slurm accounting storage is disabled", and the only record of a
@@ -43,6 +44,11 @@ class AccountingFacts(BaseModel):
     min_job_age_s: int | None = Field(
         None, description="MinJobAge: seconds the controller keeps a finished job; None unknown"
     )
+    max_array_size: int | None = Field(
+        None,
+        description="MaxArraySize: an array's indices must be below it (read with MinJobAge "
+        "from the same answer); None unknown",
+    )
     checked_at: datetime = Field(description="when this was learned (UTC)")
 
     def fresh(self, now: datetime) -> bool:
@@ -85,6 +91,7 @@ def facts_from_config(text: str, now: datetime | None = None) -> AccountingFacts
     return AccountingFacts(
         accounting=storage != "accounting_storage/none",
         min_job_age_s=_seconds(values.get("MinJobAge")),
+        max_array_size=_count(values.get("MaxArraySize")),
         checked_at=now or datetime.now(UTC),
     )
 
@@ -93,3 +100,9 @@ def _seconds(text: str | None) -> int | None:
     """'30 sec' (both versions print the unit) as 30; anything else is unknown."""
     match = re.fullmatch(r"(\d+)(?:\s*sec)?", (text or "").strip())
     return int(match.group(1)) if match else None
+
+
+def _count(text: str | None) -> int | None:
+    """'10001' as 10001; anything else (a missing line) is unknown."""
+    value = (text or "").strip()
+    return int(value) if value.isdigit() else None

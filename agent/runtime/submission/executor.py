@@ -44,7 +44,12 @@ from jobsmith.agent.runtime.submission.judging.judge import (
     intent_params,
     refusal,
 )
-from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling, check_limits
+from jobsmith.agent.runtime.submission.judging.policy import (
+    OVER_SITE_LIMITS,
+    Cost,
+    Ruling,
+    check_limits,
+)
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
 from jobsmith.agent.runtime.workflows.planrun import (
     PlanStepUndecided,
@@ -193,9 +198,10 @@ class Executor:
             if isinstance(order, orders.NewJob | orders.Checked):
                 checked = self._checked(order)
                 ruling = checked.verdict()
-                if isinstance(order, orders.NewJob) and ruling.rule == "submit limit":
-                    # over a submit limit: fed in parts that fit (workflows/feeding; imported
-                    # only then); a canary's array stays refused whole, as its canary would be
+                if isinstance(order, orders.NewJob) and ruling.rule in OVER_SITE_LIMITS:
+                    # over a submit limit or MaxArraySize: fed in parts that fit (workflows/
+                    # feeding; imported only then); a canary's array stays refused whole, as
+                    # its canary would be
                     from jobsmith.agent.runtime.workflows.feeding import feeder
 
                     if feeder.feedable(checked, ruling) and not self.judge.canary_first(checked):

@@ -50,6 +50,7 @@ from jobsmith.agent.runtime.submission.judging.policy import (
     BudgetUse,
     Cost,
     Ruling,
+    array_size_refusal,
     budget_use,
     check_limits,
     evaluate,
@@ -511,7 +512,8 @@ class Judge:
 
     def _submit_limit_refusal(self, jobs: Sequence[JobOptions]) -> Ruling | None:
         """A refusal if the jobs' tasks would pass one of the scheduler's limits on queued
-        jobs (MaxSubmit); the tasks of jobs under the same limit are added up.
+        jobs (MaxSubmit; the tasks of jobs under the same limit are added up), or an array's
+        highest index its cap on indices (MaxArraySize).
 
         A single job is not checked, so it costs no sacctmgr and no squeue: over a limit,
         Slurm refuses it whole with an error naming the limit, leaving nothing half done;
@@ -522,12 +524,15 @@ class Judge:
             return None
         adds: dict[tuple[str, str], int] = {}
         limits = {}
+        too_wide = None
         for opts in jobs:
-            for limit in self._submit_limits(opts).limits:
+            known = self._submit_limits(opts)
+            too_wide = too_wide or array_size_refusal(opts, known.max_array_size)
+            for limit in known.limits:
                 key = (limit.rule, limit.holder)
                 limits[key] = limit
                 adds[key] = adds.get(key, 0) + opts.array_size()
-        return submit_limit_refusal(((limits[k], adds[k]) for k in limits), len(jobs))
+        return submit_limit_refusal(((limits[k], adds[k]) for k in limits), len(jobs)) or too_wide
 
     def _submit_limits(self, opts: JobOptions) -> SubmitLimits:
         """The scheduler's answer, asked once per QoS, account and partition within one

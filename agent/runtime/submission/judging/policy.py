@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.options import JobOptions, array_last_index
 from jobsmith.adapters.scheduler import SubmitLimit
 from jobsmith.agent.runtime.session.events import Event
 from jobsmith.agent.runtime.session.readmodel import SessionFold, fold_events
@@ -267,6 +267,30 @@ def submit_limit_refusal(limits: Iterable[tuple[SubmitLimit, int]], jobs: int) -
         if limit.queued + adds > limit.limit:
             return Ruling("refuse", "submit limit", _submit_limit_message(limit, adds, jobs))
     return None
+
+
+#: the refusals of an array the site would not take at once, which a new array submission
+#: is fed in parts instead of refused for (agent/runtime/workflows/feeding/)
+OVER_SITE_LIMITS = frozenset({"submit limit", "max array size"})
+
+
+def array_size_refusal(opts: JobOptions, max_array_size: int | None) -> Ruling | None:
+    """The refusal of an array whose highest index is not below the scheduler's cap
+    (Slurm's MaxArraySize caps the index, not the count: `10000-19999` is refused where
+    it is 10001, though it is 10,000 tasks), or None (no array, or no cap known)."""
+    if opts.array is None or max_array_size is None:
+        return None
+    last = array_last_index(opts.array)
+    if last < max_array_size:
+        return None
+    return Ruling(
+        "refuse",
+        "max array size",
+        f"--array {opts.array}: its highest index {last} is above the site's largest, "
+        f"{max_array_size - 1} (MaxArraySize {max_array_size} caps the index, not the "
+        f"count): index the tasks from 0, or split the array into parts of at most "
+        f"{max_array_size} tasks indexed from 0",
+    )
 
 
 def _submit_limit_message(limit: SubmitLimit, adds: int, jobs: int) -> str:

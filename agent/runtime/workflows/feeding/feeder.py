@@ -1,8 +1,9 @@
 """Feeding a workload larger than the site's submit limits, part by part, from the session.
 
-An array Slurm would refuse whole (a MaxSubmit limit: every task counts one queued job)
-is not refused: it becomes a workload, split into parts that fit (split.py), recorded in
-its session before any part is submitted, and fed as earlier parts leave the queue.
+An array Slurm would refuse whole (a MaxSubmit limit: every task counts one queued job;
+an index at or above MaxArraySize) is not refused: it becomes a workload, split into
+parts that fit (split.py), recorded in its session before any part is submitted, and fed
+as earlier parts leave the queue.
 
 - Up front, the policy judges the whole workload (its budgets, its approval thresholds,
   with every task's cost): one approval covers all of it, names the total, and its hash
@@ -50,7 +51,12 @@ from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
 from jobsmith.agent.runtime.submission.judging.judge import CheckedJob, refusal
-from jobsmith.agent.runtime.submission.judging.policy import Cost, Ruling, check_limits
+from jobsmith.agent.runtime.submission.judging.policy import (
+    OVER_SITE_LIMITS,
+    Cost,
+    Ruling,
+    check_limits,
+)
 from jobsmith.agent.runtime.workflows.feeding.partscript import part_options, part_script
 from jobsmith.agent.runtime.workflows.feeding.record import (
     Workload,
@@ -82,9 +88,9 @@ class PartTaken(JobsmithError):
 
 def feedable(checked: CheckedJob, ruling: Ruling) -> bool:
     """Whether a refused submission is one the feeder takes instead: an array refused
-    only for a submit limit, whose indices are one range."""
+    only for a submit limit or MaxArraySize, whose indices are one range."""
     spec = checked.job.options.array
-    if ruling.verdict != "refuse" or ruling.rule != "submit limit" or spec is None:
+    if ruling.verdict != "refuse" or ruling.rule not in OVER_SITE_LIMITS or spec is None:
         return False
     try:
         contiguous_range(spec)
@@ -93,15 +99,16 @@ def feedable(checked: CheckedJob, ruling: Ruling) -> bool:
     return True
 
 
-def definition(
-    executor: Executor, step: st.Submit, checked: CheckedJob, max_array_size: int
-) -> dict[str, Any]:
-    """The workload's definition: what is recorded, approved (its hash) and fed."""
+def definition(executor: Executor, step: st.Submit, checked: CheckedJob) -> dict[str, Any]:
+    """The workload's definition: what is recorded, approved (its hash) and fed. Its
+    parts fit the submit limits and the cluster's MaxArraySize (Slurm's default where the
+    scheduler cannot tell)."""
     options = checked.job.options
     assert options.array is not None
     first, last = contiguous_range(options.array)
-    limits = executor.scheduler.submit_limits(getpass.getuser(), options).limits
-    size = part_size([limit.limit for limit in limits], max_array_size)
+    known = executor.scheduler.submit_limits(getpass.getuser(), options)
+    max_array_size = known.max_array_size or SLURM_DEFAULT_MAX_ARRAY_SIZE
+    size = part_size([limit.limit for limit in known.limits], max_array_size)
     concurrency = executor.site.policy.max_concurrent_jobs
     parts = split(first, last, size, concurrency, options.array_throttle)
     data: dict[str, Any] = {
@@ -129,7 +136,6 @@ def start(
     log: SessionLog,
     step: st.Submit,
     checked: CheckedJob,
-    max_array_size: int = SLURM_DEFAULT_MAX_ARRAY_SIZE,
 ) -> st.StepResult:
     """Record the workload as the step's intent, then ask a person (once, for all of it)
     if the policy says so, else begin feeding it."""
@@ -139,7 +145,7 @@ def start(
     whole = replace(checked, decision=executor.judge.spend(checked.cost)).verdict()
     if whole.verdict == "refuse":
         raise PolicyError(refusal(whole))
-    data = definition(executor, step, checked, max_array_size)
+    data = definition(executor, step, checked)
     intent = {
         "step": data["step"],
         "risk": step.risk,
