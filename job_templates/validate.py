@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jobsmith.errors import TemplateError
 from jobsmith.job_templates.params import ParamSpec, ParamType, PathKind, PathRole
-from jobsmith.job_templates.paths import PathPolicy, require_existing
+from jobsmith.job_templates.paths import PathPolicy
 from jobsmith.job_templates.spec import Template
 from jobsmith.job_templates.tables import Table, read_table
 from jobsmith.job_templates.values import check_pattern, coerce
@@ -36,6 +36,7 @@ def validate_params(
 ) -> ValidatedParams:
     """Check raw (CLI strings or params-file values) against the template; see the module doc."""
     _refuse_unknown(template, raw)
+    policy.expect(_named_paths(template, raw))  # asked of the job's host at once
     values: dict[str, object] = {}
     paths: dict[PathRole, list[Path]] = {PathRole.INPUT: [], PathRole.OUTPUT: []}
     for name, spec in template.spec.params.items():
@@ -66,6 +67,23 @@ def _written_inside(
             where = f"template {template.name!r}: parameter {name!r}"
             written.append(policy.resolve(directory / str(value), where))
     return written
+
+
+def _named_paths(template: Template, raw: Mapping[str, object]) -> list[Path]:
+    """The paths the parameters name as given (a value that is not one is left for the
+    checks below to refuse), so the job's host is asked about all of them at once."""
+    named: list[Path] = []
+    for name, spec in template.spec.params.items():
+        if spec.role is None or raw.get(name) is None:
+            continue
+        try:
+            value = coerce(spec, raw[name])
+        except ValueError:
+            continue
+        named += [
+            p for p in (value if isinstance(value, tuple) else (value,)) if isinstance(p, Path)
+        ]
+    return named
 
 
 def _refuse_unknown(template: Template, raw: Mapping[str, object]) -> None:
@@ -119,7 +137,7 @@ def _path(spec: ParamSpec, path: Path, where: str, policy: PathPolicy, check_inp
     except ValueError as exc:
         raise TemplateError(f"{where}: {exc}") from None
     if check_inputs and spec.checks_existence:
-        require_existing(resolved, spec.kind, where)
+        policy.require_existing(resolved, spec.kind, where)
     return resolved
 
 
@@ -129,7 +147,7 @@ def _table(
     sheet = policy.resolve(path, where)
     # The table itself is always read now (its rows are rendered into the body), even
     # when the existence of the paths it names is not checked.
-    require_existing(sheet, PathKind.FILE, where)
+    policy.require_existing(sheet, PathKind.FILE, where)
 
     def check_cell(cell: Path, cell_where: str) -> Path:
         return _path(spec, cell, f"{where} ('{sheet}' {cell_where})", policy, check_inputs)
