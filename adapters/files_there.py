@@ -6,9 +6,10 @@ not on the laptop, and a symlink there may point anywhere. So a remote site's pa
 asked of the login node, every path of a submission in ONE command (`look_argv`: an SSH
 round trip costs more than all the checks), and the answer is parsed here (`parse_look`)
 into the facts the path policy judges (job_templates/paths.py): the rule is the same
-whichever host answered. The log directory is made there with `mkdir -p` before sbatch
-runs, as it is made here for a local site (Slurm 22.05 cannot open a job's output in a
-directory that does not exist).
+whichever host answered. A sample sheet is read there too (`read_argv`, base64 so its
+bytes arrive as they are), and its path cells asked in one more command. The log
+directory is made there with `mkdir -p` before sbatch runs, as it is made here for a
+local site (Slurm 22.05 cannot open a job's output in a directory that does not exist).
 
 Paths travel as arguments, never as code, and come back hex-encoded: a name may hold
 spaces, quotes, newlines or bytes that are not UTF-8, and every byte survives both ways
@@ -19,6 +20,8 @@ on the login node, as the rest of the SSH transport does (`timeout`, `base64`).
 
 from __future__ import annotations
 
+import base64
+import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +29,7 @@ from typing import Protocol
 
 from jobsmith.adapters.transport import Transport
 from jobsmith.errors import SchedulerError
+from jobsmith.files import MAX_INPUT_BYTES
 from jobsmith.job_templates.paths import Found, LocalLookup, PathFact, PathLookup
 
 #: for each path argument one line: "f|d|o|m HEX" (file, directory, other, missing; the
@@ -49,6 +53,18 @@ _FOUND: dict[str, Found] = {"f": "file", "d": "dir", "o": "other", "m": "missing
 def look_argv(paths: Sequence[Path]) -> list[str]:
     """The one command that resolves and looks at every one of paths (absolute)."""
     return ["sh", "-c", _LOOK_SH, "sh", *map(str, paths)]
+
+
+#: a regular file's first LIMIT+1 bytes in base64 (one more than allowed tells "too big")
+_READ_SH = r"""
+if [ ! -f "$1" ]; then echo "it is not a regular file" >&2; exit 3; fi
+head -c "$2" -- "$1" | base64 -w0
+"""
+
+
+def read_argv(path: Path, limit: int) -> list[str]:
+    """The command that reads path (a regular file) as base64, up to one byte past limit."""
+    return ["sh", "-c", _READ_SH, "sh", str(path), str(limit + 1)]
 
 
 def parse_look(paths: Sequence[Path], stdout: str) -> dict[Path, PathFact]:
@@ -103,6 +119,19 @@ class FilesThere:
             return parse_look(paths, res.stdout)
         except ValueError as exc:
             raise SchedulerError(f"cannot look at the job's paths{self.where}: {exc}") from None
+
+    def read(self, path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+        res = self._transport.run(read_argv(path, limit), timeout=self._timeout)
+        if res.returncode != 0:
+            why = res.stderr.strip().splitlines()[-1:] or [f"exit {res.returncode}"]
+            raise OSError(errno.EIO, f"{why[0]}{self.where}", str(path))
+        try:
+            data = base64.b64decode(res.stdout, validate=True)
+        except ValueError:
+            raise OSError(errno.EIO, f"an answer that is not base64{self.where}") from None
+        if len(data) > limit:
+            raise OSError(errno.EFBIG, f"it is larger than {limit} bytes", str(path))
+        return data
 
     def make_dirs(self, path: Path) -> None:
         res = self._transport.run(["mkdir", "-p", "--", str(path)], timeout=self._timeout)

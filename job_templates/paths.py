@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from jobsmith.errors import PolicyError, TemplateError
+from jobsmith.files import MAX_INPUT_BYTES, read_bounded
 from jobsmith.job_templates.params import PathKind
 
 #: what a resolved path is where the job runs: a regular file (or what `test -f` takes
@@ -50,6 +51,11 @@ class PathLookup(Protocol):
         """A fact for each of paths (absolute), all asked at once."""
         ...
 
+    def read(self, path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+        """The bytes of path, a regular file of at most limit bytes (a sample sheet);
+        OSError saying why not (files.read_bounded)."""
+        ...
+
 
 class LocalLookup:
     """This host's files, as Path.resolve() and stat see them."""
@@ -58,6 +64,9 @@ class LocalLookup:
 
     def look(self, paths: Sequence[Path]) -> dict[Path, PathFact]:
         return {path: local_fact(path) for path in paths}
+
+    def read(self, path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+        return read_bounded(path, limit)
 
 
 def local_fact(path: Path) -> PathFact:
@@ -137,6 +146,10 @@ class PathPolicy:
             raise TemplateError(f"{where}: input '{path}' is not a file{there}")
         if kind is PathKind.DIR and found != "dir":
             raise TemplateError(f"{where}: input '{path}' is not a directory{there}")
+
+    def read(self, path: Path) -> bytes:
+        """The bytes of the resolved path, read where the job runs (a sample sheet)."""
+        return self.lookup.read(path)
 
     def _ask(self, paths: Iterable[Path]) -> None:
         wanted = [p for p in {*self._expected, *paths} if p not in self._facts]

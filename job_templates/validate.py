@@ -9,8 +9,9 @@ choices list what is valid.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,11 +153,38 @@ def _table(
     def check_cell(cell: Path, cell_where: str) -> Path:
         return _path(spec, cell, f"{where} ('{sheet}' {cell_where})", policy, check_inputs)
 
+    read, cells = _once(policy), _Cells()
     assert spec.columns is not None  # ParamSpec requires columns for a table
+    with contextlib.suppress(ValueError):  # the pass that checks them says what is wrong
+        read_table(sheet, spec.columns, cells.note, read)
+    policy.expect(cells.seen)  # every cell asked of the job's host at once
     try:
-        return read_table(sheet, spec.columns, check_cell)
+        return read_table(sheet, spec.columns, check_cell, read)
     except ValueError as exc:
         raise TemplateError(f"{where}: '{sheet}': {exc}") from None
+
+
+def _once(policy: PathPolicy) -> Callable[[Path], bytes]:
+    """policy.read, each file read once (a sheet is parsed twice, read once)."""
+    read: dict[Path, bytes] = {}
+
+    def once(path: Path) -> bytes:
+        if path not in read:
+            read[path] = policy.read(path)
+        return read[path]
+
+    return once
+
+
+class _Cells:
+    """The path cells of a sheet, noted unresolved by a first parse."""
+
+    def __init__(self) -> None:
+        self.seen: list[Path] = []
+
+    def note(self, cell: Path, where: str) -> Path:
+        self.seen.append(cell)
+        return cell
 
 
 def _paths_in(value: object) -> list[Path]:

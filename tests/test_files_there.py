@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobsmith.adapters.files_there import FilesThere, look_argv, parse_look
+from jobsmith.adapters.files_there import FilesThere, look_argv, parse_look, read_argv
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.errors import PolicyError, SchedulerError, TemplateError
@@ -149,3 +149,36 @@ def test_the_log_directory_is_made_there_with_mkdir_p(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(SchedulerError, match=r"cannot make the directory .* on alice@login1:22"):
         there(transport).make_dirs(tmp_path / "file" / "logs")
+
+
+def test_a_sample_sheet_is_read_there_and_its_cells_asked_at_once(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "reads").mkdir(parents=True)
+    (root / "genome.fa").write_text(">x\n")
+    rows = ["sample\tr1\tr2"]
+    for i in range(4):
+        for end in (1, 2):
+            (root / "reads" / f"s{i}_{end}.fq").write_text("")
+        rows.append(f"s{i}\ts{i}_1.fq\ts{i}_2.fq")
+    (root / "reads" / "samples.tsv").write_text("\n".join(rows) + "\n")
+    transport = Counting()
+    paths = PathPolicy([root], root, there(transport))
+    template = TemplateLibrary([shipped_library()]).get("bwa_align")
+    params = {"reference": "genome.fa", "samples": "reads/samples.tsv", "output_dir": "out"}
+    rendered = render_body(template, params, allowed_roots=[], paths=paths)
+    assert root / "reads" / "s3_2.fq" in rendered.input_paths
+    # the parameters' paths, the sheet's bytes, its 8 cells: three commands, not eleven
+    assert [argv[2] for argv in transport.calls] == [
+        argv[2] for argv in (look_argv([]), read_argv(root, 0), look_argv([]))
+    ]
+
+
+def test_a_sheet_that_is_not_a_file_there_cannot_be_read_and_says_where(tmp_path: Path) -> None:
+    (tmp_path / "fifo").mkdir()
+    with pytest.raises(OSError, match="not a regular file on alice@login1:22"):
+        there().read(tmp_path / "fifo")
+    big = tmp_path / "big"
+    big.write_bytes(b"\xff" * 11)
+    assert there().read(big, limit=11) == b"\xff" * 11  # bytes as they are, not UTF-8
+    with pytest.raises(OSError, match="larger than 10 bytes"):
+        there().read(big, limit=10)
