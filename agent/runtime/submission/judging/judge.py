@@ -380,7 +380,9 @@ class Judge:
         if getattr(request, "script", None) is not None:
             from jobsmith.agent.runtime.submission.request.user_scripts import assemble_script
 
-            return assemble_script(request, self.site, cwd=self.cwd, header=header)
+            return assemble_script(
+                request, self.site, cwd=self.cwd, header=header, files=self.files
+            )
         template = self.library.get(request.template)
         return assemble(template, request, self.site, cwd=self.cwd, header=header, files=self.files)
 
