@@ -75,15 +75,18 @@ def local_fact(path: Path) -> PathFact:
         real = path.resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop, or an unreadable directory
         return PathFact(None, problem=str(exc))
-    found: Found = (
-        "file"
-        if real.is_file()
-        else "dir"
-        if real.is_dir()
-        else "other"
-        if real.exists()
-        else "missing"
-    )
+    try:
+        found: Found = (
+            "file"
+            if real.is_file()
+            else "dir"
+            if real.is_dir()
+            else "other"
+            if real.exists()
+            else "missing"
+        )
+    except OSError as exc:  # a name too long to look at (an output's: nothing reads it)
+        return PathFact(real, "missing", str(exc))
     return PathFact(real, found)
 
 
