@@ -9,6 +9,7 @@ parts a test could silently get around.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import uuid
@@ -164,6 +165,56 @@ def test_paths_out_of_the_clusters_roots_are_refused_naming_the_path_there(
         assert code == 3 and f"'/etc/hostname' {login} is outside" in said, said
         code, said = submit(there / "gone.txt", there)
         assert code == 2 and f"'{there / 'gone.txt'}' does not exist {login}" in said, said
+        assert cluster.slurm_calls_here() == []
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(there)])
+
+
+def test_transcode_and_render_frames_name_the_clusters_files(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """transcode's SOURCE and render-frames' BLEND_FILE are files on the cluster over SSH:
+    neither is on the laptop, the source is probed with the cluster's ffprobe, and both
+    plans are judged with their paths checked there (--dry-run: nothing submitted); a
+    source missing there is refused naming the login node (issue 29 item 2)."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    there = Path(f"/scratch/{cluster.user}/js-laptop-{uuid.uuid4().hex[:12]}")
+    checked(cluster, ["mkdir", "-p", str(there)])
+    checked(cluster, ["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
+                      "testsrc=duration=4:size=64x48:rate=10", "-c:v", "libx264", "-g", "10",
+                      str(there / "clip.mp4")])  # fmt: skip
+    write_file(cluster, there / "scene.blend", "not read before the job\n")
+    assert not there.exists()
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", there)
+        login = f"on {cluster.user}@{cluster.address}:{sshd.port}"
+        clip, out = str(there / "clip.mp4"), str(there / "out.mkv")
+        res = jobsmith(env, tmp_path, site, "transcode", clip, out, "--chunk-seconds", "1",
+                       "--dry-run", "--json")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        steps = {step["name"]: step for step in json.loads(res.stdout)["steps"]}
+        video = steps["video"]["job"]
+        assert video["array_tasks"] == 4  # a key frame a second, seen by ffprobe there
+        assert video["inputs"] == [clip]
+        res = jobsmith(env, tmp_path, site, "transcode", str(there / "gone.mp4"), out,
+                       "--dry-run")  # fmt: skip
+        assert (
+            res.returncode == 2
+            and f"{there / 'gone.mp4'} is not a regular file {login}" in res.stderr
+        )
+        res = jobsmith(env, tmp_path, site, "render-frames", str(there / "scene.blend"),
+                       str(there / "frames"), "--frames", "1-4", "--dry-run")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        assert not (there / "frames").exists()
         assert cluster.slurm_calls_here() == []
     finally:
         sshd.stop()
