@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from jobsmith.errors import ConfigError
 
 if TYPE_CHECKING:
+    from jobsmith.adapters.files_there import JobFiles
     from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.adapters.transport import Transport
     from jobsmith.agent.brains.conversation import Conversation
@@ -202,9 +203,21 @@ class App:
             environ=self.environ,
             folds=self.folds,
             blocked_nodes=self.blocklist.blocked,
+            files=self.job_files,
             # kept only from the real Slurm's answers (--no-slurm's stand-in answers none)
             estimates=None if slurmless else EstimateCache(state / "start-estimates.json"),
         )
+
+    @cached_property
+    def job_files(self) -> JobFiles:
+        """The job's files where it runs: this host's for a local site (and without
+        Slurm), else the login node's through the transport (adapters/files_there.py)."""
+        from jobsmith.adapters.files_there import FilesThere, LocalFiles
+
+        where = getattr(self.transport, "where", None)
+        if self.no_slurm is not None or self.scheduler_access.kind == "local" or not where:
+            return LocalFiles()
+        return FilesThere(self.transport, where, self.scheduler_access.command_timeout_s)
 
     @cached_property
     def blocklist(self) -> NodeBlocklist:

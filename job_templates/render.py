@@ -54,15 +54,19 @@ def render_body(
     allowed_roots: Sequence[Path],
     check_inputs: bool = True,
     base_dir: Path | None = None,
+    paths: PathPolicy | None = None,
 ) -> RenderedBody:
     """Validate params for template and render its body.
 
     params: values as strings (CLI) or typed (params file). allowed_roots: every path
     must resolve inside one. check_inputs: require input paths to exist (turn off only
     to preview on a host that cannot see the inputs). base_dir: what relative paths are
-    relative to (default: the current directory). Raises TemplateError or PolicyError.
+    relative to (default: the current directory). paths: the path policy to use instead
+    of one made of those two on this host's files (a caller that checks more paths of the
+    same job where it runs: agent/runtime/submission/request/jobs.py). Raises
+    TemplateError or PolicyError.
     """
-    policy = PathPolicy(allowed_roots, base_dir if base_dir is not None else Path.cwd())
+    policy = paths or PathPolicy(allowed_roots, base_dir if base_dir is not None else Path.cwd())
     checked = validate_params(template, params, policy, check_inputs=check_inputs)
     body = _render(template, _context(checked.values))
     _check_body(template, body)

@@ -44,14 +44,20 @@ class Table(BaseModel):
         return [cell for row in self.rows for cell in row.values() if isinstance(cell, Path)]
 
 
-def read_table(path: Path, columns: Mapping[str, ColumnType], check_path: PathCheck) -> Table:
+def read_table(
+    path: Path,
+    columns: Mapping[str, ColumnType],
+    check_path: PathCheck,
+    read: Callable[[Path], bytes] = read_bounded,
+) -> Table:
     """Parse and validate the TSV at path; ValueError naming the line and column if bad.
 
     The first line that is neither blank nor a `#` comment is the header; it must name
-    every declared column (in any order) and nothing else.
+    every declared column (in any order) and nothing else. read: how the file is read
+    (where the job runs: job_templates/paths.py), bounded, OSError if it cannot be.
     """
     try:
-        text = read_bounded(path).decode("utf-8")
+        text = read(path).decode("utf-8")
     except OSError as exc:
         raise ValueError(f"cannot read '{path}': {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -9,14 +9,15 @@ choices list what is valid.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from jobsmith.errors import TemplateError
 from jobsmith.job_templates.params import ParamSpec, ParamType, PathKind, PathRole
-from jobsmith.job_templates.paths import PathPolicy, require_existing
+from jobsmith.job_templates.paths import PathPolicy
 from jobsmith.job_templates.spec import Template
 from jobsmith.job_templates.tables import Table, read_table
 from jobsmith.job_templates.values import check_pattern, coerce
@@ -36,6 +37,7 @@ def validate_params(
 ) -> ValidatedParams:
     """Check raw (CLI strings or params-file values) against the template; see the module doc."""
     _refuse_unknown(template, raw)
+    policy.expect(_named_paths(template, raw))  # asked of the job's host at once
     values: dict[str, object] = {}
     paths: dict[PathRole, list[Path]] = {PathRole.INPUT: [], PathRole.OUTPUT: []}
     for name, spec in template.spec.params.items():
@@ -66,6 +68,23 @@ def _written_inside(
             where = f"template {template.name!r}: parameter {name!r}"
             written.append(policy.resolve(directory / str(value), where))
     return written
+
+
+def _named_paths(template: Template, raw: Mapping[str, object]) -> list[Path]:
+    """The paths the parameters name as given (a value that is not one is left for the
+    checks below to refuse), so the job's host is asked about all of them at once."""
+    named: list[Path] = []
+    for name, spec in template.spec.params.items():
+        if spec.role is None or raw.get(name) is None:
+            continue
+        try:
+            value = coerce(spec, raw[name])
+        except ValueError:
+            continue
+        named += [
+            p for p in (value if isinstance(value, tuple) else (value,)) if isinstance(p, Path)
+        ]
+    return named
 
 
 def _refuse_unknown(template: Template, raw: Mapping[str, object]) -> None:
@@ -119,7 +138,7 @@ def _path(spec: ParamSpec, path: Path, where: str, policy: PathPolicy, check_inp
     except ValueError as exc:
         raise TemplateError(f"{where}: {exc}") from None
     if check_inputs and spec.checks_existence:
-        require_existing(resolved, spec.kind, where)
+        policy.require_existing(resolved, spec.kind, where)
     return resolved
 
 
@@ -129,16 +148,43 @@ def _table(
     sheet = policy.resolve(path, where)
     # The table itself is always read now (its rows are rendered into the body), even
     # when the existence of the paths it names is not checked.
-    require_existing(sheet, PathKind.FILE, where)
+    policy.require_existing(sheet, PathKind.FILE, where)
 
     def check_cell(cell: Path, cell_where: str) -> Path:
         return _path(spec, cell, f"{where} ('{sheet}' {cell_where})", policy, check_inputs)
 
+    read, cells = _once(policy), _Cells()
     assert spec.columns is not None  # ParamSpec requires columns for a table
+    with contextlib.suppress(ValueError):  # the pass that checks them says what is wrong
+        read_table(sheet, spec.columns, cells.note, read)
+    policy.expect(cells.seen)  # every cell asked of the job's host at once
     try:
-        return read_table(sheet, spec.columns, check_cell)
+        return read_table(sheet, spec.columns, check_cell, read)
     except ValueError as exc:
         raise TemplateError(f"{where}: '{sheet}': {exc}") from None
+
+
+def _once(policy: PathPolicy) -> Callable[[Path], bytes]:
+    """policy.read, each file read once (a sheet is parsed twice, read once)."""
+    read: dict[Path, bytes] = {}
+
+    def once(path: Path) -> bytes:
+        if path not in read:
+            read[path] = policy.read(path)
+        return read[path]
+
+    return once
+
+
+class _Cells:
+    """The path cells of a sheet, noted unresolved by a first parse."""
+
+    def __init__(self) -> None:
+        self.seen: list[Path] = []
+
+    def note(self, cell: Path, where: str) -> Path:
+        self.seen.append(cell)
+        return cell
 
 
 def _paths_in(value: object) -> list[Path]:

@@ -484,3 +484,21 @@ def test_options_passed_as_written_are_the_sites_to_allow_however_sent(
     )
     with pytest.raises(PolicyError, match="--exclusive is not passed to sbatch at this site"):
         _assemble(smuggled, site, tmp_path)
+
+
+def test_an_output_directory_leading_out_of_the_roots_where_the_job_runs_is_refused(
+    site, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Over SSH the script's -o directory is resolved on the login node (issue 29): here
+    the lookup's command runs through the local transport, as it would over SSH."""
+    from test_files_there import Counting, there
+
+    (tmp_path / "logs").symlink_to("/etc")
+    script = parse_script("#!/bin/bash\n#SBATCH -o logs/%j.out\ntrue\n", "a.sh")
+    request = script_request(script, "a.sh", [], [], ())
+    transport = Counting()
+    with pytest.raises(PolicyError, match=r"\(resolves to /etc\) on alice@login1:22 is outside"):
+        assemble_script(
+            request, site, cwd=tmp_path, header=render_directives, files=there(transport)
+        )
+    assert {argv[0] for argv in transport.calls} == {"sh"}  # asked there, in sh

@@ -9,6 +9,7 @@ parts a test could silently get around.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import uuid
@@ -56,15 +57,11 @@ def test_the_clusters_slurm_answers_over_ssh(cluster: Cluster) -> None:
     assert "debug" in checked(cluster, ["sinfo", "-h", "-o", "%P"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 29 item 2: submission checks input paths on the laptop, not where the job runs",
-)
 def test_an_input_that_exists_only_on_the_cluster_is_submitted_from_the_laptop(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """What a laptop user does today and cannot: the input is on the cluster's scratch."""
+    """What a laptop user does: the input is on the cluster's scratch, not the laptop's
+    (issue 29 item 2: its path is resolved and checked on the cluster)."""
     from lab_cli import write_user_site
     from sshd import start_sshd
     from test_ssh_transport import jobsmith, laptop_env, remote_site
@@ -92,24 +89,15 @@ def test_an_input_that_exists_only_on_the_cluster_is_submitted_from_the_laptop(
         cluster.run(["rm", "-rf", str(there)])
 
 
-def test_a_log_directory_made_only_on_the_laptop(
-    cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """jobsmith makes the log directory where it runs, the laptop. Slurm 24.11 makes a
-    missing output directory itself (seen in this stage); 22.05 cannot open the output
-    there and the job fails to launch, until issue 29 item 2 makes it on the cluster."""
+def test_the_log_directory_is_made_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    """jobsmith makes the log directory where the job runs, the cluster, never the laptop
+    (issue 29 item 2). Slurm 24.11 makes a missing output directory itself (seen in this
+    stage); 22.05 cannot open the output there and the job fails to launch, so on 22.05
+    this fails if jobsmith made it on the laptop instead."""
     from lab_cli import write_user_site
     from sshd import start_sshd
     from test_ssh_transport import jobsmith, laptop_env, remote_site
 
-    if cluster.release == "bookworm":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="issue 29 item 2: the log directory is made on the laptop only",
-            )
-        )
     work = tmp_path / "work"
     logs = work / "logs"
     work.mkdir()
@@ -125,10 +113,109 @@ def test_a_log_directory_made_only_on_the_laptop(
                        "--log-dir", str(logs))  # fmt: skip
         assert sub.returncode == 0, sub.stderr
         job_id = sub.stdout.strip()
-        assert logs.is_dir()  # made here, on the laptop
+        assert not logs.exists()  # not here, on the laptop
+        assert checked(cluster, ["test", "-d", str(logs)]) == ""  # but there, before sbatch
         done = jobsmith(env, work, site, "wait", job_id, "--timeout", "120")
         assert done.returncode == 0, (done.stdout, done.stderr)
         assert checked(cluster, ["cat", str(logs / f"command_{job_id}.out")]) == "made\n"
     finally:
         sshd.stop()
         cluster.run(["rm", "-rf", str(work)])
+
+
+def test_paths_out_of_the_clusters_roots_are_refused_naming_the_path_there(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The cluster's symlinks are resolved on the cluster: an input, or a log directory,
+    that leads out of the allowed roots there is refused (exit 3), the message naming the
+    path, where it leads there, the login node and the roots; so is a path outside them,
+    and one missing there is missing there (issue 29 item 2)."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    there = Path(f"/scratch/{cluster.user}/js-laptop-{uuid.uuid4().hex[:12]}")
+    checked(cluster, ["mkdir", "-p", str(there)])
+    checked(cluster, ["ln", "-s", "/etc/hostname", str(there / "in.txt")])
+    checked(cluster, ["ln", "-s", "/tmp", str(there / "logs")])
+    write_file(cluster, there / "ok.txt", "fine\n")
+    assert not there.exists()  # none of it on the laptop
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", there)
+        login = f"on {cluster.user}@{cluster.address}:{sshd.port}"
+
+        def submit(files: Path, log_dir: Path) -> tuple[int, str]:
+            args = ["-P", f"files={files}", "-P", "program=cat", "--log-dir", str(log_dir)]
+            res = jobsmith(env, tmp_path, site, "submit", "file_array", *args)
+            return res.returncode, res.stdout + res.stderr
+
+        code, said = submit(there / "in.txt", there)
+        assert code == 3, said
+        assert f"'{there / 'in.txt'}' (resolves to '/etc/hostname') {login}" in said, said
+        assert "is outside the allowed roots: " in said, said
+        code, said = submit(there / "ok.txt", there / "logs")
+        assert code == 3, said
+        assert f"log dir {there / 'logs'} (resolves to /tmp) {login}" in said, said
+        code, said = submit(Path("/etc/hostname"), there)
+        assert code == 3 and f"'/etc/hostname' {login} is outside" in said, said
+        code, said = submit(there / "gone.txt", there)
+        assert code == 2 and f"'{there / 'gone.txt'}' does not exist {login}" in said, said
+        assert cluster.slurm_calls_here() == []
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(there)])
+
+
+def test_transcode_and_render_frames_name_the_clusters_files(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """transcode's SOURCE and render-frames' BLEND_FILE are files on the cluster over SSH:
+    neither is on the laptop, the source is probed with the cluster's ffprobe, and both
+    plans are judged with their paths checked there (--dry-run: nothing submitted); a
+    source missing there is refused naming the login node (issue 29 item 2)."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    there = Path(f"/scratch/{cluster.user}/js-laptop-{uuid.uuid4().hex[:12]}")
+    checked(cluster, ["mkdir", "-p", str(there)])
+    checked(cluster, ["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
+                      "testsrc=duration=4:size=64x48:rate=10", "-c:v", "libx264", "-g", "10",
+                      str(there / "clip.mp4")])  # fmt: skip
+    write_file(cluster, there / "scene.blend", "not read before the job\n")
+    assert not there.exists()
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", there)
+        login = f"on {cluster.user}@{cluster.address}:{sshd.port}"
+        clip, out = str(there / "clip.mp4"), str(there / "out.mkv")
+        res = jobsmith(env, tmp_path, site, "transcode", clip, out, "--chunk-seconds", "1",
+                       "--dry-run", "--json")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        steps = {step["name"]: step for step in json.loads(res.stdout)["steps"]}
+        video = steps["video"]["job"]
+        assert video["array_tasks"] == 4  # a key frame a second, seen by ffprobe there
+        assert video["inputs"] == [clip]
+        res = jobsmith(env, tmp_path, site, "transcode", str(there / "gone.mp4"), out,
+                       "--dry-run")  # fmt: skip
+        assert (
+            res.returncode == 2
+            and f"{there / 'gone.mp4'} is not a regular file {login}" in res.stderr
+        )
+        res = jobsmith(env, tmp_path, site, "render-frames", str(there / "scene.blend"),
+                       str(there / "frames"), "--frames", "1-4", "--dry-run")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        assert not (there / "frames").exists()
+        assert cluster.slurm_calls_here() == []
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(there)])

@@ -99,5 +99,6 @@ def remote_command(
 
 def any_shell(posix_line: str) -> str:
     """posix_line run by sh, through a line sh, bash, csh, tcsh and fish read alike."""
-    encoded = base64.b64encode(posix_line.encode()).decode("ascii")
+    # surrogateescape: a file name that is not UTF-8 goes as the bytes the OS gave
+    encoded = base64.b64encode(posix_line.encode("utf-8", "surrogateescape")).decode("ascii")
     return f"""exec sh -c 'eval "$(echo {encoded} | base64 -d)"'"""

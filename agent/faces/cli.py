@@ -12,6 +12,7 @@ import contextlib
 import functools
 import gc
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -314,6 +315,38 @@ class _Seconds(_FloatRange):
 
 #: seconds: at most a year of waiting
 _SECONDS = _Seconds(0, 366 * 86400)
+
+
+class _JobsFile(click.Path):
+    """A file the cluster's job reads (transcode's SOURCE, render-frames' BLEND_FILE): on a
+    local site a file here, checked as click.Path(exists=True) checks it; on a site reached
+    over SSH a file on the cluster, which the plan resolves and checks there, never
+    looking at the laptop's files (docs/ssh.md)."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path, dir_okay=False, exists=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if ctx is not None and not _files_here(ctx.obj):
+            return Path(value)
+        return super().convert(value, param, ctx)
+
+
+def _files_here(app: object) -> bool:
+    """Whether the job's files are this host's (a local site, or none known yet)."""
+    from jobsmith.adapters.files_there import LocalFiles
+    from jobsmith.agent.app import App
+    from jobsmith.errors import JobsmithError
+
+    try:
+        return not isinstance(app, App) or isinstance(app.job_files, LocalFiles)
+    except JobsmithError:  # no site file: the command says so itself, as it did
+        return True
+
+
+def _absolute(path: Path) -> Path:
+    """path made absolute without looking at this host's files (os.path.abspath)."""
+    return Path(os.path.abspath(path))
 
 
 class TemplateChoice(click.Choice[str]):
@@ -1641,7 +1674,7 @@ def _check_or_run(
         "jobsmith transcode clip.mp4 clip.mkv --crf 20 --dry-run",
     )
 )
-@click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("source", type=_JobsFile())
 @click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--chunk-seconds",
@@ -1686,7 +1719,10 @@ def transcode(
     encoding = transcoding.Encoding(
         video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps
     )
-    plan = transcoding.plan_for(source, output, chunk_seconds, encoding, work_dir)
+    there = None
+    if not _files_here(app):
+        there = transcoding.There(app.job_files, app.transport)
+    plan = transcoding.plan_for(source, output, chunk_seconds, encoding, work_dir, there=there)
     return plan, f"transcode {source.name}"
 
 
@@ -1697,7 +1733,7 @@ def transcode(
         "jobsmith render-frames scene.blend renders/ --frames 1-250 --missing-only",
     ),
 )
-@click.argument("blend_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("blend_file", type=_JobsFile())
 @click.argument("output_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--frames", "frames_text", required=True, help="FIRST-LAST, e.g. 1-250.")
 @click.option("--frames-per-task", type=_IntRange(1, 100000), default=10, show_default=True)
@@ -1737,15 +1773,17 @@ def render_frames(
     from jobsmith.agent.runtime.workflows.frames import RenderRequest, parse_frames, plan_for
 
     start, end = parse_frames(frames_text)
+    # over SSH these are the cluster's paths: resolved there, by the plan's templates
+    full = Path.resolve if _files_here(app) else _absolute
     request = RenderRequest(
-        blend_file=blend_file.resolve(),
-        output_dir=output_dir.resolve(),
+        blend_file=full(blend_file),
+        output_dir=full(output_dir),
         frame_start=start,
         frame_end=end,
         frames_per_task=frames_per_task,
         engine=engine,
         image_format=image_format,
-        video=video.resolve() if video else None,
+        video=full(video) if video else None,
         fps=fps,
         resume_token=secrets.token_hex(8),
     )

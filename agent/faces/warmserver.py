@@ -45,6 +45,7 @@ WARMED = (
     "jobsmith.adapters.capabilities",
     "jobsmith.adapters.connection",
     "jobsmith.adapters.environment_rule",
+    "jobsmith.adapters.files_there",
     "jobsmith.adapters.hostlist",
     "jobsmith.adapters.jobid",
     "jobsmith.adapters.options",

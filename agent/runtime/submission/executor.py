@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobsmith.adapters.files_there import JobFiles, LocalFiles
 from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.scheduler import Scheduler
 from jobsmith.agent.runtime.blocklist.exclude import with_blocked
@@ -109,6 +110,9 @@ class Executor:
     estimates: EstimateCache | None = None
     #: the nodes on the user's blocklist now: new submissions and re-runs exclude them
     blocked_nodes: Callable[[], Sequence[str]] = lambda: ()
+    #: the job's files where it runs: its paths looked at, its log directory made there
+    #: (adapters/files_there.py; over SSH the login node's, not this host's)
+    files: JobFiles = field(default_factory=LocalFiles)
     #: the one judge of requests, plans and approvals (agent/runtime/submission/judging/judge.py)
     judge: Judge = field(init=False, repr=False)
 
@@ -125,6 +129,7 @@ class Executor:
             folds=self.folds,
             estimates=self.estimates,
             blocked_nodes=self.blocked_nodes,
+            files=self.files,
         )
 
     def run(self, session_id: str, step: st.Step, *, origin: Origin | None = None) -> st.StepResult:
@@ -392,8 +397,8 @@ class Executor:
         )
 
     def _submit(self, log: SessionLog, job: _Ready) -> st.StepResult:
-        if job.options.output:
-            Path(job.options.output).parent.mkdir(parents=True, exist_ok=True)
+        if job.options.output:  # where the job runs: Slurm 22.05 cannot make it
+            self.files.make_dirs(Path(job.options.output).parent)
         result = self.scheduler.submit(job.script, job.options)
         self._record(
             log.session_id,

@@ -118,7 +118,7 @@ class Pipelines:
         """Launch the engine's head job in a new session (policy and approvals as any
         submission); the engine is configured with the site's limits."""
         site = self.executor.site
-        pl.check_paths(request, site)
+        pl.check_paths(request, site, self.executor.cwd, self.executor.files)
         self._check_inputs(request)
         self._check_engine(request.engine)
         sizing = pl.size_queue(site, max_tasks)

@@ -53,6 +53,7 @@ from jobsmith.agent.runtime.submission.request.jobs import (
 )
 from jobsmith.errors import InputError, NotFound, PolicyError, SchedulerError
 from jobsmith.files import MAX_INPUT_BYTES, Usable, name_problem, usable_problem
+from jobsmith.job_templates.paths import PathLookup, PathPolicy
 from jobsmith.site_config import SiteConfig
 
 #: the template every head job is a submission of
@@ -160,21 +161,31 @@ def _unusable(what: str, kind: Usable, path: str, why: str) -> InputError:
     return InputError(f"pipeline: {what} {path!r} {why}: {_FIX[kind]}")
 
 
-def check_paths(request: LaunchRequest, site: SiteConfig) -> None:
+def check_paths(
+    request: LaunchRequest,
+    site: SiteConfig,
+    cwd: Path | None = None,
+    files: PathLookup | None = None,
+) -> None:
     """Every path the request names is a name the file system takes (a 300-character
     one was a traceback), and every local path lies inside the site's allowed roots (the
-    launch directory is checked by the template, as every output path is). What each
-    path is (a file to read, a directory to write) is asked where the head job runs:
-    input_checks, through the transport."""
+    launch directory is checked by the template, as every output path is), resolved
+    where the head job runs (files: this host's by default; over SSH the login node's,
+    all asked at once). What each path is (a file to read, a directory to write) is asked
+    there too: input_checks, through the transport."""
     for what, kind, path in input_checks(request):
         why = name_problem(path)
         if why is not None:
             raise _unusable(what, kind, path, why)
+    named = [Path(p) for p in (request.work_dir, request.params_file, request.pipeline) if p]
+    policy = PathPolicy(list(site.paths.allowed_roots), cwd or Path.cwd(), files)
+    policy.expect(named)
     paths = [request.work_dir, request.params_file]
-    if request.engine is EngineKind.SNAKEMAKE or Path(request.pipeline).exists():
+    pipeline_there = policy.fact(Path(request.pipeline)).found != "missing"
+    if request.engine is EngineKind.SNAKEMAKE or pipeline_there:
         paths.append(request.pipeline)  # a Snakefile, or a Nextflow pipeline on disk
     for path in (p for p in paths if p is not None):
-        inside_roots(Path(path), site, "pipeline path")
+        inside_roots(Path(path), site, "pipeline path", policy)
 
 
 def inputs_refused(

@@ -16,21 +16,28 @@ segments meet without a frame lost or doubled. Then a plan (agent/runtime/workfl
 
 A segment that fails is re-run alone (`jobsmith rerun`, or the rule brain where rules can
 fix it): the join and the check are pointed at the re-run (agent/runtime/workflows/planrun.py).
-Everything here but `probe` is pure.
+Everything here but `probe` is pure. Over SSH the source is a file on the cluster: it is
+resolved there and probed with the login node's ffprobe (`There`), never the laptop's.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobsmith.agent.runtime.workflows.plans import Plan, plan_name
 from jobsmith.errors import InputError
 from jobsmith.workload_caps import MAX_CHUNKS, OverCap, check_count
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.transport import Transport
+    from jobsmith.job_templates.paths import PathLookup
 
 #: ffprobe reads a large file's packet list in seconds; anything longer is not ffprobe's
 PROBE_TIMEOUT_S = 600
@@ -191,10 +198,19 @@ def transcode_plan(
 
 
 def plan_for(
-    source: Path, output: Path, chunk_seconds: float, encoding: Encoding, workdir: Path | None
+    source: Path,
+    output: Path,
+    chunk_seconds: float,
+    encoding: Encoding,
+    workdir: Path | None,
+    *,
+    there: There | None = None,
 ) -> Plan:
     """`jobsmith transcode`'s plan: source into output on the cluster, after checking both
-    paths here and probing the source (ffprobe) for its key frames."""
+    paths here and probing the source (ffprobe) for its key frames; there: the login
+    node's files and ffprobe instead of this host's (a site reached over SSH)."""
+    if there is not None:
+        return _planned_there(source, output, chunk_seconds, encoding, workdir, there)
     source, output = source.resolve(), output.resolve()
     if not source.is_file():  # ffprobe would block on a FIFO, read a device forever
         raise InputError(f"transcode: {source} is not a regular file")
@@ -202,6 +218,50 @@ def plan_for(
         raise InputError(f"transcode: {output} is the source itself; name another output")
     workdir = (workdir or default_workdir(output)).resolve()
     return transcode_plan(source, output, probe(source), chunk_seconds, encoding, workdir)
+
+
+@dataclass(frozen=True)
+class There:
+    """The login node, for a site reached over SSH: its files and its ffprobe."""
+
+    files: PathLookup
+    transport: Transport
+
+    def ffprobe(self, args: list[str]) -> str:
+        """ffprobe run on the login node, failing as _ffprobe does here."""
+        res = self.transport.run(["ffprobe", "-v", "error", *args], timeout=PROBE_TIMEOUT_S)
+        if res.returncode == 127:
+            raise InputError(
+                f"transcode needs ffprobe on the login node{self.files.where} "
+                "(Debian: apt install ffmpeg)"
+            )
+        if res.returncode != 0:
+            said = " ".join(res.stderr.split())[:300]
+            raise InputError(f"ffprobe cannot read {args[-1]}{self.files.where}: {said}")
+        return res.stdout
+
+
+def _planned_there(
+    source: Path,
+    output: Path,
+    chunk_seconds: float,
+    encoding: Encoding,
+    workdir: Path | None,
+    there: There,
+) -> Plan:
+    """plan_for with the paths resolved and the source probed on the login node (the
+    laptop's files are not the job's: docs/ssh.md)."""
+    asked = [Path(os.path.abspath(p)) for p in (source, output)]
+    facts = there.files.look(asked)
+    found, out = facts[asked[0]], facts[asked[1]]
+    if found.real is None or found.found != "file":
+        raise InputError(f"transcode: {asked[0]} is not a regular file{there.files.where}")
+    source, output = found.real, out.real or asked[1]
+    if source == output:
+        raise InputError(f"transcode: {output} is the source itself; name another output")
+    workdir = Path(os.path.abspath(workdir or default_workdir(output)))
+    probed = probe(source, there.ffprobe)
+    return transcode_plan(source, output, probed, chunk_seconds, encoding, workdir)
 
 
 def _num(value: float) -> str:

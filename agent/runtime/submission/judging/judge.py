@@ -66,6 +66,7 @@ from jobsmith.agent.runtime.submission.request.jobs import (
 )
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import TemplateLibrary
+from jobsmith.job_templates.paths import PathLookup, PathPolicy
 from jobsmith.job_templates.render import render_body
 from jobsmith.site_config import SiteConfig
 
@@ -294,6 +295,8 @@ class Judge:
     #: the nodes on the user's blocklist now (agent/runtime/blocklist/): every request
     #: excludes them, added to its own --exclude before it is assembled and judged
     blocked_nodes: Callable[[], Sequence[str]] = lambda: ()
+    #: where the job's paths are resolved and looked at: where it runs (None: this host)
+    files: PathLookup | None = None
     #: the queue's active tasks, while one look serves several decisions (see below)
     _active: int | None = field(default=None, init=False, repr=False)
     #: the submit limits (with their queues) seen within that one look, by QoS/account/partition
@@ -378,9 +381,11 @@ class Judge:
         if getattr(request, "script", None) is not None:
             from jobsmith.agent.runtime.submission.request.user_scripts import assemble_script
 
-            return assemble_script(request, self.site, cwd=self.cwd, header=header)
+            return assemble_script(
+                request, self.site, cwd=self.cwd, header=header, files=self.files
+            )
         template = self.library.get(request.template)
-        return assemble(template, request, self.site, cwd=self.cwd, header=header)
+        return assemble(template, request, self.site, cwd=self.cwd, header=header, files=self.files)
 
     # --- a plan ----------------------------------------------------------------------
 
@@ -456,11 +461,13 @@ class Judge:
         template = str(asked.get("template") or "")
         params = intent_params(asked)
         if template in self.library.names() and params:
+            roots = list(self.site.paths.allowed_roots)
+            base = Path(str(asked.get("cwd") or self.cwd))
             render_body(
                 self.library.get(template),
                 params,
-                allowed_roots=list(self.site.paths.allowed_roots),
-                base_dir=Path(str(asked.get("cwd") or self.cwd)),
+                allowed_roots=roots,
+                paths=PathPolicy(roots, base, self.files),
             )
 
     @contextlib.contextmanager

@@ -15,7 +15,6 @@ cannot model is refused by name before anything is rendered.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +50,7 @@ from jobsmith.agent.runtime.submission.request.checkpoint import plan as plan_ch
 from jobsmith.agent.runtime.submission.request.checkpoint import wrap as wrap_checkpoint
 from jobsmith.errors import InputError, PolicyError, TemplateError
 from jobsmith.job_templates import RenderedBody, Template, render_body
+from jobsmith.job_templates.paths import PathLookup, PathPolicy, inside
 from jobsmith.site_config import SiteConfig
 from jobsmith.site_config.yamlfile import DocumentKind, read_yaml
 from jobsmith.text import holds_undecodable
@@ -232,13 +232,23 @@ Header = Callable[[JobOptions], list[str]]
 
 
 def assemble(
-    template: Template, request: JobRequest, site: SiteConfig, *, cwd: Path, header: Header
+    template: Template,
+    request: JobRequest,
+    site: SiteConfig,
+    *,
+    cwd: Path,
+    header: Header,
+    files: PathLookup | None = None,
 ) -> AssembledJob:
-    """Validate, render and check a job against the site's limits (pure but for stat calls)."""
+    """Validate, render and check a job against the site's limits (pure but for the
+    questions to files: where the job runs, this host's by default, every path of the job
+    asked at once)."""
     roots = list(site.paths.allowed_roots)
-    rendered = render_body(template, request.params, allowed_roots=roots, base_dir=cwd)
+    paths = PathPolicy(roots, cwd, files)
+    paths.expect([log_dir_asked(request, site), cwd])
+    rendered = render_body(template, request.params, allowed_roots=roots, paths=paths)
     _refuse_param_resources(template, request)
-    options = _options(template.name, rendered, request, site, cwd)
+    options = _options(template.name, rendered, request, site, paths)
     check_limits(options, site)
     options, body = checkpointed(options, rendered.body, request.checkpoint, site)
     script = compose_script(header(options), site.env_setup, body)
@@ -282,9 +292,15 @@ def compose_script(header: Sequence[str], env_setup: Sequence[str], body: str) -
     return "\n".join(parts) + body.rstrip("\n") + "\n"
 
 
+def log_dir_asked(req: JobRequest, site: SiteConfig) -> Path:
+    """The log directory as asked: --log-dir, else the scratch's `jobsmith-logs`."""
+    return req.log_dir or site.paths.scratch / "jobsmith-logs"
+
+
 def _options(
-    name: str, rendered: RenderedBody, req: JobRequest, site: SiteConfig, cwd: Path
+    name: str, rendered: RenderedBody, req: JobRequest, site: SiteConfig, paths: PathPolicy
 ) -> JobOptions:
+    cwd = paths.base_dir
     overrides = {
         k: v
         for k, v in {
@@ -303,7 +319,7 @@ def _options(
         {**site.defaults.model_dump(), **rendered.sbatch_fields()}, site, partition
     )
     array = _array(name, rendered, req)
-    log_dir = inside_roots(req.log_dir or site.paths.scratch / "jobsmith-logs", site, "log dir")
+    log_dir = inside_roots(log_dir_asked(req, site), site, "log dir", paths)
     stem = f"{name}_%A_%a" if array else f"{name}_%j"
     fields: dict[str, object] = {
         **defaults,
@@ -317,7 +333,7 @@ def _options(
         "dependencies": req.dependencies,
         "output": f"{log_dir}/{stem}.out",
         "error": f"{log_dir}/{stem}.err",
-        "chdir": str(cwd if _within(cwd, site) else site.paths.scratch),
+        "chdir": str(cwd if _workdir_there(paths) else site.paths.scratch),
         "mail_user": site.notify.mail_user,
         "mail_type": site.notify.mail_type if site.notify.mail_user else None,
         "constraint": req.constraint,
@@ -428,17 +444,25 @@ def default_partition(site: SiteConfig) -> str | None:
     return next((n for n, p in site.partitions.items() if p.default), None)
 
 
-def _within(path: Path, site: SiteConfig) -> bool:
-    real = Path(os.path.realpath(path))
-    return any(real.is_relative_to(os.path.realpath(r)) for r in site.paths.allowed_roots)
+def _workdir_there(paths: PathPolicy) -> bool:
+    """Whether the job may start in the submitter's directory: inside the roots and a
+    directory where the job runs (over SSH the laptop's directory may not be there)."""
+    fact = paths.fact(paths.base_dir)
+    return fact.real is not None and fact.found == "dir" and inside(fact.real, paths.roots)
 
 
-def inside_roots(path: Path, site: SiteConfig, what: str) -> Path:
-    """path, resolved, if it lies inside the allowed roots; PolicyError naming what."""
-    if not _within(path, site):
+def inside_roots(path: Path, site: SiteConfig, what: str, paths: PathPolicy | None = None) -> Path:
+    """path, resolved, if it lies inside the allowed roots; PolicyError naming what.
+    paths: the job's path policy, which resolves it where the job runs (default: on this
+    host, relative to the current directory)."""
+    paths = paths or PathPolicy(list(site.paths.allowed_roots), Path.cwd())
+    real = paths.fact(path).real
+    if real is None or not inside(real, paths.roots):
         roots = ", ".join(str(r) for r in site.paths.allowed_roots)
-        raise PolicyError(f"{what} {path} is outside the allowed roots ({roots})")
-    return Path(os.path.realpath(path))
+        there = paths.lookup.where
+        shown = f"{path} (resolves to {real})" if there and real not in (None, path) else path
+        raise PolicyError(f"{what} {shown}{there} is outside the allowed roots ({roots})")
+    return real
 
 
 def _param_pairs(pairs: Sequence[str]) -> dict[str, object]:

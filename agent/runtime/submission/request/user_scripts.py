@@ -61,6 +61,7 @@ from jobsmith.agent.runtime.submission.request.jobs import (
 from jobsmith.errors import InputError, PolicyError
 from jobsmith.files import read_bounded
 from jobsmith.job_templates import RenderedBody, Resources
+from jobsmith.job_templates.paths import PathLookup, PathPolicy
 from jobsmith.site_config import SiteConfig
 from jobsmith.text import slurm_word
 from jobsmith.units import parse_duration, parse_memory
@@ -292,17 +293,25 @@ def _interpreter(shebang: str) -> str:
 
 
 def assemble_script(
-    request: JobRequest, site: SiteConfig, *, cwd: Path, header: Header
+    request: JobRequest,
+    site: SiteConfig,
+    *,
+    cwd: Path,
+    header: Header,
+    files: PathLookup | None = None,
 ) -> AssembledJob:
     """The user's script with jobsmith's directives, checked against the site's limits and
-    roots (pure but for stat calls); the counterpart of jobs.assemble for a template."""
+    roots (pure but for the questions to files: where the job runs, this host's by
+    default); the counterpart of jobs.assemble for a template."""
     job = request.script
     if job is None:
         raise ValueError("assemble_script needs a request with a script")
+    paths = PathPolicy(list(site.paths.allowed_roots), cwd, files)
     chdir = inside_roots(
         _absolute(Path(job.chdir) if job.chdir else cwd, cwd),
         site,
         "working directory" + (" (-D)" if job.chdir else " (cd into one, or give -D)"),
+        paths,
     )
     name = request.job_name or slurm_word(job.name, limit=60, keep="_-.")
     array = request.array
@@ -316,8 +325,10 @@ def assemble_script(
         "array": array,
         "array_throttle": request.array_throttle,
         "dependencies": request.dependencies,
-        "output": _log_path(job.output or stem, name, chdir, site, "output (-o)"),
-        "error": _log_path(job.error, name, chdir, site, "error (-e)") if job.error else None,
+        "output": _log_path(job.output or stem, name, chdir, paths, site, "output (-o)"),
+        "error": (
+            _log_path(job.error, name, chdir, paths, site, "error (-e)") if job.error else None
+        ),
         "chdir": str(chdir),
         "mail_user": job.mail_user or site.notify.mail_user,
         "mail_type": job.mail_type or (site.notify.mail_type if site.notify.mail_user else None),
@@ -395,7 +406,9 @@ def _absolute(path: Path, cwd: Path) -> Path:
     return path if path.is_absolute() else cwd / path
 
 
-def _log_path(given: str, name: str, chdir: Path, site: SiteConfig, what: str) -> str:
+def _log_path(
+    given: str, name: str, chdir: Path, paths: PathPolicy, site: SiteConfig, what: str
+) -> str:
     """-o/-e as sbatch would write it, relative to the working directory, with `%x` written
     out as the name the user gave (jobsmith's tag would be in it otherwise), its directory
     inside the allowed roots and free of patterns (jobsmith creates it before the job)."""
@@ -406,7 +419,7 @@ def _log_path(given: str, name: str, chdir: Path, site: SiteConfig, what: str) -
             f"{what} {given!r}: only the file name may hold % patterns (jobsmith creates "
             "the directory before the job starts)"
         )
-    parent = inside_roots(path.parent, site, f"{what} directory")
+    parent = inside_roots(path.parent, site, f"{what} directory", paths)
     written = str(parent / path.name)
     directive_safe(what, written)
     return written

@@ -1,0 +1,184 @@
+"""The job's paths asked where the job runs (adapters/files_there.py, issue 29 item 2):
+the remote lookup's one command, run here through the local transport, answers what this
+host's own resolution answers, for any name (spaces, quotes, newlines, bytes that are not
+UTF-8), and the path policy judges its answer by the same rule. Over SSH to another
+filesystem: tests/test_laptop_stage.py."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobsmith.adapters.files_there import FilesThere, look_argv, parse_look, read_argv
+from jobsmith.adapters.slurm.transport import LocalTransport
+from jobsmith.adapters.transport import CommandResult
+from jobsmith.errors import PolicyError, SchedulerError, TemplateError
+from jobsmith.job_templates import TemplateLibrary, shipped_library
+from jobsmith.job_templates.paths import LocalLookup, PathPolicy
+from jobsmith.job_templates.render import render_body
+
+
+class Counting:
+    """The local transport, counting the commands it is asked to run."""
+
+    def __init__(self) -> None:
+        self.inner = LocalTransport()
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        self.calls.append(tuple(argv))
+        return self.inner.run(argv, timeout=timeout, stdin=stdin, env=env)
+
+
+def there(transport: Counting | None = None) -> FilesThere:
+    return FilesThere(transport or Counting(), "alice@login1:22")
+
+
+#: one file name: any bytes but NUL and '/', as the OS hands them to Python
+names = (
+    st.binary(min_size=1, max_size=40)
+    .filter(lambda b: b"\0" not in b and b"/" not in b and b not in (b".", b".."))
+    .map(os.fsdecode)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=names, target=names)
+def test_any_name_is_resolved_there_as_here(name: str, target: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp).resolve()
+        (base / "d").mkdir()
+        (base / "d" / target).write_bytes(b"x")
+        link = base / name
+        link.symlink_to(base / "d" / target)
+        asked = [link, base / "d", base / "d" / name / "missing", base / "d" / target]
+        assert there().look(asked) == LocalLookup().look(asked)
+
+
+def test_a_name_with_a_newline_at_its_end_keeps_it() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp).resolve() / "ends\n\n"
+        path.write_text("")
+        fact = there().look([path])[path]
+        assert (fact.real, fact.found) == (path, "file")
+
+
+def test_a_symlink_loop_is_not_there(tmp_path: Path) -> None:
+    """realpath -m leaves a loop unresolved where Path.resolve() raises: either way an
+    input through it does not exist."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    fact = there().look([loop / "x"])[loop / "x"]
+    assert fact.found == "missing"
+
+
+def test_an_answer_that_is_not_one_line_per_path_is_an_error() -> None:
+    with pytest.raises(ValueError, match="1 answers for 2 paths"):
+        parse_look([Path("/a"), Path("/b")], "m 2f61\n")
+    assert look_argv([Path("/-x")])[-1] == "/-x"  # an argument, never code
+
+
+def test_the_commands_failure_names_the_login_node() -> None:
+    class Failing(Counting):
+        def run(self, argv: Sequence[str], **kw: object) -> CommandResult:
+            return CommandResult(tuple(argv), 127, "", "sh: realpath: not found")
+
+    with pytest.raises(SchedulerError, match="on alice@login1:22: exit 127: sh: realpath"):
+        there(Failing()).look([Path("/a")])
+
+
+def file_array(tmp_path: Path, files: str, transport: Counting, log_dir: Path) -> object:
+    paths = PathPolicy([tmp_path / "root"], tmp_path / "root", there(transport))
+    paths.expect([log_dir, tmp_path / "root"])
+    template = TemplateLibrary([shipped_library()]).get("file_array")
+    params = {"files": files, "program": "cat"}
+    rendered = render_body(template, params, allowed_roots=[], paths=paths)
+    return rendered, paths
+
+
+def test_every_path_of_a_submission_is_asked_in_one_command(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    for name in ("a.txt", "b c.txt", "it's.txt"):
+        (root / name).write_text(name)
+    transport = Counting()
+    rendered, paths = file_array(tmp_path, "a.txt,b c.txt,it's.txt", transport, root / "logs")
+    assert paths.fact(root / "logs").found == "missing"  # asked with them: no more commands
+    assert len(transport.calls) == 1, transport.calls
+    assert rendered.input_paths == (root / "a.txt", root / "b c.txt", root / "it's.txt")  # type: ignore[attr-defined]
+
+
+def test_a_symlink_out_of_the_roots_is_refused_naming_the_path_there(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    (tmp_path / "outside.txt").write_text("secret")
+    (tmp_path / "root" / "in.txt").symlink_to(tmp_path / "outside.txt")
+    with pytest.raises(PolicyError) as err:
+        file_array(tmp_path, "in.txt", Counting(), tmp_path / "root")
+    assert f"'in.txt' (resolves to '{tmp_path / 'outside.txt'}') on alice@login1:22" in str(
+        err.value
+    )
+    assert f"outside the allowed roots: {tmp_path / 'root'}" in str(err.value)
+
+
+def test_a_missing_input_is_named_with_the_host_it_is_missing_on(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    with pytest.raises(
+        TemplateError, match=r"input '.*/root/gone.txt' does not exist on alice@login1:22"
+    ):
+        file_array(tmp_path, "gone.txt", Counting(), tmp_path / "root")
+
+
+def test_the_log_directory_is_made_there_with_mkdir_p(tmp_path: Path) -> None:
+    transport = Counting()
+    deep = tmp_path / "a b" / "logs"
+    there(transport).make_dirs(deep)
+    assert deep.is_dir() and transport.calls == [("mkdir", "-p", "--", str(deep))]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SchedulerError, match=r"cannot make the directory .* on alice@login1:22"):
+        there(transport).make_dirs(tmp_path / "file" / "logs")
+
+
+def test_a_sample_sheet_is_read_there_and_its_cells_asked_at_once(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "reads").mkdir(parents=True)
+    (root / "genome.fa").write_text(">x\n")
+    rows = ["sample\tr1\tr2"]
+    for i in range(4):
+        for end in (1, 2):
+            (root / "reads" / f"s{i}_{end}.fq").write_text("")
+        rows.append(f"s{i}\ts{i}_1.fq\ts{i}_2.fq")
+    (root / "reads" / "samples.tsv").write_text("\n".join(rows) + "\n")
+    transport = Counting()
+    paths = PathPolicy([root], root, there(transport))
+    template = TemplateLibrary([shipped_library()]).get("bwa_align")
+    params = {"reference": "genome.fa", "samples": "reads/samples.tsv", "output_dir": "out"}
+    rendered = render_body(template, params, allowed_roots=[], paths=paths)
+    assert root / "reads" / "s3_2.fq" in rendered.input_paths
+    # the parameters' paths, the sheet's bytes, its 8 cells: three commands, not eleven
+    assert [argv[2] for argv in transport.calls] == [
+        argv[2] for argv in (look_argv([]), read_argv(root, 0), look_argv([]))
+    ]
+
+
+def test_a_sheet_that_is_not_a_file_there_cannot_be_read_and_says_where(tmp_path: Path) -> None:
+    (tmp_path / "fifo").mkdir()
+    with pytest.raises(OSError, match="not a regular file on alice@login1:22"):
+        there().read(tmp_path / "fifo")
+    big = tmp_path / "big"
+    big.write_bytes(b"\xff" * 11)
+    assert there().read(big, limit=11) == b"\xff" * 11  # bytes as they are, not UTF-8
+    with pytest.raises(OSError, match="larger than 10 bytes"):
+        there().read(big, limit=10)
