@@ -305,3 +305,25 @@ def test_wait_polls_soon_then_a_quarter_of_the_time_waited_at_most_every_30s() -
     assert len(slept) < 150  # an hour: a few dozen polls, not one a second
     done = {"1": JobStatus(job_id="1", state=JobState.COMPLETED)}
     assert wait_for(lambda: done, timeout_s=5, progress=lambda _: None) == done
+
+
+def test_a_slow_poll_is_part_of_the_pause_not_added_to_it() -> None:
+    """Polls are paced from their starts: a poll that takes 0.3 s is followed by 0.2 s of
+    sleep at the half-second pace, and one slower than the pace by none."""
+    from jobsmith.agent.watcher.waiting import WaitTimeout, wait_for
+
+    now = [0.0]
+    slept: list[float] = []
+    took = iter([0.3, 0.3, 0.7] + [0.0] * 1000)
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    def poll() -> dict[str, JobStatus]:
+        now[0] += next(took)
+        return {"1": JobStatus(job_id="1", state=JobState.RUNNING)}
+
+    with pytest.raises(WaitTimeout):
+        wait_for(poll, timeout_s=60, progress=lambda _: None, clock=lambda: now[0], sleep=sleep)
+    assert slept[:4] == pytest.approx([0.2, 0.2, 0.0, 0.5])

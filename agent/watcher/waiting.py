@@ -97,7 +97,8 @@ def wait_for(
 
     The pause after each poll follows what the jobs are expected to do
     (agent/watcher/pacing.py): soon after the start, then a quarter of the time waited so
-    far, at most 30 s, but just after a job's expected end (its time limit, or how long
+    far, at most 30 s (counted from each poll's start, so a slow poll does not stretch
+    it), but just after a job's expected end (its time limit, or how long
     its array's finished tasks took, or, while the array moves, the length of one of its
     waiting tasks: one may start at once). A job that ends after 3 s is seen within a second
     of it, one that ends after an hour within 30 s, and a long wait costs Slurm a few
@@ -114,6 +115,7 @@ def wait_for(
     last_line = ""
     expected = Outlook()
     while True:
+        polled_at = clock()
         try:
             last = poll()
         except SchedulerUnavailable as err:
@@ -129,9 +131,11 @@ def wait_for(
             expected = outlook(last.values())
         now = clock()
         interval = next_poll_s(now - started, expected, pace, quiet_s=now - changed)
-        if now + interval > deadline:
+        if polled_at + interval > deadline:
             raise WaitTimeout(f"gave up waiting after {timeout_s:g}s: {last_line or 'no answer'}")
-        sleep(interval)
+        # the pause runs from the poll's start: a poll that took 0.3 s (sacct and the
+        # session's records) is part of it, so a half-second pace is one, not 0.8 s
+        sleep(max(0.0, polled_at + interval - clock()))
 
 
 def progress_line(statuses: Iterable[JobStatus], said: Mapping[str, str] | None = None) -> str:
