@@ -1,14 +1,15 @@
 """The watcher's backoff loop through a real controller outage (issue 16, part 2).
 
-`jobsmith watch --interval 2` runs as its own process while a job of its session runs,
-and slurmctld is taken away for 30 s (`restart-ctld --pause`, which the lab lets its user
-run through sudo), with the site's command timeout at 5 s. Each cycle's start is taken
-from a wrapper around the real `sacct` (a cycle asks sacct exactly once, first) and its
-end from the JSON document it prints. The test checks the loop itself, not only
-next_interval: while Slurm does not answer, the pause after each silent cycle doubles
-from the base interval; after the controller is back, the first answered cycle brings
-it back to the base; and the notes on stderr say so. It runs alone, after the rest:
-other tests would meet the outage too.
+`jobsmith watch --interval 2` runs as its own process while a job of its session runs
+and another waits on it (the waiting one is what needs the controller), and slurmctld is
+taken away for 30 s (`restart-ctld --pause`, which the lab lets its user run through
+sudo), with the site's command timeout at 5 s. Each cycle's start is taken from a wrapper
+around the real `sacct` (a cycle asks sacct exactly once, first) and its end from the
+JSON document it prints. The test checks the loop itself, not only next_interval: while
+Slurm does not answer, the pause after each silent cycle doubles from the base interval;
+after the controller is back, the first answered cycle brings it back to the base; and
+the notes on stderr say so. It runs alone, after the rest: other tests would meet the
+outage too.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ def test_watcher_backs_off_while_slurmctld_is_down_and_returns_to_its_interval(
     job = js("submit", "command", "-P", "command=sleep 150", "--log-dir", str(workdir))
     assert job.exit_code == 0, job.output
     job_id = job.stdout.strip()
+    # a job that waits on it: a running job is followed by sacct alone, which slurmdbd
+    # answers without the controller (issue 26); what waits is asked of squeue, so every
+    # cycle meets the outage (without it the test passed or failed by timing)
+    after = js("submit", "command", "-P", "command=true", "-d", f"afterok:{job_id}",
+               "--log-dir", str(workdir))  # fmt: skip
+    assert after.exit_code == 0, after.output
     starts, wrapper = tmp_path / "sacct.starts", tmp_path / "wrap"
     wrapper.mkdir()
     real = shutil.which("sacct")
@@ -123,7 +130,7 @@ def test_watcher_backs_off_while_slurmctld_is_down_and_returns_to_its_interval(
             assert watcher.wait(timeout=30) == 0
         finally:
             watcher.kill()
-            subprocess.run(["scancel", job_id], check=False)
+            subprocess.run(["scancel", job_id, after.stdout.strip()], check=False)
 
     seen = list(cycles.seen)
     begun = [float(t) for t in starts.read_text().split()]
