@@ -282,3 +282,35 @@ def test_missing_only_decodes_the_clusters_frames_there_in_one_command(
     finally:
         sshd.stop()
         cluster.run(["rm", "-rf", str(there)])
+
+
+def test_a_symlink_loop_on_the_cluster_is_refused_naming_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A loop among the cluster's symlinks is named as one, with the login node (exit
+    2), where it used to be "does not exist" (issue 29 item 2, leftover (ii))."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    there = Path(f"/scratch/{cluster.user}/js-laptop-{uuid.uuid4().hex[:12]}")
+    checked(cluster, ["mkdir", "-p", str(there)])
+    checked(cluster, ["ln", "-s", str(there / "b"), str(there / "a")])
+    checked(cluster, ["ln", "-s", str(there / "a"), str(there / "b")])
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", there)
+        login = f"on {cluster.user}@{cluster.address}:{sshd.port}"
+        args = ["-P", f"files={there / 'a' / 'in.txt'}", "-P", "program=cat"]
+        res = jobsmith(env, tmp_path, site, "submit", "file_array", *args, "--log-dir", str(there))
+        said = res.stdout + res.stderr
+        assert res.returncode == 2, said
+        assert f"cannot resolve '{there / 'a' / 'in.txt'}' {login}: Symlink loop from '" in said
+        assert cluster.slurm_calls_here() == []
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(there)])
