@@ -23,7 +23,7 @@ from login_node import Cluster, checked, login_node
 pytestmark = pytest.mark.slow  # the controller must forget the jobs: MinJobAge and its purge
 
 #: a job above this many core-hours waits for a person (the others stay below it)
-APPROVAL = "policy:\n  approval:\n    core_hours: 0.5\n"
+APPROVAL = "policy:\n  approval:\n    core_hours: 0.4\n"
 #: how long each job runs: long enough that the first watcher cycle sees none of them end
 RUN_S = 15
 #: how long the controller may take to forget an ended job: MinJobAge plus its purge,
@@ -97,16 +97,16 @@ def test_a_watcher_stopped_past_min_job_age_catches_up_in_one_poll_from_the_lapt
             assert res.returncode == code, (args, res.stdout, res.stderr)
             return res
 
-        def submit(*args: str, code: int = 0) -> dict[str, Any]:
-            res = run("submit", "command", *args, "--log-dir", str(there), "--no-advice",
-                      "--json", code=code)  # fmt: skip
+        def submit(*args: str, minutes: int = 5, code: int = 0) -> dict[str, Any]:
+            res = run("submit", "command", "-t", str(minutes), *args, "--log-dir", str(there),
+                      "--no-advice", "--json", code=code)  # fmt: skip
             return json.loads(res.stdout) if code == 0 else {}
 
         sleep = f"sleep {RUN_S}"
         ok = submit("-P", f"command={sleep}; echo fine")
         failed = submit("-P", f"command={sleep}; echo 'it broke' >&2; exit 3")
         array = submit("-a", "0-1", "-P", f"command={sleep}; echo task $SLURM_ARRAY_TASK_ID")
-        submit("-t", "60", "-P", f"command={sleep}; echo approved", code=8)  # 1 core-hour
+        submit("-P", f"command={sleep}; echo approved", minutes=30, code=8)  # 0.5 core-hour
         (held,) = json.loads(run("pending", "--json").stdout)["pending"]
         approved = json.loads(run("approve", held["step_id"], "--json").stdout)
         assert approved["outcome"] == "done", approved

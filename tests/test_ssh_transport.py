@@ -491,6 +491,9 @@ def laptop_env(home: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "JOBSMITH_CONFIG_DIR": str(home / "config"),
         "JOBSMITH_STATE_DIR": str(home / "state"),
+        # the checkout under test: the laptop stage and a worktree's runs put its src
+        # first; without it the CLI would import the venv's own install of jobsmith
+        **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},
     }
 
 
