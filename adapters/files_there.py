@@ -14,8 +14,11 @@ local site (Slurm 22.05 cannot open a job's output in a directory that does not 
 Paths travel as arguments, never as code, and come back hex-encoded: a name may hold
 spaces, quotes, newlines or bytes that are not UTF-8, and every byte survives both ways
 (the argv is encoded with surrogateescape as the OS encodes file names, the answer is
-decoded the same way). It needs POSIX sh and GNU coreutils (`realpath -m`, `od`, `tr`)
-on the login node, as the rest of the SSH transport does (`timeout`, `base64`).
+decoded the same way). It needs POSIX sh and GNU coreutils (`realpath -m`, `od`, `tr`;
+`head`, `base64` to read) on the login node, as the rest of the SSH transport does
+(`timeout`, `base64`): each command checks for its own first and a missing one is
+ToolMissing naming it (adapters/login_tools.py), never a wrong answer. A symlink loop
+there is named as one (realpath -m leaves it unresolved; `test -L` finds it).
 """
 
 from __future__ import annotations
@@ -27,25 +30,39 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from jobsmith.adapters.login_tools import check, need_sh
 from jobsmith.adapters.transport import Transport
 from jobsmith.errors import SchedulerError
 from jobsmith.files import MAX_INPUT_BYTES
 from jobsmith.job_templates.paths import Found, LocalLookup, PathFact, PathLookup
 
 #: for each path argument one line: "f|d|o|m HEX" (file, directory, other, missing; the
-#: resolved path's bytes in hex), or "e HEX" (realpath's complaint). `printf x` keeps a
-#: trailing newline of the name from command substitution; `${r%?}` drops realpath's own.
-_LOOK_SH = r"""
+#: resolved path's bytes in hex), "l HEX" (a symlink loop: the link realpath could not
+#: resolve), or "e HEX" (realpath's complaint). `printf x` keeps a trailing newline of
+#: the name from command substitution; `${r%?}` drops realpath's own. `realpath -m`
+#: resolves every symlink it can, even to a missing target, and leaves one it cannot
+#: (ELOOP) as it is: so a missing path still holding a symlink names a loop, found by
+#: looking at its ancestors with `test -L` (no error text, which is the locale's).
+_LOOK_SH = (
+    need_sh(("realpath", "od", "tr"), gnu_realpath=True)
+    + r"""
 for p do
   if r=$(realpath -m -- "$p" 2>&1 && printf x); then
     r=${r%x}; r=${r%?}
-    if [ -f "$r" ]; then k=f; elif [ -d "$r" ]; then k=d; elif [ -e "$r" ]; then k=o; else k=m; fi
+    if [ -f "$r" ]; then k=f; elif [ -d "$r" ]; then k=d; elif [ -e "$r" ]; then k=o; else
+      k=m; q=$r
+      while [ -n "$q" ]; do
+        if [ -L "$q" ]; then k=l; r=$q; break; fi
+        q=${q%/*}
+      done
+    fi
   else
     k=e
   fi
   printf '%s ' "$k"; printf '%s' "$r" | od -An -v -tx1 | tr -d ' \n'; echo
 done
 """
+)
 
 _FOUND: dict[str, Found] = {"f": "file", "d": "dir", "o": "other", "m": "missing"}
 
@@ -56,10 +73,13 @@ def look_argv(paths: Sequence[Path]) -> list[str]:
 
 
 #: a regular file's first LIMIT+1 bytes in base64 (one more than allowed tells "too big")
-_READ_SH = r"""
+_READ_SH = (
+    need_sh(("head", "base64"))
+    + r"""
 if [ ! -f "$1" ]; then echo "it is not a regular file" >&2; exit 3; fi
 head -c "$2" -- "$1" | base64 -w0
 """
+)
 
 
 def read_argv(path: Path, limit: int) -> list[str]:
@@ -78,6 +98,8 @@ def parse_look(paths: Sequence[Path], stdout: str) -> dict[Path, PathFact]:
         text = os.fsdecode(bytes.fromhex(encoded))
         if kind == "e":
             facts[path] = PathFact(None, problem=text.strip() or "realpath failed")
+        elif kind == "l":  # worded as Path.resolve() words it on this host
+            facts[path] = PathFact(None, problem=f"Symlink loop from {text!r}")
         elif kind in _FOUND:
             facts[path] = PathFact(Path(text), _FOUND[kind])
         else:
@@ -106,13 +128,14 @@ class FilesThere:
     def __init__(self, transport: Transport, where: str, timeout_s: float = 30.0) -> None:
         """where: the login node as messages name it, e.g. 'alice@login1:22'."""
         self._transport = transport
+        self._login = where
         self.where = f" on {where}"
         self._timeout = timeout_s
 
     def look(self, paths: Sequence[Path]) -> dict[Path, PathFact]:
         if not paths:
             return {}
-        res = self._transport.run(look_argv(paths), timeout=self._timeout)
+        res = check(self._transport.run(look_argv(paths), timeout=self._timeout), self._login)
         try:
             if res.returncode != 0:
                 raise ValueError(f"exit {res.returncode}: {res.stderr.strip()[:200]}")
@@ -121,7 +144,7 @@ class FilesThere:
             raise SchedulerError(f"cannot look at the job's paths{self.where}: {exc}") from None
 
     def read(self, path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
-        res = self._transport.run(read_argv(path, limit), timeout=self._timeout)
+        res = check(self._transport.run(read_argv(path, limit), timeout=self._timeout), self._login)
         if res.returncode != 0:
             why = res.stderr.strip().splitlines()[-1:] or [f"exit {res.returncode}"]
             raise OSError(errno.EIO, f"{why[0]}{self.where}", str(path))

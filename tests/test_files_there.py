@@ -7,15 +7,18 @@ filesystem: tests/test_laptop_stage.py."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobsmith.adapters.files_there import FilesThere, look_argv, parse_look, read_argv
+from jobsmith.adapters.login_tools import WHAT, ToolMissing
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.transport import CommandResult
 from jobsmith.errors import PolicyError, SchedulerError, TemplateError
@@ -76,13 +79,98 @@ def test_a_name_with_a_newline_at_its_end_keeps_it() -> None:
         assert (fact.real, fact.found) == (path, "file")
 
 
-def test_a_symlink_loop_is_not_there(tmp_path: Path) -> None:
-    """realpath -m leaves a loop unresolved where Path.resolve() raises: either way an
-    input through it does not exist."""
+def test_a_symlink_loop_there_is_named_as_one(tmp_path: Path) -> None:
+    """realpath -m leaves a loop unresolved (exit 0): the lookup finds the link it left
+    and names the loop, as Path.resolve() does here, through a directory component too;
+    a dangling link is only missing (leftover (ii) of issue 29 item 2)."""
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
-    fact = there().look([loop / "x"])[loop / "x"]
-    assert fact.found == "missing"
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    asked = [loop, loop / "x", tmp_path / "a" / "x", tmp_path / "dangling"]
+    facts = there().look(asked)
+    assert facts[loop].real is None and facts[loop].problem == f"Symlink loop from '{loop}'"
+    assert facts[loop / "x"].problem == f"Symlink loop from '{loop}'"
+    assert facts[tmp_path / "a" / "x"].real is None
+    assert facts[tmp_path / "a" / "x"].problem in (
+        f"Symlink loop from '{tmp_path / 'a'}'",
+        f"Symlink loop from '{tmp_path / 'b'}'",
+    )
+    assert (facts[tmp_path / "dangling"].real, facts[tmp_path / "dangling"].found) == (
+        tmp_path / "nowhere",
+        "missing",
+    )
+
+
+def test_an_input_through_a_symlink_loop_there_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    loop = tmp_path / "root" / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(TemplateError) as err:
+        file_array(tmp_path, "loop/in.txt", Counting(), tmp_path / "root")
+    assert "cannot resolve 'loop/in.txt' on alice@login1:22: " in str(err.value)
+    assert f"Symlink loop from '{loop}'" in str(err.value)
+
+
+def tools_but(tmp_path: Path, missing: str, replaced: Mapping[str, str] | None = None) -> Path:
+    """A bin directory with this host's sh and coreutils the scripts use, but missing;
+    replaced: tools that are these scripts instead."""
+    bin_dir = tmp_path / f"bin-without-{missing}"
+    bin_dir.mkdir()
+    for tool in ("sh", "realpath", "od", "tr", "head", "base64", "printf", "mkdir"):
+        if tool != missing:
+            (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    for tool, script in (replaced or {}).items():
+        (bin_dir / tool).unlink()
+        (bin_dir / tool).write_text(script)
+        (bin_dir / tool).chmod(0o755)
+    return bin_dir
+
+
+class WithPath(Counting):
+    """The local transport, its commands run with PATH set to one directory."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        super().__init__()
+        self.bin_dir = bin_dir
+
+    def run(self, argv: Sequence[str], **kw: Any) -> CommandResult:
+        return super().run(argv, **{**kw, "env": {"PATH": str(self.bin_dir)}})
+
+
+@pytest.mark.parametrize("missing", ["realpath", "od", "tr"])
+def test_a_login_node_without_a_tool_of_the_lookup_gets_one_error_naming_it(
+    tmp_path: Path, missing: str
+) -> None:
+    """Never a wrong answer (without od every path came back as '.'): the command
+    checks for its tools first and ends naming the one missing (exit 2, ConfigError)."""
+    files = there(WithPath(tools_but(tmp_path, missing)))
+    with pytest.raises(ToolMissing) as err:
+        files.look([tmp_path])
+    assert err.value.tool == missing and err.value.exit_code == 2
+    assert f"the login node alice@login1:22 has no {WHAT[missing]}" in str(err.value)
+
+
+def test_a_realpath_without_m_busybox_style_is_named(tmp_path: Path) -> None:
+    busybox = (
+        '#!/bin/sh\ncase "$1" in -m) echo "realpath: unrecognized option: m" >&2; exit 1;; esac\n'
+    )
+    files = there(WithPath(tools_but(tmp_path, "none", {"realpath": busybox})))
+    with pytest.raises(ToolMissing, match=r"has no GNU realpath \(coreutils, with -m\)"):
+        files.look([tmp_path])
+
+
+@pytest.mark.parametrize("missing", ["head", "base64"])
+def test_a_login_node_without_a_tool_of_the_reading_gets_one_error_naming_it(
+    tmp_path: Path, missing: str
+) -> None:
+    (tmp_path / "sheet.tsv").write_text("sample\n")
+    with pytest.raises(ToolMissing, match=f"alice@login1:22 has no .*\\({missing}\\)"):
+        there(WithPath(tools_but(tmp_path, missing))).read(tmp_path / "sheet.tsv")
+    every = there(WithPath(tools_but(tmp_path, "none")))
+    assert every.read(tmp_path / "sheet.tsv") == b"sample\n"  # with them all, it reads
+    assert every.look([tmp_path])[tmp_path].found == "dir"
 
 
 def test_an_answer_that_is_not_one_line_per_path_is_an_error() -> None:

@@ -14,6 +14,7 @@ import shutil
 import socket
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from login_node import Cluster, checked, login_node, write_file
@@ -215,6 +216,100 @@ def test_transcode_and_render_frames_name_the_clusters_files(
                        str(there / "frames"), "--frames", "1-4", "--dry-run")  # fmt: skip
         assert res.returncode == 0, res.stderr
         assert not (there / "frames").exists()
+        assert cluster.slurm_calls_here() == []
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(there)])
+
+
+def test_missing_only_decodes_the_clusters_frames_there_in_one_command(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """`render-frames --missing-only` over SSH: the frames already rendered are the
+    cluster's files, none of them on the laptop; they are looked at and decoded there
+    (the cluster's ffmpeg), the whole range in one command, and only the missing, empty
+    and broken frames are planned again (issue 29 item 2, its author's leftover (i))."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    there = Path(f"/scratch/{cluster.user}/js-laptop-{uuid.uuid4().hex[:12]}")
+    frames = there / "frames"
+    checked(cluster, ["mkdir", "-p", str(frames)])
+    for frame in (1, 2, 4, 6):
+        checked(cluster, ["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i",
+                          "color=c=blue:s=32x24", "-frames:v", "1",
+                          str(frames / f"frame_{frame:05d}.png")])  # fmt: skip
+    write_file(cluster, frames / "frame_00005.png", "not a picture\n")
+    checked(cluster, ["truncate", "-s", "0", str(frames / "frame_00006.png")])
+    write_file(cluster, there / "scene.blend", "not read before the job\n")
+    assert not there.exists()  # the frames are the cluster's only
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", there)
+        login = f"on {cluster.user}@{cluster.address}:{sshd.port}"
+        args = [str(there / "scene.blend"), str(frames), "--frames", "1-7", "--dry-run"]
+
+        def commands(*more: str) -> tuple[Any, int]:
+            """The command's result, and how many commands it ran on the login node."""
+            before = sshd.log_text().count("Starting session: command")
+            res = jobsmith(env, tmp_path, site, "render-frames", *args, *more)
+            return res, sshd.log_text().count("Starting session: command") - before
+
+        commands()  # what is learnt once about the cluster (its config) is kept
+        whole, plain = commands("--json")
+        assert whole.returncode == 0, whole.stderr
+        repair, asked = commands("--missing-only", "--json")
+        assert repair.returncode == 0, repair.stderr
+        assert asked == plain + 1, (plain, asked)  # every frame in one command
+        steps = {step["name"]: step for step in json.loads(repair.stdout)["steps"]}
+        assert steps["render"]["job"]["params"]["blocks"] == ["3-3", "5-7"]
+        assert steps["check"]["job"]["params"]["frame_start"] == 1  # the range, checked again
+        for frame in (3, 5, 7):
+            checked(cluster, ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
+                              "color=c=blue:s=32x24", "-frames:v", "1",
+                              str(frames / f"frame_{frame:05d}.png")])  # fmt: skip
+        checked(cluster, ["cp", str(frames / "frame_00001.png"), str(frames / "frame_00006.png")])
+        done, _ = commands("--missing-only")
+        assert done.returncode == 2, done.stderr
+        assert f"1-7 in {frames} {login} is there and decodes" in done.stderr, done.stderr
+        assert not there.exists()
+        assert cluster.slurm_calls_here() == []
+    finally:
+        sshd.stop()
+        cluster.run(["rm", "-rf", str(there)])
+
+
+def test_a_symlink_loop_on_the_cluster_is_refused_naming_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A loop among the cluster's symlinks is named as one, with the login node (exit
+    2), where it used to be "does not exist" (issue 29 item 2, leftover (ii))."""
+    from lab_cli import write_user_site
+    from sshd import start_sshd
+    from test_ssh_transport import jobsmith, laptop_env, remote_site
+
+    there = Path(f"/scratch/{cluster.user}/js-laptop-{uuid.uuid4().hex[:12]}")
+    checked(cluster, ["mkdir", "-p", str(there)])
+    checked(cluster, ["ln", "-s", str(there / "b"), str(there / "a")])
+    checked(cluster, ["ln", "-s", str(there / "a"), str(there / "b")])
+    sshd = start_sshd(tmp_path / "sshd", node=cluster)
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts_line())
+        site = remote_site(tmp_path, sshd, known)
+        env = laptop_env(tmp_path / "home")
+        write_user_site(tmp_path / "home" / "config", there)
+        login = f"on {cluster.user}@{cluster.address}:{sshd.port}"
+        args = ["-P", f"files={there / 'a' / 'in.txt'}", "-P", "program=cat"]
+        res = jobsmith(env, tmp_path, site, "submit", "file_array", *args, "--log-dir", str(there))
+        said = res.stdout + res.stderr
+        assert res.returncode == 2, said
+        assert f"cannot resolve '{there / 'a' / 'in.txt'}' {login}: Symlink loop from '" in said
         assert cluster.slurm_calls_here() == []
     finally:
         sshd.stop()

@@ -17,17 +17,22 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lab_cli import js, watch_until, webhook_receiver
 from test_report import Page
 from test_report_lab import artifacts_dir
 
+from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.agent.runtime.workflows.frames import (
     RenderRequest,
+    There,
     blocks_of,
     broken_frames,
+    parse_broken,
     parse_frames,
+    plan_for,
     render_plan,
 )
 from jobsmith.errors import InputError
@@ -98,6 +103,72 @@ def test_missing_and_undecodable_frames_are_found(tmp_path: Path) -> None:
     for frame in (1, 2, 4):
         (tmp_path / f"frame_{frame:05d}.png").write_bytes(b"x" if frame == 4 else b"ok")
     assert broken_frames(request, decodes=lambda p: p.read_bytes() == b"ok") == [3, 4]
+
+
+class Recorded:
+    """A real transport (this host's) that keeps every argv it ran."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self._env = env
+        self._local = LocalTransport()
+
+    def run(self, argv: Any, *, timeout: float, stdin: Any = None, env: Any = None) -> Any:
+        self.calls.append(list(argv))
+        return self._local.run(argv, timeout=timeout, stdin=stdin, env=self._env or env)
+
+
+def test_the_broken_frames_there_are_found_in_one_command_with_the_hosts_ffmpeg(
+    tmp_path: Path,
+) -> None:
+    """`--missing-only` over SSH (issue 29): the frames are looked at and decoded where the
+    job runs, every frame of the range in ONE command (here the real script through this
+    host's transport): a missing, an empty and an undecodable frame are found, frames
+    outside the range are not asked about, and a name with spaces and a quote is fine."""
+    frames = tmp_path / "it's frames"
+    frames.mkdir()
+    for frame in (1, 2, 5, 6):
+        subprocess.run(
+            ["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "color=c=red:s=32x24",
+             "-frames:v", "1", str(frames / f"frame_{frame:05d}.png")],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+    (frames / "frame_00003.png").write_bytes(b"")
+    (frames / "frame_00005.png").write_bytes(b"\x89PNG not really")
+    transport = Recorded()
+    there = There(" on the test's host", transport)
+    request = RenderRequest(tmp_path / "s.blend", frames, 1, 7)
+    assert there.broken_frames(request) == [3, 4, 5, 7]
+    assert len(transport.calls) == 1 and transport.calls[0][:2] == ["sh", "-c"]
+    assert there.broken_frames(replace(request, frame_start=5, frame_end=6)) == [5]
+    plan = plan_for(request, missing_only=True, there=there)
+    assert plan.steps["render"].params["blocks"] == ["3-5", "7-7"]
+    whole = replace(request, frame_start=1, frame_end=2)
+    with pytest.raises(InputError, match=r"1-2 in .* on the test's host is there and decodes"):
+        plan_for(whole, missing_only=True, there=there)
+
+
+def test_no_ffmpeg_there_is_named_and_nothing_to_decode_needs_none(tmp_path: Path) -> None:
+    """A login node without ffmpeg: one line naming it and the login node; with no frame
+    there yet, every frame is missing and nothing needed decoding."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "timeout"):
+        (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    there = There(" on alice@login1:22", Recorded(env={"PATH": str(bin_dir)}))
+    (tmp_path / "frame_00002.png").write_bytes(b"something")
+    request = RenderRequest(tmp_path / "s.blend", tmp_path, 1, 3)
+    with pytest.raises(InputError, match="needs ffmpeg on the login node on alice@login1:22"):
+        there.broken_frames(request)
+    assert there.broken_frames(replace(request, frame_start=3)) == [3]
+
+
+def test_an_answer_that_is_not_frames_of_the_range_is_no_answer() -> None:
+    request = RenderRequest(Path("/s.blend"), Path("/f"), 1, 4)
+    assert parse_broken(request, "4\n2\n2\n") == [2, 4]
+    for bad in ("5\n", "x\n", "\u0663\n"):  # out of the range, not a number, not ASCII
+        with pytest.raises(ValueError):
+            parse_broken(request, bad)
 
 
 def test_a_rerun_of_a_block_renders_only_the_frames_its_first_run_did_not_save(

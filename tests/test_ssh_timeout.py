@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -60,15 +61,16 @@ def test_the_command_line_puts_the_deadline_on_the_login_node() -> None:
 
 def run_part(line: str) -> str:
     """The POSIX line past the environment rule's snippet (adapters/environment_rule.py)."""
-    snippet, run = line.split("; exec ", 1)
-    assert snippet.startswith("set --; ")
+    tools, run = line.split("; exec ", 1)
+    assert tools.startswith("command -v env ") and "; set --; " in tools  # tools, then rule
     return f"exec {run}"
 
 
 def posix(line: str) -> str:
     """The POSIX line inside command.any_shell's wrapping."""
-    encoded = line.split("echo ", 1)[1].split(" |", 1)[0]
-    return base64.b64decode(encoded).decode()
+    found = re.search(r"echo ([A-Za-z0-9+/=]+) \| base64 -d", line)
+    assert found, line
+    return base64.b64decode(found[1]).decode()
 
 
 @pytest.mark.parametrize(

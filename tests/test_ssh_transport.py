@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,13 @@ from typing import Any
 import paramiko
 import pytest
 from lab_cli import LAB_SITE, write_user_site
-from login_node import login_node, make_dirs
+from login_node import ThisMachine, checked, login_node, make_dirs
 from pydantic import ValidationError
 from scripted_transport import ScriptedTransport
 from sshd import HOSTILE_ENV, Sshd, keygen, kill_all, pids_running, start_sshd
 
 from jobsmith.adapters.environment_rule import JobEnvironmentRule
+from jobsmith.adapters.login_tools import WHAT, ToolMissing
 from jobsmith.adapters.ssh.command import remote_command
 from jobsmith.adapters.ssh.hostkeys import HostKeyRefused
 from jobsmith.adapters.ssh.transport import LoginRefused, ParamikoTransport
@@ -362,6 +364,46 @@ def test_secret_variables_given_are_not_sent(transport: ParamikoTransport) -> No
     assert "KEEP=1" in res.stdout and "sk-1" not in res.stdout
 
 
+#: what every command over SSH runs on the login node besides itself (adapters/login_tools.py)
+WRAPPER_TOOLS = ("base64", "env", "sed", "timeout")
+
+
+def test_a_login_node_without_a_tool_every_command_needs_is_one_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    """A login PATH without base64 made every command run nothing and exit 0 (`eval` of
+    an empty decoding): now each command checks first, and the transport raises
+    ToolMissing (exit 2) naming the tool and the login node; never a silent success."""
+    node = login_node()
+    bin_dir = (
+        tmp_path / "login-bin"
+        if isinstance(node, ThisMachine)
+        else Path(f"/tmp/js-login-bin-{uuid.uuid4().hex[:12]}")
+    )
+    link = 'mkdir -p "$1" && cd "$1" && shift && for t do ln -sf "$(command -v "$t")" .; done'
+    checked(node, ["sh", "-c", link, "sh", str(bin_dir), "sh", *WRAPPER_TOOLS])
+    server = start_sshd(tmp_path / "sshd", login_env={"PATH": str(bin_dir)}, node=node)
+    known = tmp_path / "known_hosts"
+    known.write_text(server.known_hosts_line())
+    t = ParamikoTransport(HOST, port=server.port, key_file=server.client_key, known_hosts=known)
+    try:
+        done = t.run(["/bin/echo", "every tool there"], timeout=20)
+        assert (done.returncode, done.stdout) == (0, "every tool there\n"), done
+        for tool in WRAPPER_TOOLS:
+            checked(node, ["mv", str(bin_dir / tool), str(bin_dir / f"{tool}.away")])
+            try:
+                with pytest.raises(ToolMissing) as err:
+                    t.run(["/bin/echo", "never"], timeout=20)
+            finally:
+                checked(node, ["mv", str(bin_dir / f"{tool}.away"), str(bin_dir / tool)])
+            assert err.value.tool == tool and err.value.exit_code == 2
+            assert f"the login node {t.where} has no {WHAT[tool]}" in str(err.value)
+    finally:
+        t.close()
+        server.stop()
+        node.run(["rm", "-rf", str(bin_dir)])
+
+
 def _plain_session_env(sshd: Sshd, known_hosts: Path) -> dict[str, str]:
     client = paramiko.SSHClient()
     client.load_host_keys(str(known_hosts))
@@ -449,6 +491,9 @@ def laptop_env(home: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "JOBSMITH_CONFIG_DIR": str(home / "config"),
         "JOBSMITH_STATE_DIR": str(home / "state"),
+        # the checkout under test: the laptop stage and a worktree's runs put its src
+        # first; without it the CLI would import the venv's own install of jobsmith
+        **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},
     }
 
 

@@ -29,7 +29,9 @@ differently from sh (no newline inside quotes, `!` and `${X+...}` mean other thi
 fish differently again. So the POSIX line above is sent base64-encoded inside a line
 every one of them reads the same way, `exec sh -c 'eval "$(echo B64 | base64 -d)"'`:
 one single-quoted word of characters no shell treats specially there, decoded and run by
-the login node's /bin/sh (sh and coreutils' base64 are on every Linux login node).
+the login node's /bin/sh (sh and coreutils' base64 are on nearly every Linux login node;
+a command finding base64, env, sed or timeout missing there ends saying which, and the
+transports raise ToolMissing: adapters/login_tools.py).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from jobsmith.adapters.environment_rule import JobEnvironmentRule, looks_like_credential
+from jobsmith.adapters.login_tools import need_sh
 from jobsmith.errors import SchedulerUnavailable
 
 #: seconds past the caller's deadline before the remote command is sent SIGTERM
@@ -89,16 +92,20 @@ def remote_command(
         if not looks_like_credential(name)
     ]
     limit = []
+    tools: tuple[str, ...] = ("env", "sed")  # the rule's snippet reads `env | sed`
     if timeout_s is not None:
         seconds = math.ceil(timeout_s) + GRACE_S
         limit = ["timeout", "-k", str(KILL_AFTER_S), str(seconds)]
+        tools += ("timeout",)
     # exec: the login shell has nothing left to do, so it need not wait around
     line = " ".join(["exec", *limit, "env", "-i", '"$@"', *given, *map(shlex.quote, argv)])
-    return any_shell(f"{rule.shell_snippet()}; {line}")
+    return any_shell(f"{need_sh(tools)}; {rule.shell_snippet()}; {line}")
 
 
 def any_shell(posix_line: str) -> str:
-    """posix_line run by sh, through a line sh, bash, csh, tcsh and fish read alike."""
+    """posix_line run by sh, through a line sh, bash, csh, tcsh and fish read alike;
+    without base64 there it ends as adapters/login_tools.py says (never an `eval` of
+    nothing, which exits 0)."""
     # surrogateescape: a file name that is not UTF-8 goes as the bytes the OS gave
     encoded = base64.b64encode(posix_line.encode("utf-8", "surrogateescape")).decode("ascii")
-    return f"""exec sh -c 'eval "$(echo {encoded} | base64 -d)"'"""
+    return f"""exec sh -c '{need_sh(("base64",))}; eval "$(echo {encoded} | base64 -d)"'"""

@@ -35,6 +35,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from jobsmith.adapters import login_tools
 from jobsmith.adapters.environment_rule import JobEnvironmentRule
 from jobsmith.adapters.ssh.command import CommandTimedOut, remote_command
 from jobsmith.adapters.transport import CommandResult, decode
@@ -106,7 +107,8 @@ class OpenSshTransport:
             raise CommandTimedOut(argv, self.where, timeout) from None
         if proc.returncode == SSH_FAILED:
             raise self._no_master(" ".join(decode(err).split())[:300] or "ssh failed")
-        return CommandResult(tuple(argv), proc.returncode, decode(out), decode(err))
+        result = CommandResult(tuple(argv), proc.returncode, decode(out), decode(err))
+        return login_tools.check(result, self.where)  # a tool missing there: ToolMissing
 
     def close(self) -> None:
         """Nothing to close: the master is the user's (`ssh -S SOCKET -O exit HOST`)."""

@@ -35,6 +35,7 @@ from typing import Any
 
 import paramiko
 
+from jobsmith.adapters import login_tools
 from jobsmith.adapters.environment_rule import JobEnvironmentRule
 from jobsmith.adapters.ssh import hostkeys, sshconfig
 from jobsmith.adapters.ssh.command import CommandTimedOut, remote_command
@@ -109,7 +110,8 @@ class ParamikoTransport:
             raise self._lost(argv) from exc
         finally:
             channel.close()
-        return CommandResult(tuple(argv), _status(channel), decode(out), decode(err))
+        result = CommandResult(tuple(argv), _status(channel), decode(out), decode(err))
+        return login_tools.check(result, self.where)  # a tool missing there: ToolMissing
 
     def close(self) -> None:
         """Close the connection; a later command opens a new one."""

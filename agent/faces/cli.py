@@ -1770,11 +1770,12 @@ def render_frames(
     blocks (one array), then check every frame (and encode --video), as one plan."""
     import secrets
 
-    from jobsmith.agent.runtime.workflows.frames import RenderRequest, parse_frames, plan_for
+    from jobsmith.agent.runtime.workflows.frames import RenderRequest, There, parse_frames, plan_for
 
     start, end = parse_frames(frames_text)
     # over SSH these are the cluster's paths: resolved there, by the plan's templates
-    full = Path.resolve if _files_here(app) else _absolute
+    here = _files_here(app)
+    full = Path.resolve if here else _absolute
     request = RenderRequest(
         blend_file=full(blend_file),
         output_dir=full(output_dir),
@@ -1787,7 +1788,9 @@ def render_frames(
         fps=fps,
         resume_token=secrets.token_hex(8),
     )
-    return plan_for(request, missing_only=missing_only), f"render {blend_file.name}"
+    there = None if here else There(app.job_files.where, app.transport)  # its frames, its ffmpeg
+    plan = plan_for(request, missing_only=missing_only, there=there)
+    return plan, f"render {blend_file.name}"
 
 
 @cli.group(

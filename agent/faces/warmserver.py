@@ -48,6 +48,7 @@ WARMED = (
     "jobsmith.adapters.files_there",
     "jobsmith.adapters.hostlist",
     "jobsmith.adapters.jobid",
+    "jobsmith.adapters.login_tools",
     "jobsmith.adapters.options",
     "jobsmith.adapters.records",
     "jobsmith.adapters.scheduler",

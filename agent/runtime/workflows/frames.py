@@ -17,10 +17,12 @@ for), and the re-run renders only the frames of its block the first run did not 
 (blender_frames' resume_token), so one frame made to fail is rendered again alone; the
 check and the thumbnails follow the re-run (planrun.redirect_after_rerun).
 
-A repair (`--missing-only`) looks at the frames already there, on the login node (ffmpeg
+A repair (`--missing-only`) looks at the frames already there, where the job runs (ffmpeg
 decodes each), and renders only the missing or broken ones, in blocks of consecutive
 frames, then checks the whole range again: what rendered fine is never rendered twice.
-Everything here but `broken_frames` is pure.
+Over SSH the frames are the cluster's files: they are looked at and decoded there, by
+the login node's ffmpeg, in ONE command for the whole range (`There`), never one per
+frame and never on the laptop. Everything here but `broken_frames` and `There` is pure.
 """
 
 from __future__ import annotations
@@ -30,10 +32,14 @@ import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobsmith.agent.runtime.workflows.plans import Plan, plan_name
-from jobsmith.errors import InputError
+from jobsmith.errors import InputError, SchedulerError
 from jobsmith.workload_caps import MAX_FRAMES, OverCap, check_count
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.transport import Transport
 
 #: the frames' file extension for each Blender image format
 EXTENSIONS = {"PNG": "png", "OPEN_EXR": "exr", "JPEG": "jpg", "TIFF": "tif"}
@@ -160,16 +166,18 @@ def render_plan(request: RenderRequest, frames: Iterable[int] | None = None) -> 
 Decoder = Callable[[Path], bool]
 
 
-def plan_for(request: RenderRequest, *, missing_only: bool) -> Plan:
+def plan_for(request: RenderRequest, *, missing_only: bool, there: There | None = None) -> Plan:
     """`jobsmith render-frames`' plan: the whole frame range, or (missing_only) only its
-    missing or broken frames, found here; nothing to re-render is an error."""
+    missing or broken frames, found here or (there) on the login node; nothing to
+    re-render is an error."""
     if not missing_only:
         return render_plan(request)
-    todo = broken_frames(request)
+    todo = there.broken_frames(request) if there is not None else broken_frames(request)
     if not todo:
+        where = there.where if there is not None else ""
         raise InputError(
             f"render: every frame of {request.frame_start}-{request.frame_end} in "
-            f"{request.output_dir} is there and decodes: nothing to re-render"
+            f"{request.output_dir}{where} is there and decodes: nothing to re-render"
         )
     return render_plan(request, todo)
 
@@ -185,13 +193,17 @@ def broken_frames(request: RenderRequest, decodes: Decoder | None = None) -> lis
     return out
 
 
+#: seconds ffmpeg may take to decode one frame (then the frame counts as broken)
+DECODE_TIMEOUT_S = 120
+
+
 def _decodes(path: Path) -> bool:
     try:
         res = subprocess.run(
             ["ffmpeg", "-nostdin", "-v", "error", "-i", str(path), "-f", "null", "-"],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=DECODE_TIMEOUT_S,
             check=False,
         )
     except FileNotFoundError:
@@ -199,3 +211,74 @@ def _decodes(path: Path) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return res.returncode == 0 and not res.stderr.strip()
+
+
+#: broken_frames on the login node, in one command: for frames $3..$4 of directory $1
+#: with extension $2, the number of each that is missing, empty or does not decode
+#: (ffmpeg prints an error, fails, or outlives $5 seconds), one a line; exit 127 when
+#: there is a frame to decode and no ffmpeg (or no timeout) to decode it with
+_BROKEN_SH = r"""
+i=$3
+while [ "$i" -le "$4" ]; do
+  f=$(printf '%s/frame_%05d.%s' "$1" "$i" "$2")
+  if [ -f "$f" ] && [ -s "$f" ]; then
+    e=$(timeout "$5" ffmpeg -nostdin -v error -i "$f" -f null - 2>&1 </dev/null)
+    r=$?
+    if [ "$r" = 127 ]; then exit 127; fi
+    if [ "$r" != 0 ] || [ -n "$e" ]; then echo "$i"; fi
+  else
+    echo "$i"
+  fi
+  i=$((i + 1))
+done
+"""
+
+
+def broken_argv(request: RenderRequest) -> list[str]:
+    """The one command that finds the broken frames of request's range where it runs."""
+    args = (request.output_dir, request.extension, request.frame_start, request.frame_end)
+    return ["sh", "-c", _BROKEN_SH, "sh", *map(str, args), str(DECODE_TIMEOUT_S)]
+
+
+def parse_broken(request: RenderRequest, stdout: str) -> list[int]:
+    """broken_argv's answer as frame numbers; ValueError if a line is not a frame of the
+    range."""
+    frames = []
+    for line in stdout.split():
+        if not line.isascii() or not line.isdigit():
+            raise ValueError(f"not a frame number: {line[:50]!r}")
+        frame = int(line)
+        if not request.frame_start <= frame <= request.frame_end:
+            raise ValueError(f"frame {frame} is not in the range asked")
+        frames.append(frame)
+    return sorted(set(frames))
+
+
+@dataclass(frozen=True)
+class There:
+    """The login node, for a site reached over SSH: the frames are its files, decoded by
+    its ffmpeg (docs/ssh.md)."""
+
+    #: for messages: " on alice@login1:22" (the job's files' PathLookup.where)
+    where: str
+    transport: Transport
+
+    def broken_frames(self, request: RenderRequest) -> list[int]:
+        """The frames of the range that are missing, empty or do not decode there."""
+        frames = request.frame_end - request.frame_start + 1
+        # every frame may take the whole decode timeout; a hang still ends
+        timeout = 60.0 + DECODE_TIMEOUT_S * frames
+        res = self.transport.run(broken_argv(request), timeout=timeout)
+        if res.returncode == 127:
+            raise InputError(
+                f"--missing-only needs ffmpeg on the login node{self.where} "
+                "(Debian: apt install ffmpeg)"
+            )
+        try:
+            if res.returncode != 0:
+                raise ValueError(f"exit {res.returncode}: {res.stderr.strip()[:200]}")
+            return parse_broken(request, res.stdout)
+        except ValueError as exc:
+            raise SchedulerError(
+                f"cannot look at the frames in {request.output_dir}{self.where}: {exc}"
+            ) from None
