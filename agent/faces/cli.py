@@ -1071,6 +1071,64 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
     views.show_logs(read_log(_app(ctx), _one_id(job_id), which, tail_lines), as_json)
 
 
+_bwlimit_option = click.option(
+    "--bwlimit",
+    type=_IntRange(0, 10_000_000),
+    default=0,
+    help="At most this many KiB a second (0: no limit).",
+)
+
+
+@cli.command(
+    epilog=_examples("jobsmith put clip.mp4", "jobsmith put a.fq b.fq --to /scratch/alice/run1")
+)
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--to",
+    "to",
+    type=click.Path(path_type=Path),
+    help="Directory on the cluster (default: your scratch; a relative one is below it).",
+)
+@_bwlimit_option
+@json_command
+@click.pass_context
+def put(
+    ctx: click.Context, files: tuple[Path, ...], to: Path | None, bwlimit: int, as_json: bool
+) -> None:
+    """Copy files from here to the cluster over the site's SSH connection (resumable)."""
+    from jobsmith.agent.runtime.staging import put_files
+    from jobsmith.agent.views import render as views
+
+    follow = views.copy_progress("put", quiet=as_json)
+    views.show_staged(put_files(_app(ctx), files, to, follow, bwlimit), as_json)
+
+
+@cli.command(
+    epilog=_examples(
+        "jobsmith get /scratch/alice/out.mkv", "jobsmith get run1/out.mkv --to results"
+    )
+)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--to",
+    "to",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory here (default: the current one).",
+)
+@_bwlimit_option
+@json_command
+@click.pass_context
+def get(
+    ctx: click.Context, paths: tuple[Path, ...], to: Path | None, bwlimit: int, as_json: bool
+) -> None:
+    """Copy files from the cluster to here over the site's SSH connection (resumable)."""
+    from jobsmith.agent.runtime.staging import get_files
+    from jobsmith.agent.views import render as views
+
+    follow = views.copy_progress("get", quiet=as_json)
+    views.show_staged(get_files(_app(ctx), paths, to, follow, bwlimit), as_json)
+
+
 @cli.command(
     epilog=_examples("jobsmith report --open", "jobsmith report 3f2a9c -o ~/reports/run1.html")
 )

@@ -1,0 +1,88 @@
+"""put and get: files copied between this machine and the cluster a site reaches over SSH
+(issue 29 item 3), with the remote paths checked against the site's allowed roots there.
+
+The copying and the checks are adapters/ssh/staging.py's; this picks the copier for the
+site's transport, the remote default (the site's scratch) and the local one (the current
+directory), and returns the document the faces show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from jobsmith.agent.runtime.documents import StagedFile, StagingResult
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.files_there import JobFiles
+    from jobsmith.adapters.ssh.staging import Copied, Progress, Stager
+    from jobsmith.adapters.transport import Transport
+    from jobsmith.site_config import LoadedSite
+    from jobsmith.site_config.model import SchedulerAccess
+
+#: what a face gives to follow one file's copy: called with its name, answers a Progress
+Following = Callable[[str], "Progress"]
+
+
+class StagingParts(Protocol):
+    """What put and get use of the application."""
+
+    @property
+    def scheduler_access(self) -> SchedulerAccess: ...
+
+    @property
+    def transport(self) -> Transport: ...
+
+    @property
+    def job_files(self) -> JobFiles: ...
+
+    @property
+    def site(self) -> LoadedSite: ...
+
+
+def stager(parts: StagingParts, bwlimit_kbps: int = 0) -> Stager:
+    """The site's stager; NothingToStage for a site whose Slurm runs here."""
+    from jobsmith.adapters.files_there import FilesThere
+    from jobsmith.adapters.ssh.staging import Stager, copier_for
+
+    copier = copier_for(parts.scheduler_access.kind, parts.transport, bwlimit_kbps)
+    files = parts.job_files
+    assert isinstance(files, FilesThere)  # a remote site's (App.job_files)
+    return Stager(copier, files, list(parts.site.config.paths.allowed_roots))
+
+
+def put_files(
+    parts: StagingParts,
+    files: Sequence[Path],
+    to: Path | None,
+    follow: Following,
+    bwlimit_kbps: int = 0,
+) -> StagingResult:
+    """Each of files copied into `to` on the cluster (default: the site's scratch; a
+    relative one is below it)."""
+    staging = stager(parts, bwlimit_kbps)
+    remote_dir = parts.site.config.paths.scratch / (to or "")
+    done = [staging.put(f, remote_dir, follow(f.name)) for f in files]
+    return _result("put", parts, done)
+
+
+def get_files(
+    parts: StagingParts,
+    paths: Sequence[Path],
+    to: Path | None,
+    follow: Following,
+    bwlimit_kbps: int = 0,
+) -> StagingResult:
+    """Each of paths (the cluster's; a relative one is below the site's scratch) copied
+    into `to` here (default: the current directory)."""
+    staging = stager(parts, bwlimit_kbps)
+    scratch, local_dir = parts.site.config.paths.scratch, to or Path.cwd()
+    done = [staging.get(scratch / p, local_dir, follow(p.name)) for p in paths]
+    return _result("get", parts, done)
+
+
+def _result(action: str, parts: StagingParts, done: Sequence[Copied]) -> StagingResult:
+    where = str(getattr(parts.transport, "where", ""))
+    files = [StagedFile(**vars(c)) for c in done]
+    return StagingResult(action=action, where=where, files=files)
