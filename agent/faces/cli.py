@@ -1073,6 +1073,7 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
 
 _bwlimit_option = click.option(
     "--bwlimit",
+    metavar="KIB",
     type=_IntRange(0, 10_000_000),
     default=0,
     help="At most this many KiB a second (0: no limit).",
@@ -1086,6 +1087,7 @@ _bwlimit_option = click.option(
 @click.option(
     "--to",
     "to",
+    metavar="DIR",
     type=click.Path(path_type=Path),
     help="Directory on the cluster (default: your scratch; a relative one is below it).",
 )
@@ -1112,6 +1114,7 @@ def put(
 @click.option(
     "--to",
     "to",
+    metavar="DIR",
     type=click.Path(path_type=Path, file_okay=False),
     help="Directory here (default: the current one).",
 )
