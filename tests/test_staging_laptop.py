@@ -195,7 +195,24 @@ def test_an_interrupted_put_of_200_mb_resumes_without_starting_over(
     kept = size_there(partial)
     assert kept is not None and 0 < kept < BIG, kept
     resumed = laptop.staged("put", str(local), "--to", str(there))
+    print(f"{resumed['via']}: {kept} bytes kept of {BIG}, {resumed['transferred']} sent after")
     assert resumed["size"] == BIG
     assert resumed["transferred"] < BIG - kept // 2, (resumed, kept)
     assert sha256_there(there / local.name) == digest
     assert size_there(partial) is None
+
+
+def test_a_local_site_has_nothing_to_stage(tmp_path: Path) -> None:
+    """put and get on a site whose Slurm runs here: one line saying so, exit 2, nothing
+    asked of anyone."""
+    from lab_cli import LAB_SITE
+
+    env = laptop_env(tmp_path / "home")
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    (tmp_path / "f.txt").write_text("x\n")
+    for args in (("put", "f.txt"), ("get", "/scratch/x/f.txt")):
+        res = jobsmith(env, tmp_path, LAB_SITE, *args)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith("jobsmith: error: nothing to stage: this site's Slurm runs")
+        assert len(res.stderr.splitlines()) == 1

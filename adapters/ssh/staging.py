@@ -214,10 +214,10 @@ class RsyncCopier:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=errors,
-                env=ssh_environment(),
+                env={**ssh_environment(), "LC_ALL": "C"},  # its counts as 1,234 (--stats)
             )
             try:
-                out = _follow(proc.stdout, size, progress)
+                out = follow(proc.stdout, size, progress)
             finally:
                 if proc.poll() is None:
                     proc.terminate()  # Ctrl-C or a bug here: rsync keeps what arrived
@@ -229,13 +229,19 @@ class RsyncCopier:
                 f"rsync {source} {target} failed (exit {proc.returncode}: {said or 'no message'})"
                 f"; what arrived is kept, run the same command again to resume"
             )
-        if _NONE_SENT.search(out):
-            return 0  # already there, whole: only the file list went
-        counts = dict(_STAT.findall(out))
-        return int(re.sub(r"[,.]", "", counts.get(way, "0")))
+        return moved(out, way)
 
 
-def _follow(stream: IO[bytes] | None, size: int, progress: Progress) -> str:
+def moved(stats: str, way: str) -> int:
+    """The bytes rsync's --stats counted going `way` (sent, received); 0 when it
+    transferred no file (already there, whole: only the file list went)."""
+    if _NONE_SENT.search(stats):
+        return 0
+    counts = dict(_STAT.findall(stats))
+    return int(re.sub(r"[,.]", "", counts.get(way, "0")))
+
+
+def follow(stream: IO[bytes] | None, size: int, progress: Progress) -> str:
     """rsync's stdout read to its end, each progress2 update told; the text after them."""
     assert stream is not None
     text, pending = [], b""
