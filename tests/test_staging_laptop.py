@@ -216,3 +216,52 @@ def test_a_local_site_has_nothing_to_stage(tmp_path: Path) -> None:
         assert res.returncode == 2, res.stderr
         assert res.stderr.startswith("jobsmith: error: nothing to stage: this site's Slurm runs")
         assert len(res.stderr.splitlines()) == 1
+
+
+def test_a_clip_only_on_the_laptop_is_staged_transcoded_and_got_back(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """Issue 29 item 3's first 'done when', from the laptop stage: `transcode
+    @local:clip.mp4` stages the clip (on the laptop only) to the cluster's scratch, the
+    plan transcodes it there and verifies it there, and `get` brings out.mkv back
+    byte-identical to what the cluster holds; the clip staged again sends nothing."""
+    from test_transcode import make_clip
+
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
+    staged = None
+    try:
+        clip = make_clip(tmp_path / "clip.mp4", seconds=6)
+        out = there / "out.mkv"
+        res = laptop.run("transcode", f"@local:{clip}", str(out), "--chunk-seconds", "2",
+                         "--preset", "ultrafast", "--json")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        line = next(x for x in res.stderr.splitlines() if x.startswith("jobsmith: staged "))
+        staged = Path(line.split(" -> ", 1)[1].rsplit(" (", 1)[0])
+        assert staged.name == "clip.mp4" and staged.parent.parent.name == "jobsmith-staged"
+        assert sha256_there(staged) == hashlib.sha256(clip.read_bytes()).hexdigest()
+        jobs = json.loads(res.stdout)["jobs"]
+        waited = laptop.run("wait", *jobs.values(), "--timeout", "300")
+        assert waited.returncode == 0, (waited.stdout, waited.stderr)
+        report = json.loads(checked(node, ["cat", f"{out}.verify.json"]))
+        assert report["source_streams"] == report["output_streams"] == "audio,video"
+        got = laptop.staged("get", str(out), "--to", str(tmp_path / "back"))
+        assert got["size"] == size_there(out) and got["transferred"] > 0
+        back = (tmp_path / "back" / "out.mkv").read_bytes()
+        assert hashlib.sha256(back).hexdigest() == sha256_there(out)
+        again = laptop.run("transcode", f"@local:{clip}", str(there / "again.mkv"), "--dry-run")
+        assert again.returncode == 0, again.stderr
+        assert f"-> {staged} (0 bytes sent, rsync)" in again.stderr, again.stderr
+        assert cluster_calls_none()
+    finally:
+        laptop.close()
+        if staged is not None:
+            node.run(["rm", "-rf", str(staged.parent)])
+
+
+def cluster_calls_none() -> bool:
+    """No Slurm command of the laptop was called (the stage's stubs log each call)."""
+    node = login_node()
+    return not isinstance(node, Cluster) or node.slurm_calls_here() == []

@@ -329,6 +329,8 @@ class _JobsFile(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if ctx is not None and not _files_here(ctx.obj):
             return Path(value)
+        if isinstance(value, str) and value.startswith("@local:"):  # _staged_file's
+            return Path(value)
         return super().convert(value, param, ctx)
 
 
@@ -441,7 +443,8 @@ def job_options(fn: F) -> F:
             "params",
             multiple=True,
             metavar="KEY=VALUE",
-            help="Template parameter (repeatable).",
+            help="Template parameter (repeatable); VALUE @local:PATH stages PATH here to the "
+            "cluster first (over SSH).",
         ),
         click.option(
             "--params-file",
@@ -580,6 +583,31 @@ def _request(kwargs: dict[str, Any]) -> Any:
     return JobRequest.from_cli(**kwargs)
 
 
+def _stage(app: App, params: Mapping[str, object], as_json: bool) -> dict[str, object]:
+    """params with each `@local:PATH` value staged to the cluster first and the cluster's
+    path in its place (agent/runtime/staging.py); a line on stderr per file copied."""
+    from jobsmith.agent.runtime.staging import stage_local_params
+    from jobsmith.agent.views import render as views
+    from jobsmith.agent.views.output import note
+
+    follow = views.copy_progress("stage", quiet=as_json)
+    staged, done = stage_local_params(app, params, follow)
+    for f in done:
+        note(f"jobsmith: staged {f.source} -> {f.target} ({f.transferred} bytes sent, {f.via})")
+    return staged
+
+
+def _staged(app: App, request: Any, as_json: bool) -> Any:
+    """request with its `@local:` parameters staged (_stage)."""
+    params = _stage(app, request.params, as_json)
+    return request if params == request.params else request.model_copy(update={"params": params})
+
+
+def _staged_file(app: App, path: Path, as_json: bool = False) -> Path:
+    """path, or for `@local:PATH` where PATH is now on the cluster (_stage)."""
+    return Path(str(_stage(app, {"file": str(path)}, as_json)["file"]))
+
+
 @cli.command(
     epilog=_examples(
         "jobsmith render command -P command='python3 --version'",
@@ -613,7 +641,8 @@ def render(ctx: click.Context, /, as_json: bool, no_slurm: bool, **kwargs: Any) 
             "jobsmith: note: --no-slurm: Slurm was not asked, so the queue's limits "
             "(max_concurrent_jobs, MaxSubmit) were not checked; submit checks them"
         )
-    _show_checked(app, _request(kwargs), as_json, test_only=False)
+    request = _request(kwargs) if no_slurm else _staged(app, _request(kwargs), as_json)
+    _show_checked(app, request, as_json, test_only=False)
 
 
 @cli.command(
@@ -657,7 +686,7 @@ def submit(
     app = _app(ctx)
     _submit_or_check(
         app,
-        _request(kwargs),
+        _staged(app, _request(kwargs), as_json),
         as_json,
         advise=not no_advice,
         right_size=right_size,
@@ -1774,13 +1803,15 @@ def transcode(
 ) -> tuple[Plan, str]:
     """Encode SOURCE into OUTPUT on the cluster: the picture in segments cut on key frames
     (one array), the sound whole, then joined and checked against SOURCE, as one plan
-    (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it)."""
+    (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it).
+    SOURCE @local:PATH stages PATH here to the cluster first (over SSH)."""
     from jobsmith.agent.runtime.workflows import transcode as transcoding
 
     encoding = transcoding.Encoding(
         video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps
     )
     there = None
+    source = _staged_file(app, source)
     if not _files_here(app):
         there = transcoding.There(app.job_files, app.transport)
     plan = transcoding.plan_for(source, output, chunk_seconds, encoding, work_dir, there=there)

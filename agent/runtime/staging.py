@@ -8,7 +8,9 @@ directory), and returns the document the faces show.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -86,3 +88,46 @@ def _result(action: str, parts: StagingParts, done: Sequence[Copied]) -> Staging
     where = str(getattr(parts.transport, "where", ""))
     files = [StagedFile(**vars(c)) for c in done]
     return StagingResult(action=action, where=where, files=files)
+
+
+#: a template parameter's value naming a file on this machine, to be staged first
+LOCAL = "@local:"
+#: where staged files go below the site's scratch, one directory per laptop directory
+STAGED_DIR = "jobsmith-staged"
+
+
+def stage_local_params(
+    parts: StagingParts, params: Mapping[str, object], follow: Following
+) -> tuple[dict[str, object], list[StagedFile]]:
+    """params with each value `@local:PATH` replaced by where PATH now is on the cluster:
+    put into SCRATCH/jobsmith-staged/KEY/NAME (KEY from PATH's directory here, so the same
+    file goes to the same place and is not sent again, and two files of one name from two
+    directories do not meet). On a site whose Slurm runs here the file is already where
+    the job runs: the prefix is dropped. The request then holds the cluster's path, and
+    the session's intent records it: a rerun or a resumed step reuses it, copying nothing.
+    """
+    from jobsmith.adapters.ssh.staging import NothingToStage
+
+    wanted = {
+        k: v.removeprefix(LOCAL)
+        for k, v in params.items()
+        if isinstance(v, str) and v.startswith(LOCAL)
+    }
+    if not wanted:
+        return dict(params), []
+    try:
+        staging: Stager | None = stager(parts)
+    except NothingToStage:
+        staging = None
+    out, done = dict(params), []
+    for name, text in wanted.items():
+        local = Path(text).expanduser().absolute()
+        if staging is None:
+            out[name] = str(local)
+            continue
+        key = hashlib.sha256(os.fsencode(local.parent)).hexdigest()[:12]
+        remote_dir = parts.site.config.paths.scratch / STAGED_DIR / key
+        copied = staging.put(local, remote_dir, follow(local.name))
+        out[name] = copied.target
+        done.append(StagedFile(**vars(copied)))
+    return out, done
