@@ -84,7 +84,9 @@ def run(work: Path, port: int, key: Path, known: Path, socket: Path, mib: int, r
     target = work / "there"
     config = work / "config"
     config.mkdir()
-    (config / "site.yaml").write_text(f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{work}']\n")
+    (config / "site.yaml").write_text(
+        f"paths:\n  allowed_roots: ['~', '/scratch/$USER', '{work}']\n"
+    )
     env = {
         **{k: os.environ[k] for k in ("HOME", "USER", "LOGNAME", "PATH") if k in os.environ},
         "LANG": "C.UTF-8",

@@ -224,7 +224,8 @@ def test_a_clip_only_on_the_laptop_is_staged_transcoded_and_got_back(
     """Issue 29 item 3's first 'done when', from the laptop stage: `transcode
     @local:clip.mp4` stages the clip (on the laptop only) to the cluster's scratch, the
     plan transcodes it there and verifies it there, and `get` brings out.mkv back
-    byte-identical to what the cluster holds; the clip staged again sends nothing."""
+    byte-identical to what the cluster holds, as does `get SESSION` (the outputs the
+    plan's templates declare); the clip staged again sends nothing."""
     from test_transcode import make_clip
 
     node = login_node()
@@ -251,6 +252,12 @@ def test_a_clip_only_on_the_laptop_is_staged_transcoded_and_got_back(
         assert got["size"] == size_there(out) and got["transferred"] > 0
         back = (tmp_path / "back" / "out.mkv").read_bytes()
         assert hashlib.sha256(back).hexdigest() == sha256_there(out)
+        session = json.loads(res.stdout)["session_id"]
+        fetched = laptop.run("get", session, "--to", str(tmp_path / "all"), "--json")
+        assert fetched.returncode == 0, fetched.stderr
+        targets = {Path(f["target"]).name: f for f in json.loads(fetched.stdout)["files"]}
+        assert "out.mkv" in targets, targets  # the plan's declared outputs that are files
+        assert (tmp_path / "all" / "out.mkv").read_bytes() == back
         again = laptop.run("transcode", f"@local:{clip}", str(there / "again.mkv"), "--dry-run")
         assert again.returncode == 0, again.stderr
         assert f"-> {staged} (0 bytes sent, rsync)" in again.stderr, again.stderr

@@ -1135,11 +1135,9 @@ def put(
 
 
 @cli.command(
-    epilog=_examples(
-        "jobsmith get /scratch/alice/out.mkv", "jobsmith get run1/out.mkv --to results"
-    )
+    epilog=_examples("jobsmith get /scratch/alice/out.mkv", "jobsmith get 3f2a9c --to results")
 )
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("items", nargs=-1, required=True, metavar="SESSION|PATH...")
 @click.option(
     "--to",
     "to",
@@ -1151,14 +1149,15 @@ def put(
 @json_command
 @click.pass_context
 def get(
-    ctx: click.Context, paths: tuple[Path, ...], to: Path | None, bwlimit: int, as_json: bool
+    ctx: click.Context, items: tuple[str, ...], to: Path | None, bwlimit: int, as_json: bool
 ) -> None:
-    """Copy files from the cluster to here over the site's SSH connection (resumable)."""
+    """Copy files from the cluster to here over the site's SSH connection (resumable): the
+    paths given, or a session's declared outputs (the files its jobs write)."""
     from jobsmith.agent.runtime.staging import get_files
     from jobsmith.agent.views import render as views
 
     follow = views.copy_progress("get", quiet=as_json)
-    views.show_staged(get_files(_app(ctx), paths, to, follow, bwlimit), as_json)
+    views.show_staged(get_files(_app(ctx), items, to, follow, bwlimit), as_json)
 
 
 @cli.command(

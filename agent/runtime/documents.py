@@ -489,3 +489,7 @@ class StagingResult(_Result):
     action: str = Field(description="put or get")
     where: str = Field(description="the login node, user@host:port")
     files: list[StagedFile] = Field(description="each file, in the order given")
+    not_got: list[str] = Field(
+        default_factory=list,
+        description="get SESSION: the declared outputs not got, and why (a directory, not there)",
+    )

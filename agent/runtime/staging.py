@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from jobsmith.agent.runtime.documents import StagedFile, StagingResult
+from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:
     from jobsmith.adapters.files_there import JobFiles
     from jobsmith.adapters.ssh.staging import Copied, Progress, Stager
     from jobsmith.adapters.transport import Transport
+    from jobsmith.agent.runtime.session.ledger import JobLedger
+    from jobsmith.agent.runtime.session.store import FileSessionStore
+    from jobsmith.job_templates import TemplateLibrary
     from jobsmith.site_config import LoadedSite
     from jobsmith.site_config.model import SchedulerAccess
 
@@ -41,6 +45,15 @@ class StagingParts(Protocol):
 
     @property
     def site(self) -> LoadedSite: ...
+
+    @property
+    def ledger(self) -> JobLedger: ...
+
+    @property
+    def library(self) -> TemplateLibrary: ...
+
+    @property
+    def store(self) -> FileSessionStore: ...
 
 
 def stager(parts: StagingParts, bwlimit_kbps: int = 0) -> Stager:
@@ -71,23 +84,89 @@ def put_files(
 
 def get_files(
     parts: StagingParts,
-    paths: Sequence[Path],
+    items: Sequence[str],
     to: Path | None,
     follow: Following,
     bwlimit_kbps: int = 0,
 ) -> StagingResult:
-    """Each of paths (the cluster's; a relative one is below the site's scratch) copied
-    into `to` here (default: the current directory)."""
+    """Each of items copied into `to` here (default: the current directory): a path of
+    the cluster's (a relative one is below the site's scratch), or a session (its id, or
+    the short one `status` shows), meaning the files its jobs declared as outputs."""
     staging = stager(parts, bwlimit_kbps)
     scratch, local_dir = parts.site.config.paths.scratch, to or Path.cwd()
-    done = [staging.get(scratch / p, local_dir, follow(p.name)) for p in paths]
-    return _result("get", parts, done)
+    paths: list[Path] = []
+    skipped: list[str] = []
+    for item in items:
+        session = _session(parts, item)
+        if session is None:
+            paths.append(scratch / item)
+            continue
+        found = _files_there(parts, declared_outputs(parts, session), skipped)
+        if not found:
+            skipped.append(f"session {session}: no declared output is a file there")
+        paths += found
+    done = [staging.get(p, local_dir, follow(p.name)) for p in dict.fromkeys(paths)]
+    return _result("get", parts, done, skipped)
 
 
-def _result(action: str, parts: StagingParts, done: Sequence[Copied]) -> StagingResult:
+def declared_outputs(parts: StagingParts, session_id: str) -> list[Path]:
+    """The paths a session's jobs declared as outputs (`role: output` path and paths
+    parameters of their templates), as their submissions recorded them, in order."""
+    from jobsmith.job_templates.params import ParamType, PathRole
+
+    found: list[Path] = []
+    for rec in parts.ledger.all():
+        if rec.session_id != session_id:
+            continue
+        try:
+            specs = parts.library.get(rec.template).spec.params
+        except JobsmithError:  # a user's own script (sbatch:NAME), a template gone since
+            continue
+        for name, spec in specs.items():
+            if spec.role is not PathRole.OUTPUT or spec.type not in (
+                ParamType.PATH,
+                ParamType.PATHS,
+            ):
+                continue
+            value = rec.params.get(name)
+            values = value if isinstance(value, list) else [value]
+            found += [Path(str(v)) for v in values if v]
+    return list(dict.fromkeys(found))
+
+
+def _session(parts: StagingParts, item: str) -> str | None:
+    """The session item names, or None for a path (one with a / or a ., or no session)."""
+    if "/" in item or "." in item:
+        return None
+    try:
+        session = parts.store.resolve(item)
+        parts.store.info(session)
+    except JobsmithError:
+        return None
+    return session
+
+
+def _files_there(parts: StagingParts, paths: Sequence[Path], skipped: list[str]) -> list[Path]:
+    """Those of paths that are regular files on the cluster; why the others are not got
+    (a directory, not there) added to skipped."""
+    facts = parts.job_files.look(paths)
+    files = []
+    for path in paths:
+        fact = facts[path]
+        if fact.found == "file":
+            files.append(path)
+        else:
+            why = "a directory" if fact.found == "dir" else fact.problem or "not there"
+            skipped.append(f"{path}: {why}{parts.job_files.where}")
+    return files
+
+
+def _result(
+    action: str, parts: StagingParts, done: Sequence[Copied], skipped: Sequence[str] = ()
+) -> StagingResult:
     where = str(getattr(parts.transport, "where", ""))
     files = [StagedFile(**vars(c)) for c in done]
-    return StagingResult(action=action, where=where, files=files)
+    return StagingResult(action=action, where=where, files=files, not_got=list(skipped))
 
 
 #: a template parameter's value naming a file on this machine, to be staged first

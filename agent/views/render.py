@@ -213,6 +213,8 @@ def show_staged(result: StagingResult, as_json: bool) -> None:
         else:
             how = f"{_mib(f.size)} copied"
         print(f"{f.source} -> {f.target}: {how} ({f.via}, {result.where})")
+    for line in result.not_got:
+        print(f"not got: {line}")
 
 
 def copy_progress(action: str, quiet: bool) -> Callable[[str], Callable[[int, int], None]]:
