@@ -35,6 +35,7 @@ import hashlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 import time
@@ -44,7 +45,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from jobsmith.adapters.files_there import FilesThere
-from jobsmith.errors import InputError, PolicyError, SchedulerUnavailable
+from jobsmith.errors import ConfigError, InputError, PolicyError, SchedulerUnavailable
 from jobsmith.job_templates.params import PathKind
 from jobsmith.job_templates.paths import PathPolicy
 
@@ -208,6 +209,11 @@ class RsyncCopier:
         from jobsmith.adapters.ssh.openssh import ssh_environment
 
         self._transport.require_master()
+        if shutil.which("rsync") is None:
+            raise ConfigError(
+                "copying over scheduler.kind openssh needs rsync on this machine (and on the "
+                "login node): install it (e.g. apt install rsync), or use kind ssh (SFTP)"
+            )
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
                 self.argv(source, target),
@@ -288,7 +294,7 @@ class SftpCopier:
                     return Copied(str(local), str(remote), size, moved, "sftp")
             raise CopyFailed(f"put: {remote}{self._where} does not match {local} after copying")
         except _lost() as exc:
-            raise self._cut("put", local, remote) from exc
+            raise self._cut("put", local, remote, exc) from exc
         finally:
             sftp.close()
 
@@ -312,7 +318,7 @@ class SftpCopier:
                     return Copied(str(remote), str(local), size, moved, "sftp")
             raise CopyFailed(f"get: {local} does not match {remote}{self._where} after copying")
         except _lost() as exc:
-            raise self._cut("get", remote, local) from exc
+            raise self._cut("get", remote, local, exc) from exc
         finally:
             sftp.close()
 
@@ -355,11 +361,12 @@ class SftpCopier:
                 progress(done, size)
         return done - start
 
-    def _cut(self, what: str, source: Path, target: Path) -> CopyFailed:
+    def _cut(self, what: str, source: Path, target: Path, exc: BaseException) -> CopyFailed:
         self._transport.close()  # the next command connects again
         return CopyFailed(
-            f"{what}: the SSH connection to {self._transport.where} was lost while copying "
-            f"{source} to {target}; what arrived is kept, run the same command again to resume"
+            f"{what}: copying {source} to {target} over SFTP to {self._transport.where} "
+            f"failed ({exc or type(exc).__name__}: the connection lost, or the file refused); "
+            "what arrived is kept, run the same command again to resume"
         )
 
 
