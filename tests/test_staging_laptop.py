@@ -225,7 +225,8 @@ def test_a_clip_only_on_the_laptop_is_staged_transcoded_and_got_back(
     @local:clip.mp4` stages the clip (on the laptop only) to the cluster's scratch, the
     plan transcodes it there and verifies it there, and `get` brings out.mkv back
     byte-identical to what the cluster holds, as does `get SESSION` (the outputs the
-    plan's templates declare); the clip staged again sends nothing."""
+    plan's templates declare); the session notes what was staged where; the clip staged
+    again sends nothing."""
     from test_transcode import make_clip
 
     node = login_node()
@@ -253,6 +254,10 @@ def test_a_clip_only_on_the_laptop_is_staged_transcoded_and_got_back(
         back = (tmp_path / "back" / "out.mkv").read_bytes()
         assert hashlib.sha256(back).hexdigest() == sha256_there(out)
         session = json.loads(res.stdout)["session_id"]
+        log = laptop.run("sessions", "export", session)
+        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+        (staged_note,) = [n["staged"] for n in notes if "staged" in n]
+        assert staged_note[0]["source"] == str(clip) and staged_note[0]["target"] == str(staged)
         fetched = laptop.run("get", session, "--to", str(tmp_path / "all"), "--json")
         assert fetched.returncode == 0, fetched.stderr
         targets = {Path(f["target"]).name: f for f in json.loads(fetched.stdout)["files"]}

@@ -594,7 +594,17 @@ def _stage(app: App, params: Mapping[str, object], as_json: bool) -> dict[str, o
     staged, done = stage_local_params(app, params, follow)
     for f in done:
         note(f"jobsmith: staged {f.source} -> {f.target} ({f.transferred} bytes sent, {f.via})")
+    click.get_current_context().meta.setdefault("jobsmith.staged", []).extend(done)
     return staged
+
+
+def _record_staged(app: App, session_id: str) -> None:
+    """What this command staged (_stage), noted in the session it submitted into."""
+    from jobsmith.agent.runtime.staging import record_staged
+
+    record_staged(
+        app.store, session_id, click.get_current_context().meta.get("jobsmith.staged", [])
+    )
 
 
 def _staged(app: App, request: Any, as_json: bool) -> Any:
@@ -793,7 +803,9 @@ def _submit_or_check(
     if dry_run or test_only:
         _show_checked(app, request, as_json, test_only=test_only, advice=advice)
         return
-    views.show_submitted(*onestep.submit(app, request, advised=True), as_json, advice)
+    session_id, result = onestep.submit(app, request, advised=True)
+    _record_staged(app, session_id)
+    views.show_submitted(session_id, result, as_json, advice)
 
 
 def _advice(app: App, request: Any, right_size: bool, earliest: bool) -> Any:
@@ -1754,7 +1766,9 @@ def _check_or_run(
     if dry_run:
         views.show_plan_check(app.executor.judge.plan(plan), as_json)
     else:
-        views.show_plan_run(*run_plan(app, plan, title), as_json)
+        session_id, result = run_plan(app, plan, title)
+        _record_staged(app, session_id)
+        views.show_plan_run(session_id, result, as_json)
 
 
 @cli.command(

@@ -210,3 +210,14 @@ def stage_local_params(
         out[name] = copied.target
         done.append(StagedFile(**vars(copied)))
     return out, done
+
+
+def record_staged(store: FileSessionStore, session_id: str, staged: Sequence[StagedFile]) -> None:
+    """A note in the session of what was staged where for it (nothing when nothing was):
+    `sessions show` lists it, and the laptop file each cluster path came from is kept."""
+    from jobsmith.agent.runtime.session.events import EventKind
+    from jobsmith.agent.runtime.session.session_log import SessionLog
+
+    if staged:
+        data = {"staged": [f.model_dump() for f in staged]}
+        SessionLog(store, session_id).append(EventKind.NOTE, data, None)
