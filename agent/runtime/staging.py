@@ -135,8 +135,8 @@ def declared_outputs(parts: StagingParts, session_id: str) -> list[Path]:
 
 
 def _session(parts: StagingParts, item: str) -> str | None:
-    """The session item names, or None for a path (one with a / or a ., or no session)."""
-    if "/" in item or "." in item:
+    """The session item names, or None for a path (one with a /, or naming no session)."""
+    if "/" in item:
         return None
     try:
         session = parts.store.resolve(item)
