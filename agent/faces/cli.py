@@ -586,6 +586,8 @@ def _request(kwargs: dict[str, Any]) -> Any:
 def _stage(app: App, params: Mapping[str, object], as_json: bool) -> dict[str, object]:
     """params with each `@local:PATH` value staged to the cluster first and the cluster's
     path in its place (agent/runtime/staging.py); a line on stderr per file copied."""
+    if not any(isinstance(v, str) and v.startswith("@local:") for v in params.values()):
+        return dict(params)  # nothing to stage: a submit imports nothing more (warm.py)
     from jobsmith.agent.runtime.staging import stage_local_params
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
@@ -600,6 +602,8 @@ def _stage(app: App, params: Mapping[str, object], as_json: bool) -> dict[str, o
 
 def _record_staged(app: App, session_id: str) -> None:
     """What this command staged (_stage), noted in the session it submitted into."""
+    if not click.get_current_context().meta.get("jobsmith.staged"):
+        return
     from jobsmith.agent.runtime.staging import record_staged
 
     record_staged(

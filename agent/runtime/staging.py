@@ -185,8 +185,6 @@ def stage_local_params(
     the job runs: the prefix is dropped. The request then holds the cluster's path, and
     the session's intent records it: a rerun or a resumed step reuses it, copying nothing.
     """
-    from jobsmith.adapters.ssh.staging import NothingToStage
-
     wanted = {
         k: v.removeprefix(LOCAL)
         for k, v in params.items()
@@ -194,6 +192,8 @@ def stage_local_params(
     }
     if not wanted:
         return dict(params), []
+    from jobsmith.adapters.ssh.staging import NothingToStage
+
     try:
         staging: Stager | None = stager(parts)
     except NothingToStage:
