@@ -86,6 +86,8 @@ _VALID = {
     "output_dir": "/tmp/jobsmith-fuzz-frames",
     "engine": "nextflow",  # pipeline run: a pipeline by name (nothing of it is read here)
     "pipeline_name": "nf-core/demo",
+    "files": str(LAB_SITE),  # put: a file here (the lab's site has nothing to stage: exit 2)
+    "items": "/tmp/jobsmith-fuzz-out.mkv",  # get: a path there (likewise)
 }
 #: extra arguments that keep a command short: no waiting, one watcher cycle (a watcher
 #: without --once never returns, and --install writes the user's crontab: not fuzzed);

@@ -90,14 +90,13 @@ class OpenSshTransport:
     ) -> CommandResult:
         """Run argv remotely through the master, stdin sent and closed; deadline timeout."""
         line = remote_command(argv, env or {}, timeout_s=timeout, environment=self._environment)
-        if not self.control_path.exists():
-            raise self._no_master("there is no connection socket")
+        self.require_master()
         proc = subprocess.Popen(
-            [*self._client_argv(), "--", line],
+            [*self.client_argv(), "--", line],
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env={k: os.environ[k] for k in _SSH_ENV if k in os.environ},
+            env=ssh_environment(),
             start_new_session=True,
         )
         try:
@@ -113,17 +112,25 @@ class OpenSshTransport:
     def close(self) -> None:
         """Nothing to close: the master is the user's (`ssh -S SOCKET -O exit HOST`)."""
 
-    def _client_argv(self) -> list[str]:
+    def require_master(self) -> None:
+        """SchedulerUnavailable naming the command that opens the master, if there is no
+        socket to reach one through."""
+        if not self.control_path.exists():
+            raise self._no_master("there is no connection socket")
+
+    def client_argv(self, *, with_host: bool = True) -> list[str]:
+        """ssh through the master; without the host for a program that adds it itself and
+        runs ssh as its remote shell (rsync -e, adapters/ssh/staging.py)."""
         options = ["ControlMaster=no", "BatchMode=yes", "StrictHostKeyChecking=yes"]
         if self._known_hosts is not None:
             options.append(f"UserKnownHostsFile={self._known_hosts}")
         argv = [self._ssh, "-S", str(self.control_path)]
         for option in options:
             argv += ["-o", option]
-        return [*argv, *self._destination()]
+        return [*argv, *self._destination(with_host=with_host)]
 
-    def _destination(self) -> list[str]:
-        return ["-p", str(self.port), "-l", self.user, self.host]
+    def _destination(self, *, with_host: bool = True) -> list[str]:
+        return ["-p", str(self.port), "-l", self.user, *([self.host] if with_host else [])]
 
     def _no_master(self, said: str) -> SchedulerUnavailable:
         return SchedulerUnavailable(
@@ -131,6 +138,11 @@ class OpenSshTransport:
             f"it once with `{self.master_command()}` (it asks for your password or second "
             "factor there), then try again"
         )
+
+
+def ssh_environment() -> dict[str, str]:
+    """The environment the system's ssh is run with (_SSH_ENV of this process's)."""
+    return {k: os.environ[k] for k in _SSH_ENV if k in os.environ}
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

@@ -119,8 +119,15 @@ class ParamikoTransport:
 
     # --- the connection -----------------------------------------------------------------
 
-    def _open_channel(self, deadline: float) -> Any:
-        """A session channel on the live connection, reconnecting once if it died idle.
+    def open_sftp(self, timeout: float = 30.0) -> Any:
+        """An SFTP session on the connection the commands use (staging:
+        adapters/ssh/staging.py), reconnecting once if it died idle; the caller closes it."""
+        deadline = time.monotonic() + timeout
+        return self._open_channel(deadline, lambda client: client.open_sftp())
+
+    def _open_channel(self, deadline: float, opener: Any = None) -> Any:
+        """A session channel on the live connection (or what opener makes of the client),
+        reconnecting once if it died idle.
 
         Connecting and opening count against the command's deadline.
         """
@@ -128,6 +135,8 @@ class ParamikoTransport:
             for fresh in (False, True):
                 client = self._connected(_left(deadline), fresh=fresh)
                 try:
+                    if opener is not None:
+                        return opener(client)
                     return client.get_transport().open_session(timeout=_left(deadline))
                 except _LOST as exc:
                     self._drop_locked()

@@ -329,6 +329,8 @@ class _JobsFile(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if ctx is not None and not _files_here(ctx.obj):
             return Path(value)
+        if isinstance(value, str) and value.startswith("@local:"):  # _staged_file's
+            return Path(value)
         return super().convert(value, param, ctx)
 
 
@@ -441,7 +443,8 @@ def job_options(fn: F) -> F:
             "params",
             multiple=True,
             metavar="KEY=VALUE",
-            help="Template parameter (repeatable).",
+            help="Template parameter (repeatable); VALUE @local:PATH stages PATH here to the "
+            "cluster first (over SSH).",
         ),
         click.option(
             "--params-file",
@@ -580,6 +583,45 @@ def _request(kwargs: dict[str, Any]) -> Any:
     return JobRequest.from_cli(**kwargs)
 
 
+def _stage(app: App, params: Mapping[str, object], as_json: bool) -> dict[str, object]:
+    """params with each `@local:PATH` value staged to the cluster first and the cluster's
+    path in its place (agent/runtime/staging.py); a line on stderr per file copied."""
+    if not any(isinstance(v, str) and v.startswith("@local:") for v in params.values()):
+        return dict(params)  # nothing to stage: a submit imports nothing more (warm.py)
+    from jobsmith.agent.runtime.staging import stage_local_params
+    from jobsmith.agent.views import render as views
+    from jobsmith.agent.views.output import note
+
+    follow = views.copy_progress("stage", quiet=as_json)
+    staged, done = stage_local_params(app, params, follow)
+    for f in done:
+        note(f"jobsmith: staged {f.source} -> {f.target} ({f.transferred} bytes sent, {f.via})")
+    click.get_current_context().meta.setdefault("jobsmith.staged", []).extend(done)
+    return staged
+
+
+def _record_staged(app: App, session_id: str) -> None:
+    """What this command staged (_stage), noted in the session it submitted into."""
+    if not click.get_current_context().meta.get("jobsmith.staged"):
+        return
+    from jobsmith.agent.runtime.staging import record_staged
+
+    record_staged(
+        app.store, session_id, click.get_current_context().meta.get("jobsmith.staged", [])
+    )
+
+
+def _staged(app: App, request: Any, as_json: bool) -> Any:
+    """request with its `@local:` parameters staged (_stage)."""
+    params = _stage(app, request.params, as_json)
+    return request if params == request.params else request.model_copy(update={"params": params})
+
+
+def _staged_file(app: App, path: Path, as_json: bool = False) -> Path:
+    """path, or for `@local:PATH` where PATH is now on the cluster (_stage)."""
+    return Path(str(_stage(app, {"file": str(path)}, as_json)["file"]))
+
+
 @cli.command(
     epilog=_examples(
         "jobsmith render command -P command='python3 --version'",
@@ -613,7 +655,8 @@ def render(ctx: click.Context, /, as_json: bool, no_slurm: bool, **kwargs: Any) 
             "jobsmith: note: --no-slurm: Slurm was not asked, so the queue's limits "
             "(max_concurrent_jobs, MaxSubmit) were not checked; submit checks them"
         )
-    _show_checked(app, _request(kwargs), as_json, test_only=False)
+    request = _request(kwargs) if no_slurm else _staged(app, _request(kwargs), as_json)
+    _show_checked(app, request, as_json, test_only=False)
 
 
 @cli.command(
@@ -657,7 +700,7 @@ def submit(
     app = _app(ctx)
     _submit_or_check(
         app,
-        _request(kwargs),
+        _staged(app, _request(kwargs), as_json),
         as_json,
         advise=not no_advice,
         right_size=right_size,
@@ -764,7 +807,9 @@ def _submit_or_check(
     if dry_run or test_only:
         _show_checked(app, request, as_json, test_only=test_only, advice=advice)
         return
-    views.show_submitted(*onestep.submit(app, request, advised=True), as_json, advice)
+    session_id, result = onestep.submit(app, request, advised=True)
+    _record_staged(app, session_id)
+    views.show_submitted(session_id, result, as_json, advice)
 
 
 def _advice(app: App, request: Any, right_size: bool, earliest: bool) -> Any:
@@ -1069,6 +1114,66 @@ def logs(ctx: click.Context, job_id: str, tail_lines: int, which: str, as_json: 
     from jobsmith.agent.views import render as views
 
     views.show_logs(read_log(_app(ctx), _one_id(job_id), which, tail_lines), as_json)
+
+
+_bwlimit_option = click.option(
+    "--bwlimit",
+    metavar="KIB",
+    type=_IntRange(0, 10_000_000),
+    default=0,
+    help="At most this many KiB a second (0: no limit).",
+)
+
+
+@cli.command(
+    epilog=_examples("jobsmith put clip.mp4", "jobsmith put a.fq b.fq --to /scratch/alice/run1")
+)
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--to",
+    "to",
+    metavar="DIR",
+    type=click.Path(path_type=Path),
+    help="Directory on the cluster (default: your scratch; a relative one is below it).",
+)
+@_bwlimit_option
+@json_command
+@click.pass_context
+def put(
+    ctx: click.Context, files: tuple[Path, ...], to: Path | None, bwlimit: int, as_json: bool
+) -> None:
+    """Copy files from here to the cluster over the site's SSH connection (resumable)."""
+    from jobsmith.agent.runtime.staging import put_files
+    from jobsmith.agent.views import render as views
+
+    follow = views.copy_progress("put", quiet=as_json)
+    views.show_staged(put_files(_app(ctx), files, to, follow, bwlimit), as_json)
+
+
+@cli.command(
+    epilog=_examples("jobsmith get /scratch/alice/out.mkv", "jobsmith get 3f2a9c --to results")
+)
+@click.argument("items", nargs=-1, required=True, metavar="SESSION|PATH...")
+@click.option(
+    "--to",
+    "to",
+    metavar="DIR",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory here (default: the current one).",
+)
+@_bwlimit_option
+@json_command
+@click.pass_context
+def get(
+    ctx: click.Context, items: tuple[str, ...], to: Path | None, bwlimit: int, as_json: bool
+) -> None:
+    """Copy files from the cluster to here over the site's SSH connection (resumable): the
+    paths given, or a session's declared outputs (the files its jobs write)."""
+    from jobsmith.agent.runtime.staging import get_files
+    from jobsmith.agent.views import render as views
+
+    follow = views.copy_progress("get", quiet=as_json)
+    views.show_staged(get_files(_app(ctx), items, to, follow, bwlimit), as_json)
 
 
 @cli.command(
@@ -1665,7 +1770,9 @@ def _check_or_run(
     if dry_run:
         views.show_plan_check(app.executor.judge.plan(plan), as_json)
     else:
-        views.show_plan_run(*run_plan(app, plan, title), as_json)
+        session_id, result = run_plan(app, plan, title)
+        _record_staged(app, session_id)
+        views.show_plan_run(session_id, result, as_json)
 
 
 @cli.command(
@@ -1713,13 +1820,15 @@ def transcode(
 ) -> tuple[Plan, str]:
     """Encode SOURCE into OUTPUT on the cluster: the picture in segments cut on key frames
     (one array), the sound whole, then joined and checked against SOURCE, as one plan
-    (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it)."""
+    (prints one 'JOBID<TAB>STEP' line per job; `jobsmith plan status` follows it).
+    SOURCE @local:PATH stages PATH here to the cluster first (over SSH)."""
     from jobsmith.agent.runtime.workflows import transcode as transcoding
 
     encoding = transcoding.Encoding(
         video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps
     )
     there = None
+    source = _staged_file(app, source)
     if not _files_here(app):
         there = transcoding.There(app.job_files, app.transport)
     plan = transcoding.plan_for(source, output, chunk_seconds, encoding, work_dir, there=there)

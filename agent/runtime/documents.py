@@ -468,3 +468,28 @@ class LogView(_Result):
     path: str = Field(description="the file Slurm writes")
     lines: list[str] = Field(description="the last lines of the file, oldest first")
     truncated: bool = Field(description="true if earlier lines were left out")
+
+
+class StagedFile(_Result):
+    """One file put on the cluster or got from it."""
+
+    source: str = Field(description="where it was copied from (the laptop's or the cluster's)")
+    target: str = Field(description="where it is now, the path resolved where it lies")
+    size: int = Field(description="its size in bytes")
+    transferred: int = Field(
+        description="bytes that crossed the link for it this time: 0 when it was already "
+        "there whole, less than size when an interrupted copy was resumed"
+    )
+    via: str = Field(description="rsync (openssh) or sftp (ssh)")
+
+
+class StagingResult(_Result):
+    """What `put` or `get` copied."""
+
+    action: str = Field(description="put or get")
+    where: str = Field(description="the login node, user@host:port")
+    files: list[StagedFile] = Field(description="each file, in the order given")
+    not_got: list[str] = Field(
+        default_factory=list,
+        description="get SESSION: the declared outputs not got, and why (a directory, not there)",
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobsmith.agent.views.output import print_document, print_json, print_table
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         LogView,
         PipelineStatusDocument,
         PlanStatusDocument,
+        StagingResult,
     )
     from jobsmith.agent.runtime.glancefacts import GlanceFacts
     from jobsmith.agent.runtime.session.events import Event, SessionInfo
@@ -197,6 +198,50 @@ def show_logs(view: LogView, as_json: bool) -> None:
         sys.stderr.write(f"==> {view.path} (last {len(view.lines)} lines) <==\n")
     for line in view.lines:
         sys.stdout.write(line + "\n")
+
+
+def show_staged(result: StagingResult, as_json: bool) -> None:
+    """Print `jobsmith put` / `get`: a line per file, how much crossed the link."""
+    if as_json:
+        print_json(result)
+        return
+    for f in result.files:
+        if f.transferred == 0:
+            how = "already there, not copied again"
+        elif f.transferred < f.size:
+            how = f"{_mib(f.transferred)} sent of {_mib(f.size)} (resumed or delta)"
+        else:
+            how = f"{_mib(f.size)} copied"
+        print(f"{f.source} -> {f.target}: {how} ({f.via}, {result.where})")
+    for line in result.not_got:
+        print(f"not got: {line}")
+
+
+def copy_progress(action: str, quiet: bool) -> Callable[[str], Callable[[int, int], None]]:
+    """A follower for put/get: for a file of 16 MiB or more, a line on stderr every 5 s
+    and at its end (quiet: none, e.g. with --json)."""
+    import sys
+    import time
+
+    def follow(name: str) -> Callable[[int, int], None]:
+        last, ended = [time.monotonic()], [False]
+
+        def tell(done: int, total: int) -> None:
+            now = time.monotonic()
+            if quiet or ended[0] or total < 16 << 20 or (now - last[0] < 5 and done < total):
+                return
+            last[0], ended[0] = now, done >= total
+            sys.stderr.write(
+                f"{action} {name}: {_mib(done)} of {_mib(total)} ({done * 100 // total}%)\n"
+            )
+
+        return tell
+
+    return follow
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
 
 
 def show_control(result: ControlResult, as_json: bool) -> None:

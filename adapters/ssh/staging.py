@@ -1,0 +1,424 @@
+"""Staging: a file copied between the laptop and the cluster over the connection the
+transport already holds (issue 29 item 3).
+
+Over SSH the job's files are the cluster's (docs/ssh.md), so a file that is only on the
+laptop must be copied there first, and a result copied back. The copy rides the
+transport's own connection, so it needs no second login (no second MFA prompt):
+
+- `openssh`: rsync, its remote shell the system's ssh through the ControlMaster socket
+  (`rsync -e 'ssh -S SOCKET -o ControlMaster=no -o BatchMode=yes …'`). An interrupted copy
+  leaves what arrived in `.jobsmith-partial/` beside the target (`--partial-dir`), and the
+  next copy sends only what that lacks (rsync's delta transfer against it); a whole file
+  already there (same size and modification time: rsync's quick check, `-t`) is not sent
+  again. rsync checks every file it transferred against a whole-file checksum of the
+  source, and the size is compared after. `-s` sends the paths inside rsync's protocol,
+  never through the remote shell, so any name arrives as it is.
+- `ssh` (paramiko): SFTP over the transport's paramiko connection. The copy goes to
+  `NAME.jobsmith-partial` beside the target and is renamed over it when whole; an
+  interrupted copy resumes by appending from the partial file's size; after the copy the
+  cluster's `sha256sum` of it must equal the laptop's (computed while sending), else it is
+  copied once more from the start. A target already there with the same size and sha256
+  is not sent again.
+
+Both refuse a remote path outside the site's allowed roots as the cluster resolves it
+(files_there.py answers, job_templates/paths.py's one rule judges), naming the path, where
+it leads there and the login node; the remote directory is made there. On the laptop a
+fetched file lands in the directory asked for, never through a symlink out of it. What
+crossed the link is counted (`Copied.transferred`: rsync's `--stats`, or the bytes SFTP
+wrote), so a resumed copy shows it did not start over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from jobsmith.adapters.files_there import FilesThere
+from jobsmith.errors import ConfigError, InputError, PolicyError, SchedulerUnavailable
+from jobsmith.job_templates.params import PathKind
+from jobsmith.job_templates.paths import PathPolicy
+
+if TYPE_CHECKING:
+    from jobsmith.adapters.ssh.openssh import OpenSshTransport
+    from jobsmith.adapters.ssh.transport import ParamikoTransport
+    from jobsmith.adapters.transport import Transport
+
+#: (bytes done, bytes in all) of the file being copied, called as the copy goes
+Progress = Callable[[int, int], None]
+#: the directory (rsync) or suffix (SFTP) an interrupted copy's bytes wait in
+PARTIAL = ".jobsmith-partial"
+#: seconds without a byte moving before a copy is given up (rsync --timeout)
+IO_TIMEOUT_S = 60
+_CHUNK = 32768  # paramiko's largest SFTP write
+_HASH_RATE = 20 << 20  # bytes a second sha256sum is at least given on the cluster
+
+
+class CopyFailed(SchedulerUnavailable):
+    """A copy to or from the cluster was cut off or did not verify; running it again
+    resumes it (exit 5, like any answer the cluster did not give)."""
+
+
+class NothingToStage(InputError):
+    """put/get on a site whose Slurm runs on this host: its files are this host's."""
+
+
+@dataclass(frozen=True)
+class Copied:
+    """One file copied (or found already there)."""
+
+    source: str
+    target: str
+    size: int
+    #: bytes that crossed the link for it this time (0: it was already there, whole)
+    transferred: int
+    #: how: rsync or sftp
+    via: str
+
+
+class Copier(Protocol):
+    """Copies one file over the transport's connection; paths already checked."""
+
+    def upload(self, local: Path, remote: Path, progress: Progress) -> Copied:
+        """local (a regular file here) to remote (a file path there)."""
+        ...
+
+    def download(self, remote: Path, local: Path, progress: Progress) -> Copied:
+        """remote (a regular file there) to local (a file path here)."""
+        ...
+
+
+def copier_for(kind: str, transport: Transport, bwlimit_kbps: int = 0) -> Copier:
+    """The copier of a site reached by `kind` (the site's scheduler.kind) over transport;
+    NothingToStage for a local site. bwlimit_kbps: at most this many KiB a second (0: no
+    limit)."""
+    if kind == "openssh":
+        from jobsmith.adapters.ssh.openssh import OpenSshTransport
+
+        assert isinstance(transport, OpenSshTransport)
+        return RsyncCopier(transport, bwlimit_kbps)
+    if kind == "ssh":
+        from jobsmith.adapters.ssh.transport import ParamikoTransport
+
+        assert isinstance(transport, ParamikoTransport)
+        return SftpCopier(transport, bwlimit_kbps)
+    raise NothingToStage(
+        "nothing to stage: this site's Slurm runs on this host (scheduler.kind: local), "
+        "so the job's files are this host's; put and get copy to and from a cluster "
+        "reached over SSH"
+    )
+
+
+class Stager:
+    """put and get with the paths checked: the remote side inside the site's allowed
+    roots as the cluster resolves them, the local side inside the directory asked for."""
+
+    def __init__(self, copier: Copier, files: FilesThere, roots: Sequence[Path]) -> None:
+        self._copier = copier
+        self._files = files
+        self._roots = tuple(roots)
+
+    def put(self, local: Path, remote_dir: Path, progress: Progress) -> Copied:
+        """local copied into remote_dir (made there if missing), under its own name."""
+        source = local.resolve()
+        if not source.is_file():
+            raise InputError(f"put: '{local}' is not a regular file on this machine")
+        target = remote_dir / source.name
+        policy = PathPolicy(self._roots, remote_dir, self._files)
+        policy.expect([remote_dir, target])
+        policy.resolve(remote_dir, "put --to")
+        real = policy.resolve(target, "put")
+        if policy.fact(target).found not in ("file", "missing"):
+            raise InputError(f"put: '{target}'{self._files.where} is not a regular file")
+        self._files.make_dirs(real.parent)
+        return self._copier.upload(source, real, progress)
+
+    def get(self, remote: Path, local_dir: Path, progress: Progress) -> Copied:
+        """remote (a file there) copied into local_dir (made if missing)."""
+        policy = PathPolicy(self._roots, remote.parent, self._files)
+        real = policy.resolve(remote, "get")
+        policy.require_existing(remote, PathKind.FILE, "get")
+        local_dir.mkdir(parents=True, exist_ok=True)
+        here = local_dir.resolve()
+        target = here / real.name
+        if target.resolve() != target or (target.exists() and not target.is_file()):
+            raise PolicyError(
+                f"get: '{target}' here leads out of '{here}' or is not a regular file "
+                f"(resolves to '{target.resolve()}'); remove it or choose another --to"
+            )
+        return self._copier.download(real, target, progress)
+
+
+# --- rsync through the ControlMaster ------------------------------------------------------
+
+_STAT = re.compile(r"^Total bytes (sent|received): ([\d,.]+)", re.MULTILINE)
+_NONE_SENT = re.compile(r"^Number of regular files transferred: 0$", re.MULTILINE)
+_PROGRESS = re.compile(r"^\s*([\d,.]+)\s+\d+%")
+
+
+class RsyncCopier:
+    """rsync with the master's ssh as its remote shell (module docstring)."""
+
+    def __init__(self, transport: OpenSshTransport, bwlimit_kbps: int = 0) -> None:
+        self._transport = transport
+        self._bwlimit = bwlimit_kbps
+
+    def upload(self, local: Path, remote: Path, progress: Progress) -> Copied:
+        size = local.stat().st_size
+        moved = self._rsync(str(local), self._there(remote), size, progress, "sent")
+        there = _remote_size(self._transport, remote)
+        if there != size:
+            raise CopyFailed(f"put: {remote}{self._where} holds {there} bytes, not {size}")
+        return Copied(str(local), str(remote), size, moved, "rsync")
+
+    def download(self, remote: Path, local: Path, progress: Progress) -> Copied:
+        size = _remote_size(self._transport, remote)
+        moved = self._rsync(self._there(remote), str(local), size, progress, "received")
+        if local.stat().st_size != size:
+            raise CopyFailed(f"get: {local} holds {local.stat().st_size} bytes, not {size}")
+        return Copied(str(remote), str(local), size, moved, "rsync")
+
+    @property
+    def _where(self) -> str:
+        return f" on {self._transport.where}"
+
+    def _there(self, remote: Path) -> str:
+        return f"{self._transport.host}:{remote}"
+
+    def argv(self, source: str, target: str) -> list[str]:
+        """The rsync command line: one file, resumable, its times kept, its counts told."""
+        shell = " ".join(shlex.quote(a) for a in self._transport.client_argv(with_host=False))
+        argv = ["rsync", "-s", "-t", f"--partial-dir={PARTIAL}", f"--timeout={IO_TIMEOUT_S}"]
+        argv += ["--info=progress2", "--stats", "--no-motd", "-e", shell]
+        if self._bwlimit:
+            argv.append(f"--bwlimit={self._bwlimit}")
+        return [*argv, "--", source, target]
+
+    def _rsync(self, source: str, target: str, size: int, progress: Progress, way: str) -> int:
+        """Run rsync, telling progress; the bytes it counted going `way` (sent, received)."""
+        from jobsmith.adapters.ssh.openssh import ssh_environment
+
+        self._transport.require_master()
+        if shutil.which("rsync") is None:
+            raise ConfigError(
+                "copying over scheduler.kind openssh needs rsync on this machine (and on the "
+                "login node): install it (e.g. apt install rsync), or use kind ssh (SFTP)"
+            )
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                self.argv(source, target),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env={**ssh_environment(), "LC_ALL": "C"},  # its counts as 1,234 (--stats)
+            )
+            try:
+                out = follow(proc.stdout, size, progress)
+            finally:
+                if proc.poll() is None:
+                    proc.terminate()  # Ctrl-C or a bug here: rsync keeps what arrived
+                proc.wait()
+            errors.seek(0)
+            said = " ".join(errors.read().decode(errors="replace").split())[-400:]
+        if proc.returncode != 0:
+            raise CopyFailed(
+                f"rsync {source} {target} failed (exit {proc.returncode}: {said or 'no message'})"
+                f"; what arrived is kept, run the same command again to resume"
+            )
+        return moved(out, way)
+
+
+def moved(stats: str, way: str) -> int:
+    """The bytes rsync's --stats counted going `way` (sent, received); 0 when it
+    transferred no file (already there, whole: only the file list went)."""
+    if _NONE_SENT.search(stats):
+        return 0
+    counts = dict(_STAT.findall(stats))
+    return int(re.sub(r"[,.]", "", counts.get(way, "0")))
+
+
+def follow(stream: IO[bytes] | None, size: int, progress: Progress) -> str:
+    """rsync's stdout read to its end, each progress2 update told; the text after them."""
+    assert stream is not None
+    text, pending = [], b""
+    while chunk := os.read(stream.fileno(), 65536):
+        pending += chunk
+        *lines, pending = re.split(rb"[\r\n]", pending)
+        for raw in lines:
+            line = raw.decode(errors="replace")
+            match = _PROGRESS.match(line)
+            if match:
+                progress(min(int(re.sub(r"[,.]", "", match[1])), size), size)
+            else:
+                text.append(line)
+    text.append(pending.decode(errors="replace"))
+    return "\n".join(text)
+
+
+# --- SFTP over the paramiko connection ----------------------------------------------------
+
+
+class SftpCopier:
+    """SFTP on the paramiko transport's connection (module docstring)."""
+
+    def __init__(self, transport: ParamikoTransport, bwlimit_kbps: int = 0) -> None:
+        self._transport = transport
+        self._rate = bwlimit_kbps * 1024
+
+    def upload(self, local: Path, remote: Path, progress: Progress) -> Copied:
+        size = local.stat().st_size
+        sftp = self._transport.open_sftp()
+        try:
+            if _sftp_size(sftp, str(remote)) == size and self._same(local, remote, size):
+                progress(size, size)
+                return Copied(str(local), str(remote), size, 0, "sftp")
+            partial = f"{remote}{PARTIAL}"
+            moved = 0
+            for attempt in range(2):  # a partial file that does not match: once from zero
+                start = _sftp_size(sftp, partial) or 0
+                if start > size or attempt:
+                    start = 0
+                moved += self._send(sftp, local, partial, start, size, progress)
+                if _remote_sha256(self._transport, Path(partial), size) == _sha256(local):
+                    sftp.posix_rename(partial, str(remote))
+                    return Copied(str(local), str(remote), size, moved, "sftp")
+            raise CopyFailed(f"put: {remote}{self._where} does not match {local} after copying")
+        except _lost() as exc:
+            raise self._cut("put", local, remote, exc) from exc
+        finally:
+            sftp.close()
+
+    def download(self, remote: Path, local: Path, progress: Progress) -> Copied:
+        sftp = self._transport.open_sftp()
+        try:
+            size = sftp.stat(str(remote)).st_size
+            want = _remote_sha256(self._transport, remote, size)
+            if local.is_file() and local.stat().st_size == size and _sha256(local) == want:
+                progress(size, size)
+                return Copied(str(remote), str(local), size, 0, "sftp")
+            partial = local.with_name(local.name + PARTIAL)
+            moved = 0
+            for attempt in range(2):
+                start = partial.stat().st_size if partial.is_file() else 0
+                if start > size or attempt:
+                    start = 0
+                moved += self._fetch(sftp, remote, partial, start, size, progress)
+                if _sha256(partial) == want:
+                    partial.replace(local)
+                    return Copied(str(remote), str(local), size, moved, "sftp")
+            raise CopyFailed(f"get: {local} does not match {remote}{self._where} after copying")
+        except _lost() as exc:
+            raise self._cut("get", remote, local, exc) from exc
+        finally:
+            sftp.close()
+
+    @property
+    def _where(self) -> str:
+        return f" on {self._transport.where}"
+
+    def _same(self, local: Path, remote: Path, size: int) -> bool:
+        return _remote_sha256(self._transport, remote, size) == _sha256(local)
+
+    def _send(
+        self, sftp: Any, local: Path, partial: str, start: int, size: int, progress: Progress
+    ) -> int:
+        """local's bytes from start appended to the partial file there; how many."""
+        pace = _Pace(self._rate)
+        with local.open("rb") as src, sftp.open(partial, "ab" if start else "wb") as dst:
+            dst.set_pipelined(True)
+            src.seek(start)
+            done = start
+            while block := src.read(_CHUNK):
+                dst.write(block)
+                done += len(block)
+                pace.wait(done - start)
+                progress(done, size)
+        return done - start
+
+    def _fetch(
+        self, sftp: Any, remote: Path, partial: Path, start: int, size: int, progress: Progress
+    ) -> int:
+        """remote's bytes from start appended to the partial file here; how many."""
+        pace = _Pace(self._rate)
+        with sftp.open(str(remote), "rb") as src, partial.open("ab" if start else "wb") as dst:
+            src.seek(start)
+            src.prefetch(size)
+            done = start
+            while block := src.read(_CHUNK):
+                dst.write(block)
+                done += len(block)
+                pace.wait(done - start)
+                progress(done, size)
+        return done - start
+
+    def _cut(self, what: str, source: Path, target: Path, exc: BaseException) -> CopyFailed:
+        self._transport.close()  # the next command connects again
+        return CopyFailed(
+            f"{what}: copying {source} to {target} over SFTP to {self._transport.where} "
+            f"failed ({exc or type(exc).__name__}: the connection lost, or the file refused); "
+            "what arrived is kept, run the same command again to resume"
+        )
+
+
+class _Pace:
+    """Sleeps so that bytes sent keep under rate a second (0: never sleeps)."""
+
+    def __init__(self, rate: int) -> None:
+        self._rate = rate
+        self._t0 = time.monotonic()
+
+    def wait(self, done: int) -> None:
+        if self._rate:
+            ahead = done / self._rate - (time.monotonic() - self._t0)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+def _lost() -> tuple[type[BaseException], ...]:
+    import paramiko
+
+    return (paramiko.SSHException, OSError, EOFError)
+
+
+def _sftp_size(sftp: Any, path: str) -> int | None:
+    """path's size there, or None when it is not there."""
+    try:
+        size: int = sftp.stat(path).st_size
+    except FileNotFoundError:
+        return None
+    return size
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _remote_sha256(transport: Transport, path: Path, size: int) -> str:
+    """sha256sum of path on the cluster, given time for its size."""
+    timeout = 30 + size / _HASH_RATE
+    res = transport.run(["sha256sum", "--", str(path)], timeout=timeout)
+    if res.returncode != 0:
+        raise CopyFailed(f"sha256sum {path} failed there: {res.stderr.strip()[:300]}")
+    return res.stdout.split(" ", 1)[0].lstrip("\\")
+
+
+def _remote_size(transport: Transport, path: Path) -> int:
+    res = transport.run(["stat", "-L", "-c", "%s", "--", str(path)], timeout=30)
+    with contextlib.suppress(ValueError):
+        if res.returncode == 0:
+            return int(res.stdout.strip())
+    raise CopyFailed(f"cannot read the size of {path} there: {res.stderr.strip()[:300]}")

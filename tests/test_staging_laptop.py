@@ -1,0 +1,279 @@
+"""put and get over both transports (issue 29 item 3), against the real sshd of
+tests/sshd.py: in the laptop stage (`scripts/slurm-other laptop-test`) on a cluster whose
+files are not the laptop's, else on loopback. No Slurm command runs: staging asks the
+login node's sh, realpath, stat, sha256sum, rsync and SFTP server only.
+
+What is proved, for `openssh` (rsync through the ControlMaster) and `ssh` (SFTP over the
+paramiko connection): a file put and got back is byte-identical to what the cluster holds,
+and a second put sends nothing; a remote path outside the site's roots, or a symlink there
+leading out of them, is refused naming the path there and the login node, and nothing is
+copied; a 200 MB put killed mid-copy resumes, sending less than the file the second time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lab_cli import write_user_site
+from login_node import Cluster, checked, login_node, read_file
+from sshd import Sshd, close_master, open_master, start_sshd
+from test_ssh_transport import VENV_BIN, jobsmith, laptop_env, remote_site
+
+KINDS = ("openssh", "ssh")
+BIG = 200 << 20
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    server = start_sshd(
+        tmp_path_factory.mktemp("sshd"), extra_config="Subsystem sftp internal-sftp\n"
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def there() -> Iterator[Path]:
+    """A directory of the test's own in the scratch of the login node."""
+    node = login_node()
+    user = checked(node, ["id", "-un"]).strip()
+    path = Path(f"/scratch/{user}/js-staging-{uuid.uuid4().hex[:12]}")
+    checked(node, ["mkdir", "-p", str(path)])
+    yield path
+    node.run(["rm", "-rf", str(path)])
+
+
+class Laptop:
+    """jobsmith on the laptop, its site reaching the sshd by `kind`."""
+
+    def __init__(self, kind: str, sshd: Sshd, known_hosts: Path, tmp: Path, there: Path):
+        self.tmp = tmp
+        self.env = laptop_env(tmp / "home")
+        if "PYTHONPATH" in os.environ:  # a worktree's own code (asalice-wt), not the venv's
+            self.env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        write_user_site(tmp / "home" / "config", there)
+        site = remote_site(tmp, sshd, known_hosts)
+        self.socket: Path | None = None
+        if kind == "openssh":
+            self.socket = Path(f"/tmp/js-cm-{os.getpid()}-{tmp.name[-12:]}.sock")
+            open_master(sshd, known_hosts, self.socket)
+            text = site.read_text().replace("  kind: ssh\n", "  kind: openssh\n")
+            text = text.replace(
+                f"  key_file: {sshd.client_key}\n", f"  control_path: {self.socket}\n"
+            )
+            site.write_text(text)
+            tools = tmp / "ssh-bin"  # the laptop has ssh and rsync, and no Slurm command
+            tools.mkdir()
+            for name in ("ssh", "rsync"):
+                (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
+            self.env["PATH"] += f":{tools}"
+        self.site = site
+        self.port = sshd.port
+
+    def argv(self, *args: str) -> list[str]:
+        return [str(VENV_BIN / "jobsmith"), "--site", str(self.site), *args]
+
+    def run(self, *args: str) -> Any:
+        return jobsmith(self.env, self.tmp, self.site, *args)
+
+    def staged(self, *args: str) -> dict[str, Any]:
+        """put or get with --json: the one file's entry."""
+        res = self.run(*args, "--json")
+        assert res.returncode == 0, (args, res.stdout, res.stderr)
+        files: list[dict[str, Any]] = json.loads(res.stdout)["files"]
+        assert len(files) == 1
+        return files[0]
+
+    def close(self) -> None:
+        if self.socket is not None:
+            close_master(self.socket, self.port)
+
+
+@pytest.fixture(params=KINDS)
+def laptop(
+    request: pytest.FixtureRequest, sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> Iterator[Laptop]:
+    made = Laptop(request.param, sshd, known_hosts, tmp_path, there)
+    yield made
+    made.close()
+
+
+def sha256_there(path: Path) -> str:
+    return checked(login_node(), ["sha256sum", "--", str(path)]).split()[0]
+
+
+def size_there(path: Path) -> int | None:
+    res = login_node().run(["stat", "-c", "%s", "--", str(path)])
+    return int(res.stdout) if res.returncode == 0 else None
+
+
+def write_random(path: Path, size: int) -> str:
+    """path holds size random bytes; their sha256."""
+    digest = hashlib.sha256()
+    with path.open("wb") as f:
+        for _ in range(0, size, 1 << 20):
+            block = os.urandom(min(1 << 20, size - f.tell()))
+            digest.update(block)
+            f.write(block)
+    return digest.hexdigest()
+
+
+def test_put_then_get_is_byte_identical_and_a_second_put_sends_nothing(
+    laptop: Laptop, there: Path, tmp_path: Path
+) -> None:
+    local = tmp_path / "my clip's data.bin"  # a space and a quote, sent as they are
+    digest = write_random(local, 3_000_001)
+    put = laptop.staged("put", str(local), "--to", str(there))
+    assert put["target"] == str(there / local.name)
+    assert put["size"] == 3_000_001 and put["transferred"] >= 3_000_001 * 0.9, put
+    assert sha256_there(there / local.name) == digest
+    if isinstance(login_node(), Cluster):
+        assert not (there / local.name).exists()  # on the cluster, not the laptop
+    again = laptop.staged("put", str(local), "--to", str(there))
+    assert again["transferred"] == 0, again
+    back = tmp_path / "back"
+    got = laptop.staged("get", str(there / local.name), "--to", str(back))
+    assert got["target"] == str((back / local.name).resolve())
+    assert hashlib.sha256((back / local.name).read_bytes()).hexdigest() == digest
+    assert laptop.staged("get", str(there / local.name), "--to", str(back))["transferred"] == 0
+
+
+def test_paths_out_of_the_clusters_roots_are_refused_naming_them(
+    laptop: Laptop, there: Path, tmp_path: Path
+) -> None:
+    node = login_node()
+    checked(node, ["ln", "-s", "/tmp", str(there / "out")])
+    checked(node, ["ln", "-s", "/etc/hostname", str(there / "name.txt")])
+    local = tmp_path / "f.txt"
+    local.write_text("x\n")
+    user = checked(node, ["id", "-un"]).strip()
+    login = f"on {user}@{node.address}:{laptop.port}"
+
+    res = laptop.run("put", str(local), "--to", str(there / "out"))
+    assert res.returncode == 3, res.stderr
+    assert f"'{there / 'out'}' (resolves to '/tmp') {login}" in res.stderr, res.stderr
+    assert f"{login} is outside the allowed roots" in res.stderr, res.stderr
+    assert read_file(node, Path("/tmp/f.txt")) is None  # nothing went there
+
+    res = laptop.run("put", str(local), "--to", "/etc")
+    assert res.returncode == 3 and "path '/etc' " in res.stderr, res.stderr
+
+    res = laptop.run("get", str(there / "name.txt"), "--to", str(tmp_path / "back"))
+    assert res.returncode == 3, res.stderr
+    assert f"'{there / 'name.txt'}' (resolves to '/etc/hostname') {login}" in res.stderr
+    assert not (tmp_path / "back" / "hostname").exists()
+
+
+def test_an_interrupted_put_of_200_mb_resumes_without_starting_over(
+    laptop: Laptop, there: Path, tmp_path: Path
+) -> None:
+    local = tmp_path / "big.bin"
+    digest = write_random(local, BIG)
+    # 20 MiB a second: killed after about 60 MB, whatever the link's own speed
+    argv = laptop.argv("put", str(local), "--to", str(there), "--bwlimit", "20480")
+    proc = subprocess.Popen(argv, env=laptop.env, cwd=tmp_path, start_new_session=True)
+    time.sleep(3)
+    assert proc.poll() is None, "the throttled put ended before it was interrupted"
+    os.killpg(proc.pid, signal.SIGTERM)  # jobsmith and its rsync and ssh, as Ctrl-C would
+    proc.wait(timeout=30)
+    time.sleep(1)
+    assert size_there(there / local.name) is None  # no whole file: not finished
+    partial = there / ".jobsmith-partial" / local.name  # rsync's --partial-dir
+    if size_there(partial) is None:
+        partial = there / f"{local.name}.jobsmith-partial"  # SFTP's
+    kept = size_there(partial)
+    assert kept is not None and 0 < kept < BIG, kept
+    resumed = laptop.staged("put", str(local), "--to", str(there))
+    print(f"{resumed['via']}: {kept} bytes kept of {BIG}, {resumed['transferred']} sent after")
+    assert resumed["size"] == BIG
+    assert resumed["transferred"] < BIG - kept // 2, (resumed, kept)
+    assert sha256_there(there / local.name) == digest
+    assert size_there(partial) is None
+
+
+def test_a_local_site_has_nothing_to_stage(tmp_path: Path) -> None:
+    """put and get on a site whose Slurm runs here: one line saying so, exit 2, nothing
+    asked of anyone."""
+    from lab_cli import LAB_SITE
+
+    env = laptop_env(tmp_path / "home")
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    (tmp_path / "f.txt").write_text("x\n")
+    for args in (("put", "f.txt"), ("get", "/scratch/x/f.txt")):
+        res = jobsmith(env, tmp_path, LAB_SITE, *args)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith("jobsmith: error: nothing to stage: this site's Slurm runs")
+        assert len(res.stderr.splitlines()) == 1
+
+
+def test_a_clip_only_on_the_laptop_is_staged_transcoded_and_got_back(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """Issue 29 item 3's first 'done when', from the laptop stage: `transcode
+    @local:clip.mp4` stages the clip (on the laptop only) to the cluster's scratch, the
+    plan transcodes it there and verifies it there, and `get` brings out.mkv back
+    byte-identical to what the cluster holds, as does `get SESSION` (the outputs the
+    plan's templates declare); the session notes what was staged where; the clip staged
+    again sends nothing."""
+    from test_transcode import make_clip
+
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
+    staged = None
+    try:
+        clip = make_clip(tmp_path / "clip.mp4", seconds=6)
+        out = there / "out.mkv"
+        res = laptop.run("transcode", f"@local:{clip}", str(out), "--chunk-seconds", "2",
+                         "--preset", "ultrafast", "--json")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        line = next(x for x in res.stderr.splitlines() if x.startswith("jobsmith: staged "))
+        staged = Path(line.split(" -> ", 1)[1].rsplit(" (", 1)[0])
+        assert staged.name == "clip.mp4" and staged.parent.parent.name == "jobsmith-staged"
+        assert sha256_there(staged) == hashlib.sha256(clip.read_bytes()).hexdigest()
+        jobs = json.loads(res.stdout)["jobs"]
+        waited = laptop.run("wait", *jobs.values(), "--timeout", "300")
+        assert waited.returncode == 0, (waited.stdout, waited.stderr)
+        report = json.loads(checked(node, ["cat", f"{out}.verify.json"]))
+        assert report["source_streams"] == report["output_streams"] == "audio,video"
+        got = laptop.staged("get", str(out), "--to", str(tmp_path / "back"))
+        assert got["size"] == size_there(out) and got["transferred"] > 0
+        back = (tmp_path / "back" / "out.mkv").read_bytes()
+        assert hashlib.sha256(back).hexdigest() == sha256_there(out)
+        session = json.loads(res.stdout)["session_id"]
+        log = laptop.run("sessions", "export", session)
+        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+        (staged_note,) = [n["staged"] for n in notes if "staged" in n]
+        assert staged_note[0]["source"] == str(clip) and staged_note[0]["target"] == str(staged)
+        fetched = laptop.run("get", session, "--to", str(tmp_path / "all"), "--json")
+        assert fetched.returncode == 0, fetched.stderr
+        targets = {Path(f["target"]).name: f for f in json.loads(fetched.stdout)["files"]}
+        assert "out.mkv" in targets, targets  # the plan's declared outputs that are files
+        assert (tmp_path / "all" / "out.mkv").read_bytes() == back
+        again = laptop.run("transcode", f"@local:{clip}", str(there / "again.mkv"), "--dry-run")
+        assert again.returncode == 0, again.stderr
+        assert f"-> {staged} (0 bytes sent, rsync)" in again.stderr, again.stderr
+        assert cluster_calls_none()
+    finally:
+        laptop.close()
+        if staged is not None:
+            node.run(["rm", "-rf", str(staged.parent)])
+
+
+def cluster_calls_none() -> bool:
+    """No Slurm command of the laptop was called (the stage's stubs log each call)."""
+    node = login_node()
+    return not isinstance(node, Cluster) or node.slurm_calls_here() == []
