@@ -65,8 +65,12 @@ def show_status(
             if session in (headlines or {}):
                 print(f"  {(headlines or {})[session]}")
             _status_table(group)
-        return
-    _status_table(list(document.jobs))
+    else:
+        _status_table(list(document.jobs))
+    for session, line in (headlines or {}).items():
+        if session not in by_session:  # a fed workload none of whose parts has a job yet
+            print(f"session {session}:")
+            print(f"  {line}")
 
 
 def show_glance(statuses: Mapping[str, JobStatus], facts: GlanceFacts) -> None:
@@ -380,18 +384,28 @@ def show_submitted(
 
 def _show_workload(session_id: str, summary: Mapping[str, Any]) -> None:
     """`submit` of an array over the site's submit limits or MaxArraySize: fed in parts
-    (agent/runtime/workflows/feeding/feeder.py). The first part's job id, if one fit."""
+    (agent/runtime/workflows/feeding/feeder.py). The first part's job id, if one fit;
+    if none did, no line on stdout (a script's `id=$(…)` gets nothing, and exit 0: the
+    workload is recorded and `watch` feeds it), and stderr says why."""
     from jobsmith.agent.views.output import note
 
     tasks, parts, fed = summary["workload_tasks"], summary["workload_parts"], summary["fed_parts"]
-    if summary.get("job_id"):
-        print(summary["job_id"])
-    now = f"{fed} submitted now" if fed else "none fits now (your queue is full)"
+    where = f"workload {summary['workload']}, session {session_id}"
+    if not summary.get("job_id"):  # nothing fitted: no job id, so no line on stdout
+        note(
+            f"jobsmith: nothing submitted yet: {tasks} tasks in {parts} parts (over what the "
+            f"site takes at once: its submit limits, MaxArraySize), and none fits now "
+            f"({summary.get('waiting') or 'your queue is full'}). The workload is recorded: "
+            f"`jobsmith watch` submits its parts as room frees, and `jobsmith status` shows "
+            f"it ({where})"
+        )
+        return
+    print(summary["job_id"])
     note(
         f"over what the site takes at once (its submit limits, MaxArraySize): {tasks} tasks "
-        f"in {parts} parts, {now}; the rest "
+        f"in {parts} parts, {fed} submitted now; the rest "
         f"are submitted as parts end, by `jobsmith watch` or `jobsmith wait` on a part's job "
-        f"(workload {summary['workload']}, session {session_id})"
+        f"({where})"
     )
 
 
