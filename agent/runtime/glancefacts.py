@@ -106,7 +106,7 @@ def glance_facts(
     }
     for sid in sorted(fed - set(by_session)):  # still feeding, no job polled
         waiting = session_facts(store, folds, sid, [], statuses, fed=True)
-        if waiting.workloads:
+        if any(w.not_submitted and not w.cancelled for w in waiting.workloads):
             sessions[sid] = waiting
     return GlanceFacts(jobs=jobs, sessions=sessions, window=window, progress=dict(progress or {}))
 
