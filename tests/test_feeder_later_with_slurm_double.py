@@ -218,3 +218,37 @@ def test_actors_adding_and_removing_at_once_never_lose_an_entry(tmp_path: Path) 
     (tmp_path / "feeding" / "stray").write_text("not an entry")  # skipped, not an error
     (tmp_path / "feeding" / ("0" * 32)).write_text('{"session_id": "a", "step_id": "b"}')
     assert len(index.entries()) == 120
+
+
+def test_a_dry_run_says_how_submit_would_feed_it_instead_of_refusing_it(
+    h: AgentHarness,
+) -> None:
+    app = app_on(h)
+    argv = ["submit", "command", "-a", "0-9", "--qos", "tiny", "-P", "command=true"]
+    text = js(app, *argv, "--no-advice", "--dry-run")
+    assert text.stdout.startswith("#!")  # the workload's script, as for any dry run
+    assert "fed in 3 parts of at most 4 tasks, %4 at once" in text.stderr
+    assert "submit limit" in text.stderr and "refuse" in text.stderr  # "would not refuse"
+    doc = json.loads(js(app, *argv, "--no-advice", "--dry-run", "--json").stdout)
+    assert doc["policy"]["verdict"] == "allow"  # the workload, judged as submit judges it
+    feeding = doc["feeding"]
+    assert (feeding["tasks"], feeding["parts"], feeding["part_size"]) == (10, 3, 4)
+    assert feeding["throttle"] == 4 and feeding["over"]["rule"] == "submit limit"
+    assert h.slurm.count("submit") == 0 and FeedingIndex.beside(h.ledger).entries() == []
+    # the whole workload is what a person approves, as submit would ask (exit 8)
+    h.executor = h.with_policy({**POLICY, "approval": {"core_hours": 1}})
+    held = CliRunner().invoke(cli, [*argv, "--no-advice", "--dry-run"], obj=app_on(h))
+    assert held.exit_code == 8 and "fed in 3 parts" in held.stderr, held.output
+    # an array of several ranges is not fed: refused as before (exit 3)
+    steps = [a if a != "0-9" else "0-9:2" for a in argv]
+    refused = CliRunner().invoke(cli, [*steps, "--no-advice", "--dry-run"], obj=app)
+    assert refused.exit_code == 3 and "submit limit" in refused.output
+
+
+def test_a_dry_run_over_max_array_size_names_the_parts(h: AgentHarness) -> None:
+    h.slurm.max_array_size = 5  # indices 0..4: 0-11 is refused whole by Slurm
+    app = app_on(h)
+    argv = ["submit", "command", "-a", "0-11", "-P", "command=true", "--no-advice"]
+    doc = json.loads(js(app, *argv, "--dry-run", "--json").stdout)
+    assert doc["feeding"]["over"]["rule"] == "max array size"
+    assert (doc["feeding"]["parts"], doc["feeding"]["part_size"]) == (3, 5)

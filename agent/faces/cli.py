@@ -784,20 +784,31 @@ def _show_checked(
 
     The exit status is what `submit` would give: 3 refused by policy (nothing printed but
     the refusal), 8 held for a person's approval (the script is still shown), 4 if Slurm
-    itself would refuse (--test-only).
+    itself would refuse (--test-only). An array over the site's submit limits or
+    MaxArraySize that `submit` would feed in parts is shown as that workload (judged
+    whole as submit judges it, and its parts: "fed in 2 parts of at most 5 tasks").
     """
     from jobsmith.agent.runtime.submission.judging.judge import Origin
+    from jobsmith.agent.runtime.submission.judging.policy import OVER_SITE_LIMITS
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
 
     # judged on the very policy path `submit` takes, as the person shown the advice
     checked = app.executor.judge.job(request, Origin(advised=True))
+    feeding = None
+    if not test_only and checked.decision.rule in OVER_SITE_LIMITS:
+        from jobsmith.agent.runtime.workflows.feeding.feeder import dry_run
+
+        fed = dry_run(app.executor, checked)
+        if fed is not None:  # not refused: fed in parts (agent/runtime/workflows/feeding)
+            feeding = (checked.decision, fed[1])
+            checked = fed[0]
     checked.raise_if_refused()
     if test_only:
         verdict = app.scheduler.test_only(checked.job.script)
         views.show_test_only(checked, verdict, as_json, advice)
     else:
-        views.show_rendered(checked, as_json, advice)
+        views.show_rendered(checked, as_json, advice, feeding)
     if checked.decision.verdict == "approve":
         note(
             f"jobsmith: submit would wait for a person's approval ({checked.decision.message});"

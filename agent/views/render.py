@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
     from jobsmith.agent.runtime.submission.approval.approvals import PendingApproval
     from jobsmith.agent.runtime.submission.judging.judge import CheckedJob, Judgement
+    from jobsmith.agent.runtime.submission.judging.policy import Ruling
     from jobsmith.agent.runtime.submission.steps import StepResult
+    from jobsmith.agent.runtime.workflows.feeding.split import Part
     from jobsmith.agent.runtime.workflows.pipelinerun import Launched
     from jobsmith.agent.runtime.workflows.progress import TaskProgress, WorkProgress
     from jobsmith.job_templates import Template
@@ -310,14 +312,47 @@ def checked_document(checked: CheckedJob) -> dict[str, object]:
     return checked.document().full()
 
 
-def show_rendered(checked: CheckedJob, as_json: bool, advice: SubmitAdvice | None = None) -> None:
-    """Print `jobsmith render` / `submit --dry-run`: the exact script (and the advice)."""
+def show_rendered(
+    checked: CheckedJob,
+    as_json: bool,
+    advice: SubmitAdvice | None = None,
+    feeding: tuple[Ruling, tuple[Part, ...]] | None = None,
+) -> None:
+    """Print `jobsmith render` / `submit --dry-run`: the exact script (and the advice).
+    feeding: the site's limit it passes and the parts `submit` would feed it in instead
+    (agent/runtime/workflows/feeding/), said on stderr, and as `"feeding"` in --json."""
     if as_json:
         document = checked_document(checked)
+        if feeding is not None:
+            document["feeding"] = _feeding_json(*feeding)
         print_json(document if advice is None else {**document, "advice": _advice_json(advice)})
         return
     print(checked.job.script, end="")
     show_advice(advice)
+    if feeding is not None:
+        from jobsmith.agent.views.output import note
+
+        note(f"jobsmith: {_feeding_json(*feeding)['line']}")
+
+
+def _feeding_json(over: Ruling, parts: tuple[Part, ...]) -> dict[str, object]:
+    """A dry run's word on an array submit would feed in parts."""
+    from jobsmith.agent.runtime.workflows.feeding.split import in_words
+
+    tasks = sum(p.count for p in parts)
+    line = (
+        f"over what the site takes at once ({over.rule}), so submit would not refuse it: "
+        f"{tasks} tasks {in_words(parts)}, each part submitted as the ones before end "
+        "(by `jobsmith watch`, or `wait` on a part's job)"
+    )
+    return {
+        "tasks": tasks,
+        "parts": len(parts),
+        "part_size": max(p.count for p in parts),
+        "throttle": max((p.throttle for p in parts if p.throttle is not None), default=None),
+        "over": {"rule": over.rule, "message": over.message},
+        "line": line,
+    }
 
 
 def show_advice(advice: SubmitAdvice | None) -> None:

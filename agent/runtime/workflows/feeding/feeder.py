@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.claims import (
     LOOKUP_ALLOWANCE,
@@ -109,11 +110,7 @@ def definition(executor: Executor, step: st.Submit, checked: CheckedJob) -> dict
     options = checked.job.options
     assert options.array is not None
     first, last = contiguous_range(options.array)
-    known = executor.scheduler.submit_limits(getpass.getuser(), options)
-    max_array_size = known.max_array_size or SLURM_DEFAULT_MAX_ARRAY_SIZE
-    size = part_size([limit.limit for limit in known.limits], max_array_size)
-    concurrency = executor.site.policy.max_concurrent_jobs
-    parts = split(first, last, size, concurrency, options.array_throttle)
+    parts, max_array_size = _parts(executor, options)
     data: dict[str, Any] = {
         "template": checked.job.template,
         "script": checked.job.script,
@@ -126,6 +123,28 @@ def definition(executor: Executor, step: st.Submit, checked: CheckedJob) -> dict
     }
     data["workload_sha256"] = workload_sha256(data)
     return data
+
+
+def _parts(executor: Executor, options: JobOptions) -> tuple[tuple[Part, ...], int]:
+    """The array's parts, and the MaxArraySize they were cut for."""
+    assert options.array is not None
+    first, last = contiguous_range(options.array)
+    known = executor.scheduler.submit_limits(getpass.getuser(), options)
+    max_array_size = known.max_array_size or SLURM_DEFAULT_MAX_ARRAY_SIZE
+    size = part_size([limit.limit for limit in known.limits], max_array_size)
+    concurrency = executor.site.policy.max_concurrent_jobs
+    return split(first, last, size, concurrency, options.array_throttle), max_array_size
+
+
+def dry_run(executor: Executor, checked: CheckedJob) -> tuple[CheckedJob, tuple[Part, ...]] | None:
+    """What `submit --dry-run` says of a job refused for the site's limits that a real
+    submit would feed instead (start): the job judged as the workload is (its whole cost,
+    without the queue's limit), and its parts; None if it would not be fed."""
+    ruling = checked.verdict()
+    if not feedable(checked, ruling) or executor.judge.canary_first(checked):
+        return None
+    whole = replace(checked, decision=executor.judge.spend(checked.cost))
+    return whole, _parts(executor, checked.job.options)[0]
 
 
 def workload_sha256(data: Mapping[str, Any]) -> str:
@@ -262,7 +281,7 @@ def _feed_part(
     if ruling.verdict == "refuse":
         if ruling.rule in WAIT_RULES:
             if waits is not None:
-                waits.append(refusal(ruling))
+                waits.append(f"{ruling.rule}: {ruling.message}")
             return None
         raise PolicyError(f"workload {w.step_id}, part {part.index}: {refusal(ruling)}")
     # the site's limits as they are today; the template's paths are not rendered again:
