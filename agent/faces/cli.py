@@ -829,20 +829,31 @@ def _show_checked(
 
     The exit status is what `submit` would give: 3 refused by policy (nothing printed but
     the refusal), 8 held for a person's approval (the script is still shown), 4 if Slurm
-    itself would refuse (--test-only).
+    itself would refuse (--test-only). An array over the site's submit limits or
+    MaxArraySize that `submit` would feed in parts is shown as that workload (judged
+    whole as submit judges it, and its parts: "fed in 2 parts of at most 5 tasks").
     """
     from jobsmith.agent.runtime.submission.judging.judge import Origin
+    from jobsmith.agent.runtime.submission.judging.policy import OVER_SITE_LIMITS
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
 
     # judged on the very policy path `submit` takes, as the person shown the advice
     checked = app.executor.judge.job(request, Origin(advised=True))
+    feeding = None
+    if not test_only and checked.decision.rule in OVER_SITE_LIMITS:
+        from jobsmith.agent.runtime.workflows.feeding.feeder import dry_run
+
+        fed = dry_run(app.executor, checked)
+        if fed is not None:  # not refused: fed in parts (agent/runtime/workflows/feeding)
+            feeding = (checked.decision, fed[1])
+            checked = fed[0]
     checked.raise_if_refused()
     if test_only:
         verdict = app.scheduler.test_only(checked.job.script)
         views.show_test_only(checked, verdict, as_json, advice)
     else:
-        views.show_rendered(checked, as_json, advice)
+        views.show_rendered(checked, as_json, advice, feeding)
     if checked.decision.verdict == "approve":
         note(
             f"jobsmith: submit would wait for a person's approval ({checked.decision.message});"
@@ -954,7 +965,7 @@ def status(
         from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
 
         headlines = pipeline_lines(app.store, set(sessions.values()), statuses)
-    fed = _workloads(app, sessions, statuses)
+    fed = _workloads(app, set(sessions.values()), statuses, every_feeding=not job_ids)
     lines = {
         s: "\n  ".join(f"workload {w.step_id}: {w.line()}" for w in ws) for s, ws in fed.items()
     }
@@ -983,13 +994,24 @@ def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
 
 
 def _workloads(
-    app: App, sessions: Mapping[str, str], statuses: Mapping[str, JobStatus]
+    app: App, sessions: set[str], statuses: Mapping[str, JobStatus], *, every_feeding: bool
 ) -> dict[str, list[Any]]:
     """The fed workloads of the jobs' sessions, each as far as it is ("40 tasks: 35
-    done, ...": agent/runtime/workflows/feeding/progress.py), by session."""
+    done, ...": agent/runtime/workflows/feeding/progress.py), by session; every_feeding:
+    also those of the sessions the feeding index lists (a workload none of whose parts
+    fitted yet has no job: "10 tasks: 0 done, 0 running, 10 not yet submitted")."""
+    from jobsmith.agent.runtime.session.store import SessionNotFound
+    from jobsmith.agent.runtime.workflows.feeding.index import FeedingIndex
     from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
 
-    found = {s: workload_progress(s, app.store.read(s), statuses) for s in set(sessions.values())}
+    if every_feeding:
+        sessions = sessions | FeedingIndex.beside(app.ledger).sessions()
+    found = {}
+    for s in sessions:
+        try:
+            found[s] = workload_progress(s, app.store.read(s), statuses)
+        except SessionNotFound:  # an index entry of a pruned session: the watcher drops it
+            continue
     return {s: ws for s, ws in sorted(found.items()) if ws}
 
 
@@ -1208,7 +1230,7 @@ def report(
     run = run_report(app, _session_or_newest(ctx, session_id), session_poll(app))
     path = write_report(run, output or Path(f"report-{run.session_id}.html"))
     summary = run.summary(str(path))
-    fed = _workloads(app, {"": run.session_id}, {})  # as the session last recorded them
+    fed = _workloads(app, {run.session_id}, {}, every_feeding=False)  # as last recorded
     lines = {w.step_id: w.line() for ws in fed.values() for w in ws}
     show_report(summary.model_copy(update={"workloads": lines}) if lines else summary, as_json)
     if open_page:

@@ -3,7 +3,8 @@
 Read from the ledger and the session store only, never from Slurm, so `jobsmith status`
 stays one sacct call: each session's title, a plan's status document (planrun's own,
 from the poll), a pipeline's (as its session last recorded its engine's tasks), a
-workload fed in parts (read only where a polled job's name says it is a part), and the
+workload fed in parts (read only where a polled job's name says it is a part, or where
+the feeding index lists one still to feed: it may have no job yet), and the
 verdicts the watcher's decisions recorded about failed jobs (read only where the
 session's fold says a decision was taken about one of them).
 """
@@ -22,6 +23,7 @@ from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
+from jobsmith.agent.runtime.workflows.feeding.index import FeedingIndex
 from jobsmith.agent.runtime.workflows.feeding.progress import WorkloadProgress, workload_progress
 from jobsmith.agent.runtime.workflows.feeding.record import is_part
 from jobsmith.agent.runtime.workflows.pipelinerun import ORIGIN as PIPELINE
@@ -80,9 +82,12 @@ def glance_facts(
     progress: Mapping[str, WorkProgress] | None = None,
 ) -> GlanceFacts:
     """The ledger's record of each polled job, and the facts of the sessions they share
-    (progress: what the jobs' own output said, read by the caller)."""
+    (progress: what the jobs' own output said, read by the caller); and the facts of the
+    sessions whose workloads are still feeding, though none of their jobs was polled
+    (none of its parts fitted yet: it has no job)."""
     jobs: dict[str, JobFacts] = {}
-    fed: set[str] = set()  # the sessions with a workload's part among the polled jobs
+    # the sessions with a workload's part among the polled jobs, or one still feeding
+    fed: set[str] = FeedingIndex.beside(ledger).sessions()
     for job_id in statuses:
         rec = ledger.get(job_id)
         if rec is not None:
@@ -99,6 +104,10 @@ def glance_facts(
         sid: session_facts(store, folds, sid, [statuses[j] for j in ids], statuses, sid in fed)
         for sid, ids in by_session.items()
     }
+    for sid in sorted(fed - set(by_session)):  # still feeding, no job polled
+        waiting = session_facts(store, folds, sid, [], statuses, fed=True)
+        if any(w.not_submitted and not w.cancelled for w in waiting.workloads):
+            sessions[sid] = waiting
     return GlanceFacts(jobs=jobs, sessions=sessions, window=window, progress=dict(progress or {}))
 
 

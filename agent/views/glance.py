@@ -114,13 +114,20 @@ class Glance(_Model):
 
 
 def build_glance(statuses: Mapping[str, JobStatus], facts: GlanceFacts, now: datetime) -> Glance:
-    """One line per session of the polled jobs (a job without a session is its own)."""
+    """One line per session of the polled jobs (a job without a session is its own), and
+    per session whose fed workload has no job yet."""
     by_session: dict[tuple[str | None, str | None], list[str]] = {}
     for job_id in statuses:
         sid = (facts.jobs.get(job_id) or JobFacts()).session_id
         by_session.setdefault((sid, None) if sid else (None, job_id), []).append(job_id)
     lines = [
         _line(_session(sid, facts), ids, statuses, facts) for (sid, _), ids in by_session.items()
+    ]
+    shown = {sid for sid, _ in by_session}
+    lines += [  # a workload none of whose parts fitted yet: a session without a job
+        _line(s, [], statuses, facts)
+        for sid, s in facts.sessions.items()
+        if sid not in shown and s.workloads
     ]
     order = list(Group)
     lines.sort(key=lambda ln: _stamp(ln.at), reverse=True)
@@ -317,6 +324,8 @@ def _what(session: SessionFacts | None, jobs: list[JobStatus], facts: GlanceFact
     if session is not None and session.pipeline is not None:
         doc = session.pipeline
         return clean(title or f"pipeline {doc.engine} {doc.pipeline}")
+    if not jobs:  # a workload none of whose parts was submitted yet
+        return clean(title or "(untitled)")
     first = jobs[0]
     record = first.record or (first.tasks[0] if first.tasks else None)
     name = record.name.split(".js-")[0] if record is not None else ""

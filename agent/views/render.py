@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
     from jobsmith.agent.runtime.submission.approval.approvals import PendingApproval
     from jobsmith.agent.runtime.submission.judging.judge import CheckedJob, Judgement
+    from jobsmith.agent.runtime.submission.judging.policy import Ruling
     from jobsmith.agent.runtime.submission.steps import StepResult
+    from jobsmith.agent.runtime.workflows.feeding.split import Part
     from jobsmith.agent.runtime.workflows.pipelinerun import Launched
     from jobsmith.agent.runtime.workflows.progress import TaskProgress, WorkProgress
     from jobsmith.job_templates import Template
@@ -66,8 +68,12 @@ def show_status(
             if session in (headlines or {}):
                 print(f"  {(headlines or {})[session]}")
             _status_table(group)
-        return
-    _status_table(list(document.jobs))
+    else:
+        _status_table(list(document.jobs))
+    for session, line in (headlines or {}).items():
+        if session not in by_session:  # a fed workload none of whose parts has a job yet
+            print(f"session {session}:")
+            print(f"  {line}")
 
 
 def show_glance(statuses: Mapping[str, JobStatus], facts: GlanceFacts) -> None:
@@ -351,14 +357,47 @@ def checked_document(checked: CheckedJob) -> dict[str, object]:
     return checked.document().full()
 
 
-def show_rendered(checked: CheckedJob, as_json: bool, advice: SubmitAdvice | None = None) -> None:
-    """Print `jobsmith render` / `submit --dry-run`: the exact script (and the advice)."""
+def show_rendered(
+    checked: CheckedJob,
+    as_json: bool,
+    advice: SubmitAdvice | None = None,
+    feeding: tuple[Ruling, tuple[Part, ...]] | None = None,
+) -> None:
+    """Print `jobsmith render` / `submit --dry-run`: the exact script (and the advice).
+    feeding: the site's limit it passes and the parts `submit` would feed it in instead
+    (agent/runtime/workflows/feeding/), said on stderr, and as `"feeding"` in --json."""
     if as_json:
         document = checked_document(checked)
+        if feeding is not None:
+            document["feeding"] = _feeding_json(*feeding)
         print_json(document if advice is None else {**document, "advice": _advice_json(advice)})
         return
     print(checked.job.script, end="")
     show_advice(advice)
+    if feeding is not None:
+        from jobsmith.agent.views.output import note
+
+        note(f"jobsmith: {_feeding_json(*feeding)['line']}")
+
+
+def _feeding_json(over: Ruling, parts: tuple[Part, ...]) -> dict[str, object]:
+    """A dry run's word on an array submit would feed in parts."""
+    from jobsmith.agent.runtime.workflows.feeding.split import in_words
+
+    tasks = sum(p.count for p in parts)
+    line = (
+        f"over what the site takes at once ({over.rule}), so submit would not refuse it: "
+        f"{tasks} tasks {in_words(parts)}, each part submitted as the ones before end "
+        "(by `jobsmith watch`, or `wait` on a part's job)"
+    )
+    return {
+        "tasks": tasks,
+        "parts": len(parts),
+        "part_size": max(p.count for p in parts),
+        "throttle": max((p.throttle for p in parts if p.throttle is not None), default=None),
+        "over": {"rule": over.rule, "message": over.message},
+        "line": line,
+    }
 
 
 def show_advice(advice: SubmitAdvice | None) -> None:
@@ -425,18 +464,28 @@ def show_submitted(
 
 def _show_workload(session_id: str, summary: Mapping[str, Any]) -> None:
     """`submit` of an array over the site's submit limits or MaxArraySize: fed in parts
-    (agent/runtime/workflows/feeding/feeder.py). The first part's job id, if one fit."""
+    (agent/runtime/workflows/feeding/feeder.py). The first part's job id, if one fit;
+    if none did, no line on stdout (a script's `id=$(…)` gets nothing, and exit 0: the
+    workload is recorded and `watch` feeds it), and stderr says why."""
     from jobsmith.agent.views.output import note
 
     tasks, parts, fed = summary["workload_tasks"], summary["workload_parts"], summary["fed_parts"]
-    if summary.get("job_id"):
-        print(summary["job_id"])
-    now = f"{fed} submitted now" if fed else "none fits now (your queue is full)"
+    where = f"workload {summary['workload']}, session {session_id}"
+    if not summary.get("job_id"):  # nothing fitted: no job id, so no line on stdout
+        note(
+            f"jobsmith: nothing submitted yet: {tasks} tasks in {parts} parts (over what the "
+            f"site takes at once: its submit limits, MaxArraySize), and none fits now "
+            f"({summary.get('waiting') or 'your queue is full'}). The workload is recorded: "
+            f"`jobsmith watch` submits its parts as room frees, and `jobsmith status` shows "
+            f"it ({where})"
+        )
+        return
+    print(summary["job_id"])
     note(
         f"over what the site takes at once (its submit limits, MaxArraySize): {tasks} tasks "
-        f"in {parts} parts, {now}; the rest "
+        f"in {parts} parts, {fed} submitted now; the rest "
         f"are submitted as parts end, by `jobsmith watch` or `jobsmith wait` on a part's job "
-        f"(workload {summary['workload']}, session {session_id})"
+        f"({where})"
     )
 
 

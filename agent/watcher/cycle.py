@@ -281,16 +281,23 @@ def _decide_one(
 
 def _feed_workloads(app: CycleParts, changes: list[StateChange]) -> None:
     """Feed the next parts of workloads larger than the site's limits
-    (agent/runtime/workflows/feeding/feeder.py) when jobs ended: in the sessions whose
-    parts ended, or still run (the room another session's jobs left counts for them
-    too). A session with no part is not read; nothing is built where there is none."""
-    ended = [c.job_id for c in changes if c.state.is_terminal]
-    if not ended:
-        return
-    from jobsmith.agent.runtime.workflows.feeding.record import is_part
+    (agent/runtime/workflows/feeding/feeder.py): every cycle, those the feeding index
+    lists (parts still to submit: room may come from jobs jobsmith never submitted, and
+    a workload none of whose parts fitted yet has no job to find it by); and, when jobs
+    ended, the sessions whose parts ended or still run (a workload an older jobsmith
+    recorded is in no index). Listing the index is one directory read; a session with no
+    workload is not read, and nothing is built where there is none."""
+    from jobsmith.agent.runtime.workflows.feeding.index import FeedingIndex
 
-    records = [*open_jobs(app.ledger, app.folds), *(app.ledger.get(j) for j in ended)]
-    sessions = {r.session_id for r in records if r and r.session_id and is_part(r.options.job_name)}
+    sessions = FeedingIndex.beside(app.ledger).sessions()
+    ended = [c.job_id for c in changes if c.state.is_terminal]
+    if ended:
+        from jobsmith.agent.runtime.workflows.feeding.record import is_part
+
+        records = [*open_jobs(app.ledger, app.folds), *(app.ledger.get(j) for j in ended)]
+        sessions |= {
+            r.session_id for r in records if r and r.session_id and is_part(r.options.job_name)
+        }
     if sessions:
         from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions
 

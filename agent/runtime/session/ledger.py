@@ -58,6 +58,11 @@ class JobLedger:
     def __init__(self, directory: Path) -> None:
         self._dir = directory
 
+    @property
+    def directory(self) -> Path:
+        """Where the records are (the feeder's index of workloads lives beside them)."""
+        return self._dir
+
     def record(self, rec: SubmissionRecord) -> Path:
         """Store rec atomically, and its line in the index; returns its path."""
         target = self._dir / f"{rec.job_id}.json"

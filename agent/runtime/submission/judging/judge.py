@@ -525,9 +525,11 @@ class Judge:
         A single job is not checked, so it costs no sacctmgr and no squeue: over a limit,
         Slurm refuses it whole with an error naming the limit, leaving nothing half done;
         an array (refused whole after policy said yes, its canary too) or a plan (whose
-        last jobs would be refused after the first were queued) is what needs it.
+        last jobs would be refused after the first were queued) is what needs it. An
+        array of one task is checked too: a fed workload's last part may be one, and it
+        must wait for room rather than be refused by sbatch (and lost to the workload).
         """
-        if sum(opts.array_size() for opts in jobs) <= 1:
+        if sum(opts.array_size() for opts in jobs) <= 1 and all(o.array is None for o in jobs):
             return None
         adds: dict[tuple[str, str], int] = {}
         limits = {}

@@ -20,7 +20,9 @@ as earlier parts leave the queue.
   or the submissions-per-hour budget means "not now", and the next cycle tries again:
   that paces the feeding.
 - Nothing is held in memory: whichever process feeds next reads the session, so feeding
-  resumes after a crash.
+  resumes after a crash. A workload with parts still to submit is also listed in the
+  feeding index (index.py), so the watcher and `status` find it even when none of its
+  parts has a job yet (nothing fitted when it was submitted).
 - Cancelling the workload records that no part is to be fed any more (`workload`
   event with `cancelled`) before the submitted parts are cancelled.
 """
@@ -34,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.claims import (
     LOOKUP_ALLOWANCE,
@@ -46,7 +49,7 @@ from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.session_log import SessionLog
-from jobsmith.agent.runtime.session.store import SessionStore, utc_now
+from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore, utc_now
 from jobsmith.agent.runtime.submission import hashing, orders
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.approval.approvals import ApprovalNeeded
@@ -57,6 +60,7 @@ from jobsmith.agent.runtime.submission.judging.policy import (
     Ruling,
     check_limits,
 )
+from jobsmith.agent.runtime.workflows.feeding.index import FeedingIndex
 from jobsmith.agent.runtime.workflows.feeding.partscript import part_options, part_script
 from jobsmith.agent.runtime.workflows.feeding.record import (
     Workload,
@@ -106,11 +110,7 @@ def definition(executor: Executor, step: st.Submit, checked: CheckedJob) -> dict
     options = checked.job.options
     assert options.array is not None
     first, last = contiguous_range(options.array)
-    known = executor.scheduler.submit_limits(getpass.getuser(), options)
-    max_array_size = known.max_array_size or SLURM_DEFAULT_MAX_ARRAY_SIZE
-    size = part_size([limit.limit for limit in known.limits], max_array_size)
-    concurrency = executor.site.policy.max_concurrent_jobs
-    parts = split(first, last, size, concurrency, options.array_throttle)
+    parts, max_array_size = _parts(executor, options)
     data: dict[str, Any] = {
         "template": checked.job.template,
         "script": checked.job.script,
@@ -123,6 +123,28 @@ def definition(executor: Executor, step: st.Submit, checked: CheckedJob) -> dict
     }
     data["workload_sha256"] = workload_sha256(data)
     return data
+
+
+def _parts(executor: Executor, options: JobOptions) -> tuple[tuple[Part, ...], int]:
+    """The array's parts, and the MaxArraySize they were cut for."""
+    assert options.array is not None
+    first, last = contiguous_range(options.array)
+    known = executor.scheduler.submit_limits(getpass.getuser(), options)
+    max_array_size = known.max_array_size or SLURM_DEFAULT_MAX_ARRAY_SIZE
+    size = part_size([limit.limit for limit in known.limits], max_array_size)
+    concurrency = executor.site.policy.max_concurrent_jobs
+    return split(first, last, size, concurrency, options.array_throttle), max_array_size
+
+
+def dry_run(executor: Executor, checked: CheckedJob) -> tuple[CheckedJob, tuple[Part, ...]] | None:
+    """What `submit --dry-run` says of a job refused for the site's limits that a real
+    submit would feed instead (start): the job judged as the workload is (its whole cost,
+    without the queue's limit), and its parts; None if it would not be fed."""
+    ruling = checked.verdict()
+    if not feedable(checked, ruling) or executor.judge.canary_first(checked):
+        return None
+    whole = replace(checked, decision=executor.judge.spend(checked.cost))
+    return whole, _parts(executor, checked.job.options)[0]
 
 
 def workload_sha256(data: Mapping[str, Any]) -> str:
@@ -183,7 +205,9 @@ def approved(
 def begin(
     executor: Executor, log: SessionLog, step_id: str, data: Mapping[str, Any]
 ) -> st.StepResult:
-    """Record the workload (once), settle its step, and feed what fits now."""
+    """Record the workload (once), list it in the feeding index, settle its step, and
+    feed what fits now. A crash before the index holds it leaves the step unsettled:
+    `sessions resume` comes back here."""
 
     def not_yet(events: list[Event]) -> None:
         if any(e.kind is EventKind.WORKLOAD and e.step_id == step_id for e in events):
@@ -191,6 +215,8 @@ def begin(
 
     with contextlib.suppress(AlreadyRecorded):  # begun already: feed on
         log.append_if(EventKind.WORKLOAD, data, step_id, not_yet)
+    # (again after a resume: feed_session below takes it out if every part is claimed)
+    FeedingIndex.beside(executor.ledger).add(log.session_id, step_id)
     summary = {
         "outcome": st.Outcome.DONE,
         "action": "submit",
@@ -199,47 +225,63 @@ def begin(
         "workload_parts": len(data["parts"]),
     }
     append_result(log, step_id, summary)
-    fed = feed_session(executor, log.session_id)
-    first = fed[0].summary if fed else {"submitted": False, "job_id": "", "stdout": None}
+    waits: list[str] = []
+    fed = feed_session(executor, log.session_id, waits)
+    first = fed[0].summary if fed else {"submitted": False, "job_id": None, "stdout": None}
+    tasks = sum(int(p["count"]) for p in data["parts"][: len(fed)])
+    now = {"fed_parts": len(fed), "fed_tasks": tasks, "not_yet_submitted": data["tasks"] - tasks}
+    if not fed:  # why none fits now (a full queue, the hour's submissions)
+        now["waiting"] = waits[0] if waits else "another process is feeding it"
     return st.StepResult(
         step_id=step_id,
         action="submit",
         outcome=st.Outcome.DONE,
-        summary={**first, **summary, "fed_parts": len(fed)},
+        summary={**first, **summary, **now},
     )
 
 
-def feed_session(executor: Executor, session_id: str) -> list[st.StepResult]:
+def feed_session(
+    executor: Executor, session_id: str, waits: list[str] | None = None
+) -> list[st.StepResult]:
     """Feed every workload of the session what fits now, in order; the parts submitted.
 
     A part already claimed (by anyone, alive or not) is skipped: its claimant or
     `sessions resume` settles it. The first part that does not fit stops its workload's
-    feeding until the next call."""
+    feeding until the next call (why, if waits is given, is added to it). A workload
+    cancelled, or with every part claimed, leaves the feeding index."""
     log = SessionLog(executor.store, session_id)
     events = log.events()
     taken = {e.step_id for e in events if e.step_id is not None}
     submitted: list[st.StepResult] = []
+    index = FeedingIndex.beside(executor.ledger)
     for w in workloads(session_id, events):
         if w.cancelled:
+            index.remove(session_id, w.step_id)
             continue
         for part in w.parts:
             if w.part_step_id(part) in taken:
                 continue
-            result = _feed_part(executor, log, w, part)
+            result = _feed_part(executor, log, w, part, waits)
             if result is None:
-                break  # not now: the next call tries again
+                break  # not now (or taken by another actor): the next call tries again
             submitted.append(result)
+            taken.add(w.part_step_id(part))
+        else:  # every part claimed: nothing is left to feed
+            index.remove(session_id, w.step_id)
     return submitted
 
 
 def _feed_part(
-    executor: Executor, log: SessionLog, w: Workload, part: Part
+    executor: Executor, log: SessionLog, w: Workload, part: Part, waits: list[str] | None = None
 ) -> st.StepResult | None:
-    """Judge the part now, claim it, submit it; None if it must wait (or was taken)."""
+    """Judge the part now, claim it, submit it; None if it must wait (why is added to
+    waits) or was taken."""
     options = part_options(w.options, part)
     ruling = executor.judge.spend(Cost.of(options), approval_given=True, jobs=[options])
     if ruling.verdict == "refuse":
         if ruling.rule in WAIT_RULES:
+            if waits is not None:
+                waits.append(f"{ruling.rule}: {ruling.message}")
             return None
         raise PolicyError(f"workload {w.step_id}, part {part.index}: {refusal(ruling)}")
     # the site's limits as they are today; the template's paths are not rendered again:
@@ -265,15 +307,19 @@ def _feed_part(
 def cancel(executor: Executor, session_id: str, step_id: str) -> list[str]:
     """Cancel a workload as one: no part is fed after this, then every submitted part's
     job that has not ended is cancelled; the job ids cancelled."""
-    ids = stop_feeding(executor.store, session_id, step_id)
+    index = FeedingIndex.beside(executor.ledger)
+    ids = stop_feeding(executor.store, session_id, step_id, index)
     if ids:
         executor.scheduler.cancel(ids)
     return ids
 
 
-def stop_feeding(store: SessionStore, session_id: str, step_id: str) -> list[str]:
-    """Record that the workload is cancelled (no part is fed after this; once), and
-    return its parts' jobs that have not ended, as last seen, for the caller to cancel."""
+def stop_feeding(
+    store: SessionStore, session_id: str, step_id: str, index: FeedingIndex | None = None
+) -> list[str]:
+    """Record that the workload is cancelled (no part is fed after this; once), take it
+    out of the feeding index (if given; else the next feeding does), and return its
+    parts' jobs that have not ended, as last seen, for the caller to cancel."""
     log = SessionLog(store, session_id)
 
     def live(events: list[Event]) -> None:
@@ -282,6 +328,8 @@ def stop_feeding(store: SessionStore, session_id: str, step_id: str) -> list[str
 
     with contextlib.suppress(AlreadyRecorded):
         log.append_if(EventKind.WORKLOAD, {"cancelled": True}, step_id, live)
+    if index is not None:
+        index.remove(session_id, step_id)
     states = SessionFolds(store).of(session_id).job_states
     ids = []
     for job_id in part_jobs(log.events(), step_id).values():
@@ -312,7 +360,8 @@ def _workload_parts(store: SessionStore, ledger: JobLedger, job_id: str) -> list
     events = store.read(record.session_id)
     for w in workloads(record.session_id, events):
         if array in part_jobs(events, w.step_id).values():
-            return stop_feeding(store, record.session_id, w.step_id)
+            index = FeedingIndex.beside(ledger)
+            return stop_feeding(store, record.session_id, w.step_id, index)
     return None
 
 
@@ -324,6 +373,12 @@ def feed_sessions(executor: Executor, session_ids: Iterable[str]) -> dict[str, l
     for session_id in sorted(set(session_ids)):
         try:
             results = feed_session(executor, session_id)
+        except SessionNotFound:  # pruned: nothing left to feed, nor to note it in
+            index = FeedingIndex.beside(executor.ledger)
+            for entry in index.entries():
+                if entry.session_id == session_id:
+                    index.remove(session_id, entry.step_id)
+            continue
         except JobsmithError as err:
             _note_once(SessionLog(executor.store, session_id), str(err))
             continue

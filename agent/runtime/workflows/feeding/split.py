@@ -85,3 +85,11 @@ def split(
         cap = min([*caps, count]) if caps else None
         parts.append(Part(index=index, offset=offset, count=count, throttle=cap))
     return tuple(parts)
+
+
+def in_words(parts: tuple[Part, ...]) -> str:
+    """'fed in 2 parts of at most 5 tasks, %5 at once': what a dry run says of them."""
+    most = max(p.count for p in parts)
+    throttle = max((p.throttle for p in parts if p.throttle is not None), default=None)
+    at_once = f", %{throttle} at once" if throttle is not None else ""
+    return f"fed in {len(parts)} parts of at most {most} tasks{at_once}"
