@@ -59,12 +59,15 @@ class PollParts(Protocol):
 def batched_poll(parts: PollParts, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
     """One batched status call (a watcher cycle's, `status`'s); a just-ended job's
     stand-in row is filled from the ledger and keeps the state last seen
-    (agent/runtime/recovery/standin.py); the answer is kept for whoever asks without polling."""
+    (agent/runtime/recovery/standin.py), as does an ended array whose accounting lacks
+    tasks (recovery/unwritten.py); the answer is kept for whoever asks without polling."""
     from jobsmith.agent.runtime.recovery.standin import settle_stand_ins
+    from jobsmith.agent.runtime.recovery.unwritten import hold_unwritten_arrays
 
     answered = parts.scheduler.status(job_ids, since)
     last_poll = parts.last_poll_file
     statuses = settle_stand_ins(answered, parts.ledger, parts.folds, last_poll.read)
+    statuses = hold_unwritten_arrays(statuses, parts.ledger, parts.folds)
     last_poll.record(statuses, datetime.now(UTC))
     check_accepted(parts, statuses)
     return statuses
