@@ -1781,11 +1781,11 @@ def _check_or_run(
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
     from jobsmith.errors import InputError
-    from jobsmith.files import replace_file
+    from jobsmith.files import write_output
 
     if save is not None:
         try:
-            replace_file(save, plan_text(plan, f"jobsmith {title}").encode())
+            write_output(save, plan_text(plan, f"jobsmith {title}").encode())
         except OSError as exc:
             raise InputError(f"--save-plan {save}: cannot write it ({exc.strerror})") from None
         note(f"jobsmith: plan written to {save}")

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsmith.agent.runtime.workflows.contact import ContactSheet, Thumb
 from jobsmith.errors import InputError
-from jobsmith.files import replace_file
+from jobsmith.files import write_output
 
 #: the contact page runs nothing and loads nothing but its own data: images
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -135,7 +135,7 @@ def write_page(text: str, path: Path, what: str) -> Path:
     """Write a page to path, whole or not at all; the absolute path."""
     target = path.absolute()
     try:
-        replace_file(target, text.encode("utf-8"))
+        write_output(target, text.encode("utf-8"))
     except OSError as err:
         raise InputError(f"{what}: cannot write {target}: {err.strerror or err}") from err
     return target

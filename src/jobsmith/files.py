@@ -72,6 +72,29 @@ def replace_file(path: Path, data: bytes, *, durable: bool = True) -> None:
             os.unlink(tmp)
 
 
+def write_output(path: Path, data: bytes) -> None:
+    """Write data to a file the user named (-o, --save-plan): replaced whole, as
+    replace_file does, where it is a regular file or does not exist yet; written into
+    where it names anything else, a device (`-o /dev/null`, `/dev/stdout`) or a FIFO
+    with a reader. A rename would put a plain file in a device's place: refused in /dev
+    to a user, and as root it replaced /dev/zero (a fuzz test run outside its
+    namespaces). A symlink is followed: the link stays, its target gets the data. A FIFO
+    no one reads is OSError at once (ENXIO), never a hang."""
+    try:
+        mode: int | None = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is None or stat.S_ISREG(mode):
+        replace_file(path.resolve() if path.is_symlink() else path, data)
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "it is a directory", str(path))
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
 # --- names, and what a job will find where it runs ---------------------------------------
 
 #: the longest name of one file or directory, and of a whole path, in bytes (Linux's
