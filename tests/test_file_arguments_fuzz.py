@@ -15,7 +15,7 @@ every case peaks at about 170 MB resident, 180 MB of address space, and one norm
 run (every parameter given the regular file) at 94 MB resident, 110 MB of address space,
 so the cap leaves five times the headroom and a read of /dev/zero or a parse into
 gigabytes ends the process, naming its case, instead of swapping the machine. Each
-case: a status docs/exit-status.md documents, no traceback, no hang (60 s)."""
+case: a status docs/exit-status.md documents, no traceback, no hang (CASE_SECONDS)."""
 
 from __future__ import annotations
 

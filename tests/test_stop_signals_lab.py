@@ -54,6 +54,13 @@ def _start(argv: list[str], cwd: Path, *, sigint_ignored: bool, **kw: Any) -> su
     )
 
 
+def _first_line(proc: subprocess.Popen[str], timeout_s: float = 60) -> str:
+    """proc's first line of stdout, or '' if none came within timeout_s."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    return proc.stdout.readline() if ready else ""
+
+
 def _initialized(server: subprocess.Popen[str], timeout_s: float = 60) -> None:
     """Send the MCP client's first request over stdio and wait for its answer (a fixed
     sleep was too short for the SDK's import on a loaded CI machine)."""
@@ -196,7 +203,9 @@ def test_a_chat_ends_on_sigterm_with_status_0_and_its_cost_line(
     argv = [sys.executable, "-m", "jobsmith", "--site", str(LAB_SITE), "chat"]
     chat = _start(argv, workdir, sigint_ignored=True, stdin=subprocess.PIPE)
     try:
-        time.sleep(3)  # at its prompt, waiting for a line
+        # its banner, written once SIGTERM is handled (a fixed 3 s sleep was too short for
+        # the imports on a loaded CI machine: the signal came first and ended it with -15)
+        assert _first_line(chat).startswith("jobsmith chat."), chat.communicate()
         assert chat.poll() is None, chat.communicate()
         chat.send_signal(signal.SIGTERM)
         out, err = chat.communicate(timeout=30)

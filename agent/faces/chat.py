@@ -188,10 +188,11 @@ class Chat:
         while a tool runs); the poller runs meanwhile."""
         poller = _Poller(self)
         interrupted_at_prompt = False
-        self.term.write(f"jobsmith chat. {HELP}\n")
         stop = StopSignals(hold_while=lambda: self.listener.in_tool)
         self.listener.stop = stop
         with contextlib.suppress(Stop), stop, poller:
+            # the banner once SIGTERM is handled: whoever sees it may stop the chat cleanly
+            self.term.write(f"jobsmith chat. {HELP}\n")
             while True:
                 try:
                     text = self.term.line(PROMPT).strip()
