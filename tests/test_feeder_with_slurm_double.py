@@ -216,3 +216,22 @@ def test_a_part_the_policy_now_refuses_is_noted_once_and_fed_when_it_passes(
     notes = [e.data for e in h.store.read(session) if e.kind is EventKind.NOTE]
     assert len(notes) == 1 and "node-hours per day" in notes[0]["feeding"]
     assert feeder.feed_sessions(h.executor, [session]) == {session: ["1001"]}
+
+
+def test_the_parts_whose_end_is_not_recorded_are_what_status_polls_besides(
+    h: AgentHarness,
+) -> None:
+    """`status` of one part polls the others whose end the session has not recorded (a
+    wait on one part does not record the others': CI showed "37 done, 3 queued")."""
+    from jobsmith.agent.runtime.workflows.feeding.progress import unended_parts
+
+    session, _ = submit_workload(h)
+    events = h.store.read(session)
+    [workload] = record.workloads(session, events)
+    [first] = record.part_jobs(events, workload.step_id).values()
+    assert first is not None and unended_parts(session, h.store.read(session)) == [first]
+    log = SessionLog(h.store, session)
+    log.append(EventKind.JOB_STATE, {"job_id": first, "state": "PENDING"}, None)
+    assert unended_parts(session, h.store.read(session)) == [first]
+    log.append(EventKind.JOB_STATE, {"job_id": first, "state": "COMPLETED"}, None)
+    assert unended_parts(session, h.store.read(session)) == []

@@ -1,6 +1,6 @@
 """An ended array that accounting has not finished writing is held, not decided
-(agent/runtime/recovery/unwritten.py): seen in CI, a fed workload of 40 completed tasks
-showed "37 done, 3 queued" for good, from a poll that read 2 of a part's 5 tasks."""
+(agent/runtime/recovery/unwritten.py): a poll that read 2 of an array's 5 tasks, all
+ended, must not record the array's end with 2 tasks for good."""
 
 from __future__ import annotations
 

@@ -950,7 +950,10 @@ def status(
     from jobsmith.agent.watcher.polling import poll_jobs
 
     app = _app(ctx)
-    statuses = poll_jobs(app, _ids(job_ids), since)
+    asked = _ids(job_ids)
+    statuses = poll_jobs(app, [*asked, *_unended_parts(app, asked)], since)
+    if asked:  # the parts were polled for the workload line only
+        statuses = {j: statuses[j] for j in asked}
     progress = read_progress(app, statuses)
     if not (job_ids or every or as_json):
         from jobsmith.agent.runtime.glancefacts import glance_facts
@@ -974,6 +977,20 @@ def status(
     views.show_status(statuses, as_json, sessions, headlines, progress, shown)
     if not as_json:
         _tell_blocklist(app)
+
+
+def _unended_parts(app: App, job_ids: list[str]) -> list[str]:
+    """The unended parts of the fed workloads the asked jobs' sessions hold, not asked
+    (agent/runtime/workflows/feeding/progress.py, unended_parts)."""
+    from jobsmith.agent.runtime.session.store import SessionNotFound
+    from jobsmith.agent.runtime.workflows.feeding.progress import unended_parts
+
+    sessions = {r.session_id for j in job_ids if (r := app.ledger.get(j)) and r.session_id}
+    parts: set[str] = set()
+    for s in sessions:
+        with contextlib.suppress(SessionNotFound):  # a pruned session: nothing to add
+            parts.update(unended_parts(s, app.store.read(s)))
+    return sorted(parts - set(job_ids))
 
 
 def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:

@@ -4,9 +4,9 @@ slurmdbd writes an array's task records as their ends reach it, and can lag behi
 controller by whole tasks. A poll that reads accounting alone (a running job is followed
 by sacct alone: adapters/slurm/scheduler.py) can then see every task it has a record of
 ended while others have no record yet: merge_status summarises that as the array's end,
-with task counts short of the array. Recorded so, the session keeps those counts for
-good (a job_state event is written on a change of state only), and a fed workload's line
-showed "37 done, 3 queued" for 40 tasks that had all completed (seen in CI, stop 37).
+with task counts short of the array. Recorded so, the session would keep those counts for
+good (a job_state event is written on a change of state only), and a decision could be
+made on an end whose failed task accounting had not written yet.
 
 jobsmith knows how many tasks it submitted (the ledger's --array). An ended array with
 fewer task records than that is held in the state last seen (as a stand-in row is:

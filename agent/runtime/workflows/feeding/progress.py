@@ -81,6 +81,28 @@ def workload_progress(
     return found
 
 
+def unended_parts(session_id: str, events: Iterable[Event]) -> list[str]:
+    """The job ids of the session's workload parts whose end the session has not recorded.
+
+    `status` of one part polls these with it (the same one sacct): a part fed by an
+    earlier watcher cycle may have ended since, with no poller left to record it (a
+    `wait` on another part polls only what it waits for), and the workload line would
+    count its tasks queued for good (seen in CI: "37 done, 3 queued" of 40 completed).
+    """
+    events = list(events)
+    recorded: dict[str, str] = {}
+    for e in events:
+        if e.kind is EventKind.JOB_STATE and e.data.get("job_id"):
+            recorded[str(e.data["job_id"])] = str(e.data.get("state"))
+    found = []
+    for w in workloads(session_id, events):
+        for job_id in part_jobs(events, w.step_id).values():
+            state = JobState.known(recorded.get(job_id or ""))
+            if job_id and not (state is not None and state.is_terminal):
+                found.append(job_id)
+    return found
+
+
 def _recorded_counts(events: list[Event]) -> dict[str, dict[str, int]]:
     """Each job's newest recorded task counts (one task in its state if none recorded)."""
     counts: dict[str, dict[str, int]] = {}
