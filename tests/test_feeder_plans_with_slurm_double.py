@@ -264,3 +264,18 @@ def test_a_failed_part_under_after_ok_keeps_the_followers_back_with_a_note(
     notes = [e.data["feeding"] for e in h.store.read(session) if e.kind is EventKind.NOTE]
     assert notes and "step join is not submitted" in notes[-1] and "ended FAILED" in notes[-1]
     assert FeedingIndex.beside(h.executor.ledger).sessions() == {session}  # cancel ends it
+
+
+def test_a_cancel_after_the_followers_were_submitted_cancels_them_with_the_parts(
+    h: AgentHarness,
+) -> None:
+    session = h.store.create()
+    plan = h.executor.run(session, st.RunPlan(plan=PLAN)).step_id
+    h.slurm.submit_limit = {"tiny": 100}
+    end_all(h)
+    feeder.feed_session(h.executor, session)  # parts 0 to 2, join, finish: all queued
+    jobs = submitted(h)
+    cancelled = feeder.cancel(h.executor, session, f"{plan}.video")
+    expected = [jobs[n] for n in ("video.p0", "video.p1", "video.p2", "join", "finish")]
+    assert cancelled == expected
+    assert jobs["audio"] not in cancelled  # ended, and not the workload's

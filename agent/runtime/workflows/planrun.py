@@ -14,6 +14,11 @@ before it. So the machinery of single submissions covers each job: intent before
 after, and after a crash `sessions resume` finds or resubmits each job that was in
 flight first, then continues the plan (agent/runtime/recovery/resume.py runs plan steps last),
 which skips every step that already has a job and submits only what Slurm never got.
+
+A step over the site's submit limits (Slurm would refuse its array whole) is fed in
+parts instead, as a workload of the plan's session, and the steps after it are submitted
+later by whoever feeds its last part (submit_followers), waiting for every part's job:
+agent/runtime/workflows/feeding/followers.py says why and what shapes are supported.
 """
 
 from __future__ import annotations

@@ -25,6 +25,10 @@ as earlier parts leave the queue.
   parts has a job yet (nothing fitted when it was submitted).
 - Cancelling the workload records that no part is to be fed any more (`workload`
   event with `cancelled`) before the submitted parts are cancelled.
+- A plan's step can be a workload too (begin_in_plan): the plan's approval covers it, and
+  the plan's steps after it are its followers, submitted here once every part has its
+  job (followers.py says why and how; planrun.submit_followers does it). It stays in
+  the feeding index until they are all submitted; a cancel stops them as it stops parts.
 """
 
 from __future__ import annotations
