@@ -76,7 +76,7 @@ def test_render_frames_over_maxsubmit_feeds_its_render_and_encodes_after_every_p
         shown = js("plan", "status", session).stdout
         assert "waits for workload" in shown or "wait for workload" in shown, shown
         glance = js("status").stdout  # the glance: the workload, and what waits for it
-        assert "check, thumbs, encode: wait for workload" in glance, glance
+        assert "check, thumbs, encode wait for it" in glance, glance
         # the watcher feeds the parts as they end, then the followers after the last one
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline:

@@ -174,6 +174,7 @@ def test_followers_wait_for_room_and_a_fresh_process_submits_them(h: AgentHarnes
     [progress] = workload_progress(session, h.store.read(session))
     assert progress.followers == ("join", "finish") and progress.feeding
     assert "join, finish: wait for workload" in progress.line()
+    assert progress.followers_glance() == "join, finish wait for it"
     events = h.store.read(session)
     rows = {s.name: s.reason for s in status_document(session, plan_of(events), {}, events).steps}
     assert rows["join"] == f"join, finish: wait for workload {plan}.video, every part submitted"

@@ -161,7 +161,7 @@ def _line(
         summary = _workloads(session, summary)
     said = [facts.progress[j].line() for j in job_ids if j in facts.progress]
     if session is not None:  # a plan's steps waiting for a fed workload's parts
-        said += [line for w in session.workloads if (line := w.followers_line())]
+        said += [line for w in session.workloads if (line := w.followers_glance())]
     if said:  # a render's frames, a transcode's chunks, as their output says
         summary = summary._replace(progress=f"{summary.progress}; {', '.join(said)}")
     times = [t for st in jobs for t in _times(st)] + [t for t in submitted.values() if t]

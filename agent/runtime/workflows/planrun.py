@@ -171,6 +171,8 @@ def run_plan(
         log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": wanted}, step.id)
         raise ApprovalNeeded(step.id, wanted)
     job_ids = _submit_each(executor, log, step, jobs, events, fed)
+    if fed is not None:  # followers its feeding submitted already (every part fitted)
+        job_ids = _submitted(log.events(), step.id, plan)
     summary = {**summary_of(plan, job_ids), "cost": total.model_dump()}
     if fed is not None:
         summary.update(_fed_summary(log, step.id, fed))

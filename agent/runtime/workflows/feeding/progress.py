@@ -56,6 +56,13 @@ class WorkloadProgress(BaseModel):
         then = self.followers_line()
         return f"{self.tasks:,} tasks: " + ", ".join(words) + (f"; {then}" if then else "")
 
+    def followers_glance(self) -> str | None:
+        """The glance's few words for the same: "check, encode wait for it"."""
+        if not self.followers or self.cancelled:
+            return None
+        verb = "waits" if len(self.followers) == 1 else "wait"
+        return f"{', '.join(self.followers)} {verb} for it"
+
     def followers_line(self) -> str | None:
         """ "encode: waits for workload st-….render, 3 of 8 parts not yet submitted": a
         plan's steps after it, until they are submitted (followers.py)."""
