@@ -280,3 +280,26 @@ def test_a_cancel_after_the_followers_were_submitted_cancels_them_with_the_parts
     expected = [jobs[n] for n in ("video.p0", "video.p1", "video.p2", "join", "finish")]
     assert cancelled == expected
     assert jobs["audio"] not in cancelled  # ended, and not the workload's
+
+
+def test_a_cancel_recorded_while_a_followers_sbatch_runs_cancels_that_job(
+    h: AgentHarness, monkeypatch: Any
+) -> None:
+    session = h.store.create()
+    plan = h.executor.run(session, st.RunPlan(plan=PLAN)).step_id
+    h.slurm.submit_limit = {"tiny": 100}
+    end_all(h)
+    real = type(h.slurm).submit
+
+    def submit(self: Any, script: str, options: Any) -> Any:
+        answer = real(self, script, options)
+        if options.job_name.startswith("join."):  # another actor cancels meanwhile
+            feeder.stop_feeding(h.store, session, f"{plan}.video")
+        return answer
+
+    monkeypatch.setattr(type(h.slurm), "submit", submit)
+    fed = [r.step_id for r in feeder.feed_session(h.executor, session)]
+    assert fed[-1] == f"{plan}.join"  # submitted, then seen cancelled: finish never is
+    join = submitted(h)["join"]
+    assert h.slurm.jobs[join].state is JobState.CANCELLED
+    assert "finish" not in submitted(h)

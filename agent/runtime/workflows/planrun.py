@@ -437,10 +437,22 @@ def submit_followers(
             break
         result = executor.submit(log, planned)
         results.append(result)
-        ids[name] = str(result.summary["job_id"])
+        job_id = str(result.summary["job_id"])
+        ids[name] = job_id
+        if _cancelled(log, w):  # cancelled while its sbatch ran: the cancel missed it
+            with contextlib.suppress(SchedulerError):
+                executor.scheduler.cancel([job_id])
+            break
     settled = {e.step_id for e in log.events() if e.kind is EventKind.RESULT}
     left = any(sub_step_id(record.step_id, f) not in settled for f in w.followers)
     return results, left
+
+
+def _cancelled(log: SessionLog, w: Workload) -> bool:
+    """Whether the workload is cancelled now (the session says so)."""
+    return any(
+        x.step_id == w.step_id and x.cancelled for x in workloads(w.session_id, log.events())
+    )
 
 
 def _part_states(executor: PlanHands, part_ids: Sequence[str]) -> dict[str, JobState | None]:

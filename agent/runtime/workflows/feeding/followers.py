@@ -22,7 +22,8 @@ Slurm does the waiting; jobsmith only feeds.
 - Each follower is claimed in the session before its sbatch (a `claimed` event appended
   only if the follower's step has no event yet and the workload is not cancelled:
   claims.py's conditional append), so two actors never submit it twice, and a cancel
-  recorded first stops it for good. A follower claimed and not answered is a crashed
+  recorded first stops it for good; one recorded while its sbatch ran is seen right
+  after it, and its job cancelled. A follower claimed and not answered is a crashed
   submission: `sessions resume` settles it by its tag; feeding goes on after it.
 - Supported shape: one fed step per plan, which waits for no step, and followers whose
   dependencies are the fed step (after_ok, after_any), other followers or steps submitted
