@@ -75,8 +75,19 @@ def test_render_frames_over_maxsubmit_feeds_its_render_and_encodes_after_every_p
         session = item["session_id"]
         shown = js("plan", "status", session).stdout
         assert "waits for workload" in shown or "wait for workload" in shown, shown
-        glance = js("status").stdout  # the glance: the workload, and what waits for it
-        assert "check, thumbs, encode wait for it" in glance, glance
+        # the glance: the plan's 15 units, the followers not yet submitted among them
+        # (its words "check, thumbs, encode wait for it" need more than 80 columns)
+        glance = js("status").stdout
+        assert "/15 done" in glance and "10 not yet submi" in glance, glance
+        store = FileSessionStore(jobsmith_home / "state" / "sessions")
+        [part0] = [
+            str(e.data["job_id"])
+            for e in store.read(session)
+            if e.kind is EventKind.RESULT and (e.step_id or "").endswith(".render.p0")
+        ]
+        shown = js("status", part0).stdout  # status of a part: the workload, whole
+        assert "12 tasks: " in shown and "check, thumbs, encode: wait for workload" in shown
+        assert "2 of 3 parts not yet submitted" in shown, shown
         # the watcher feeds the parts as they end, then the followers after the last one
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline:
@@ -109,7 +120,6 @@ def test_render_frames_over_maxsubmit_feeds_its_render_and_encodes_after_every_p
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert counted.strip() == "12"
-    store = FileSessionStore(jobsmith_home / "state" / "sessions")
     events = store.read(session)
     assert [e.kind for e in events].count(EventKind.APPROVAL_GIVEN) == 1
     parts = [e for e in events if e.kind is EventKind.RESULT and ".render.p" in (e.step_id or "")]

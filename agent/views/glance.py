@@ -226,12 +226,13 @@ def _plan(
 def _workloads(session: SessionFacts, jobs: _Summary) -> _Summary:
     """A session with workloads fed in parts: every task of them counted, those not yet
     submitted too (cancelled ones: never to be), as `status --json` counts them, with
-    its parts' first failure."""
+    its parts' first failure; a plan's steps that wait for a workload's parts count as
+    not yet submitted too (followers.py)."""
     kinds: Counter[Kind] = Counter()
     for w in session.workloads:
         unfed = Kind.CANCELLED if w.cancelled else Kind.UNSUBMITTED
         kinds.update({Kind.DONE: w.done, Kind.FAILED: w.failed, Kind.RUNNING: w.running})
-        kinds.update({Kind.PENDING: w.queued, unfed: w.not_submitted})
+        kinds.update({Kind.PENDING: w.queued, unfed: w.not_submitted + len(w.followers)})
     return _Summary(tally(+kinds), jobs.failure, max(sum(kinds.values()), jobs.units))
 
 

@@ -248,14 +248,10 @@ class Judgement:
 
     def refusal(self) -> str | None:
         """Why the policy refuses the plan (a step, or the whole), or None."""
-        if self.unfed is not None:  # and what Slurm would refuse of the step, in its words
-            why = [f"plan step {n}: {refusal(j.decision)}" for n, j in self.checked.items()]
-            over = [
-                w
-                for w, j in zip(why, self.checked.values(), strict=True)
-                if j.decision.verdict == "refuse"
-            ]
-            return f"refused by policy: {self.unfed}" + (f" ({over[0]})" if over else "")
+        if self.unfed is not None:  # with what Slurm would refuse of the step, in its words
+            refused = [(n, j) for n, j in self.checked.items() if j.decision.verdict == "refuse"]
+            why = [f" (plan step {n}: {refusal(j.decision)})" for n, j in refused[:1]]
+            return f"refused by policy: {self.unfed}{''.join(why)}"
         for name, job in self.checked.items():
             if job.decision.verdict == "refuse":
                 return f"refused by policy: plan step {name}: {refusal(job.decision)}"
