@@ -78,7 +78,7 @@ def test_render_frames_over_maxsubmit_feeds_its_render_and_encodes_after_every_p
         # the glance: the plan's 15 units, the followers not yet submitted among them
         # (its words "check, thumbs, encode wait for it" need more than 80 columns)
         glance = js("status").stdout
-        assert "/15 done" in glance and "10 not yet submi" in glance, glance
+        assert "/15 done" in glance and "10 not yet sub" in glance, glance
         store = FileSessionStore(jobsmith_home / "state" / "sessions")
         [part0] = [
             str(e.data["job_id"])
