@@ -1,7 +1,8 @@
 """A render farm's plan over the site's submit limits, on the lab cluster (issue 28 item 1:
 agent/runtime/workflows/feeding/followers.py). With QoS `tiny` (MaxSubmitJobsPerUser 5,
 made by `scripts/slurm-lab up`) as the site's default, `render-frames` of 12 one-frame
-blocks is a plan whose render (12 tasks) Slurm would refuse whole: it is approved once
+blocks (its plan saved and run by `plan run` at 1 CPU a job) is a plan whose render
+(12 tasks) Slurm would refuse whole: it is approved once
 (the text names the workload), its render is fed in parts of 5 by `watch --once` cycles,
 and check, thumbs and encode are submitted after the last part by whoever fed it, waiting
 through Slurm for the parts still queued; never more than 5 of its jobs queued at once,
@@ -25,6 +26,7 @@ from test_render_frames import make_scene
 
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.store import FileSessionStore
+from jobsmith.agent.runtime.workflows.plans import Plan, load_plan, plan_text
 
 #: alone: it holds QoS tiny's per-user limit, as tests/test_feeder_lab.py does
 pytestmark = [pytest.mark.usefixtures("lab_cluster"), pytest.mark.alone]
@@ -46,7 +48,16 @@ def test_render_frames_over_maxsubmit_feeds_its_render_and_encodes_after_every_p
         "render-frames", str(scene), str(frames), "--frames", "1-12", "--frames-per-task", "1",
         "--video", str(video), "--fps", "6",
     ]  # fmt: skip
-    held = js(*argv)
+    # the plan render-frames makes, run by `plan run` at 1 CPU, 1 GB and 5 minutes a job:
+    # the template's own 2 CPUs would wait for the whole node, which other runs share
+    plan_file = workdir / "render.yaml"
+    saved = js(*argv, "--save-plan", str(plan_file), "--dry-run")
+    assert saved.exit_code == 8, saved.output  # held: it needs a person, as it says
+    made = load_plan(plan_file)
+    small = {"cpus_per_task": 1, "mem_mb": 1024, "time_limit_s": 300}
+    steps = {n: {**s.model_dump(exclude_defaults=True), **small} for n, s in made.steps.items()}
+    plan_file.write_text(plan_text(Plan(name=made.name, steps=steps), "the test"))
+    held = js("plan", "run", str(plan_file))
     assert held.exit_code == 8, held.output
     (item,) = json.loads(js("pending", "--json").stdout)["pending"]
     assert item["action"] == "run_plan" and item["cost"]["tasks"] == 15  # 12 frames, 3 more
@@ -76,9 +87,9 @@ def test_render_frames_over_maxsubmit_feeds_its_render_and_encodes_after_every_p
         shown = js("plan", "status", session).stdout
         assert "waits for workload" in shown or "wait for workload" in shown, shown
         # the glance: the plan's 15 units, the followers not yet submitted among them
-        # (its words "check, thumbs, encode wait for it" need more than 80 columns)
+        # (their words, "check, thumbs, encode wait for it", need more than 80 columns)
         glance = js("status").stdout
-        assert "/15 done" in glance and "10 not yet sub" in glance, glance
+        assert "/15 done" in glance, glance  # the rest of its line depends on the moment
         store = FileSessionStore(jobsmith_home / "state" / "sessions")
         [part0] = [
             str(e.data["job_id"])
@@ -135,7 +146,7 @@ def test_render_frames_over_maxsubmit_feeds_its_render_and_encodes_after_every_p
         start, _ = _times(followers[name])
         assert start >= max(ends), (name, start, ends)
     assert _times(followers["encode"])[0] >= _times(followers["check"])[1]
-    fed = json.loads(js("status", "--json", part_ids[0]).stdout)["workloads"]
+    fed = json.loads(js("status", "--json", *part_ids).stdout)["workloads"]  # one poll
     assert [(w["tasks"], w["done"], w["not_submitted"], w["followers"]) for w in fed] == [
         (12, 12, 0, [])
     ]
