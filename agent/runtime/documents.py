@@ -218,6 +218,11 @@ class PlanCheckDocument(_Document):
     cost: dict[str, Any] = Field(description="the plan's total: tasks, core-, GPU-, node-hours")
     policy: dict[str, Any] = Field(description="verdict (allow, approve, refuse) and message")
     script_sha256: str = Field(description="what an approval of the whole plan binds to")
+    workload: str | None = Field(
+        None,
+        description="a step over the site's submit limits, fed in parts, and the steps "
+        "submitted after its last part (None: no such step)",
+    )
 
 
 class PlanStepStatus(_Document):
@@ -228,7 +233,10 @@ class PlanStepStatus(_Document):
     waits_for: dict[str, list[str]] = Field(description="after_ok/after_any/after_not_ok")
     job_id: str | None = Field(description="Slurm's job id (None: not submitted)")
     state: str | None = Field(description="the job's state (None: not submitted)")
-    reason: str | None = Field(description="why it waits, from the controller")
+    reason: str | None = Field(
+        description="why it waits, from the controller; for a step fed in parts, its "
+        "workload's line, and for a step after it not yet submitted, what it waits for"
+    )
     task_counts: dict[str, int] = Field(description="an array's tasks by state")
 
 

@@ -106,7 +106,7 @@ def glance_facts(
     }
     for sid in sorted(fed - set(by_session)):  # still feeding, no job polled
         waiting = session_facts(store, folds, sid, [], statuses, fed=True)
-        if any(w.not_submitted and not w.cancelled for w in waiting.workloads):
+        if any(w.feeding for w in waiting.workloads):
             sessions[sid] = waiting
     return GlanceFacts(jobs=jobs, sessions=sessions, window=window, progress=dict(progress or {}))
 
@@ -131,7 +131,7 @@ def session_facts(
     # a damaged plan or pipeline record leaves a plain line: the glance still shows the rest
     with contextlib.suppress(JobsmithError):
         if events is not None and origin == "plan":
-            plan = status_document(session_id, plan_of(events), statuses)
+            plan = status_document(session_id, plan_of(events), statuses, events)
             facts = facts.model_copy(update={"plan": plan})
         elif events is not None:
             run = pipeline_of(events)

@@ -160,13 +160,13 @@ def _line(
     if session is not None and session.workloads:  # fed in parts: the workload, whole
         summary = _workloads(session, summary)
     said = [facts.progress[j].line() for j in job_ids if j in facts.progress]
+    if session is not None:  # a plan's steps waiting for a fed workload's parts
+        said += [line for w in session.workloads if (line := w.followers_glance())]
     if said:  # a render's frames, a transcode's chunks, as their output says
         summary = summary._replace(progress=f"{summary.progress}; {', '.join(said)}")
     times = [t for st in jobs for t in _times(st)] + [t for t in submitted.values() if t]
     active = job_kinds[Kind.RUNNING] + job_kinds[Kind.PENDING] > 0
-    feeding = (
-        any(w.not_submitted and not w.cancelled for w in session.workloads) if session else False
-    )
+    feeding = any(w.feeding for w in session.workloads) if session else False
     active = active or feeding  # parts still to be fed: not over
     return GlanceLine(
         session_id=session.session_id if session else None,
@@ -226,12 +226,13 @@ def _plan(
 def _workloads(session: SessionFacts, jobs: _Summary) -> _Summary:
     """A session with workloads fed in parts: every task of them counted, those not yet
     submitted too (cancelled ones: never to be), as `status --json` counts them, with
-    its parts' first failure."""
+    its parts' first failure; a plan's steps that wait for a workload's parts count as
+    not yet submitted too (followers.py)."""
     kinds: Counter[Kind] = Counter()
     for w in session.workloads:
         unfed = Kind.CANCELLED if w.cancelled else Kind.UNSUBMITTED
         kinds.update({Kind.DONE: w.done, Kind.FAILED: w.failed, Kind.RUNNING: w.running})
-        kinds.update({Kind.PENDING: w.queued, unfed: w.not_submitted})
+        kinds.update({Kind.PENDING: w.queued, unfed: w.not_submitted + len(w.followers)})
     return _Summary(tally(+kinds), jobs.failure, max(sum(kinds.values()), jobs.units))
 
 

@@ -572,7 +572,7 @@ def show_plan_check(judged: Judgement, as_json: bool) -> None:
         print_json(doc.full())
     else:
         scripts = {step.name: step.job.script for step in doc.steps}
-        print(approval_text(judged.plan, scripts), end="")
+        print(approval_text(judged.plan, scripts, doc.workload), end="")
         cost = doc.cost
         print(
             f"### plan {doc.plan}: {len(doc.steps)} jobs, {cost['tasks']} task(s), "
@@ -593,9 +593,18 @@ def show_plan_run(session_id: str, result: StepResult, as_json: bool) -> None:
     if as_json:
         print_json({"session_id": session_id, "step_id": result.step_id, **result.summary})
         return
-    for name, job_id in result.summary["jobs"].items():
+    summary = result.summary
+    for name, job_id in summary["jobs"].items():
         print(f"{job_id}\t{name}")
-    note(f"plan {result.summary['plan']} submitted (jobsmith plan status {session_id})")
+    if summary.get("workload"):  # a step over the site's limits: fed in parts
+        then = ", ".join(summary.get("followers") or ())
+        note(
+            f"jobsmith: workload {summary['workload']}: {summary['workload_tasks']} tasks in "
+            f"{summary['workload_parts']} parts (over what the site takes at once), fed as "
+            f"room appears by `jobsmith watch` or `jobsmith wait`"
+            + (f"; {then} submitted after its last part, waiting for all of them" if then else "")
+        )
+    note(f"plan {summary['plan']} submitted (jobsmith plan status {session_id})")
 
 
 def show_plan_status(doc: PlanStatusDocument, as_json: bool) -> None:
@@ -608,7 +617,7 @@ def show_plan_status(doc: PlanStatusDocument, as_json: bool) -> None:
         indent = "  " * step.depth + ("└ " if step.depth else "")
         waits = "; ".join(f"{k} {', '.join(v)}" for k, v in step.waits_for.items())
         state = step.state or "not submitted"
-        if step.reason and step.state == "PENDING":
+        if step.reason and step.state in ("PENDING", None):  # None: fed, or waiting for it
             state += f" ({step.reason})"
         tasks = ", ".join(f"{n} {s.lower()}" for s, n in sorted(step.task_counts.items()))
         line = f"{indent}{step.name}  {step.job_id or '-'}  {state}"

@@ -152,7 +152,7 @@ def _parts_to_feed(store: SessionStore, session_id: str) -> bool:
     from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
 
     events = store.read(session_id)
-    return any(p.not_submitted and not p.cancelled for p in workload_progress(session_id, events))
+    return any(p.feeding for p in workload_progress(session_id, events))
 
 
 def _failure(state: str) -> bool:

@@ -14,15 +14,21 @@ before it. So the machinery of single submissions covers each job: intent before
 after, and after a crash `sessions resume` finds or resubmits each job that was in
 flight first, then continues the plan (agent/runtime/recovery/resume.py runs plan steps last),
 which skips every step that already has a job and submits only what Slurm never got.
+
+A step over the site's submit limits (Slurm would refuse its array whole) is fed in
+parts instead, as a workload of the plan's session, and the steps after it are submitted
+later by whoever feeds its last part (submit_followers), waiting for every part's job:
+agent/runtime/workflows/feeding/followers.py says why and what shapes are supported.
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobsmith.adapters.options import TAG_PATTERN, JobOptions, array_head
@@ -32,6 +38,7 @@ from jobsmith.agent.runtime.documents import (
     PlanStepStatus,
 )
 from jobsmith.agent.runtime.recovery.rerun import with_directives
+from jobsmith.agent.runtime.session.claims import LOOKUP_ALLOWANCE, SBATCH_MAX_LIFE, owner
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.payloads import (
     PlanJobPayload,
@@ -40,6 +47,7 @@ from jobsmith.agent.runtime.session.payloads import (
     result_payload,
 )
 from jobsmith.agent.runtime.session.session_log import SessionLog
+from jobsmith.agent.runtime.session.store import utc_now
 from jobsmith.agent.runtime.submission import steps as st
 from jobsmith.agent.runtime.submission.hashing import script_sha256
 from jobsmith.agent.runtime.submission.judging.judge import (
@@ -50,8 +58,16 @@ from jobsmith.agent.runtime.submission.judging.judge import (
     refusal,
     total_cost,
 )
-from jobsmith.agent.runtime.submission.judging.policy import Cost
+from jobsmith.agent.runtime.submission.judging.policy import Cost, check_limits
 from jobsmith.agent.runtime.submission.orders import Order, Planned
+from jobsmith.agent.runtime.workflows.feeding.followers import (
+    FedStep,
+    parts_to_wait_for,
+    ready,
+    with_parts,
+)
+from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
+from jobsmith.agent.runtime.workflows.feeding.record import Workload, part_jobs, workloads
 from jobsmith.agent.runtime.workflows.plans import Plan, approval_text, summary_of
 from jobsmith.errors import JobsmithError, NotFound, PolicyError, SchedulerError
 
@@ -80,6 +96,8 @@ class PlanHands(Protocol):
     def store(self) -> SessionStore: ...
     @property
     def clock(self) -> Callable[[], datetime]: ...
+    @property
+    def cwd(self) -> Path: ...
 
     def submit(self, session: SessionLog | str, order: Order) -> st.StepResult:
         """Submit a job (a plan's: orders.Planned, exactly this script, allowed as part of
@@ -123,15 +141,26 @@ def run_plan(
     plan = step.plan
     events = log.events()
     approved = _approved_sha(events, step.id)
-    jobs = _recorded_jobs(events, step.id) or checked or _checked_jobs(executor, plan, origin)
-    text = approval_text(plan, {name: job.script for name, job in jobs.items()})
+    recorded = _recorded_jobs(events, step.id)
+    if recorded is not None:
+        jobs, fed = recorded, _recorded_fed(events, step.id)
+    elif checked is not None:
+        jobs, fed = dict(checked), None
+    else:
+        jobs, fed = _checked_jobs(executor, plan, origin)
+    scripts = {name: job.script for name, job in jobs.items()}
+    text = approval_text(plan, scripts, fed.words() if fed else None)
     total = total_cost(Cost.of(job.options) for job in jobs.values())
-    # against the limits on queued jobs, only what is still to submit counts (after a
-    # crash or an approval, the jobs already submitted are in the queue Slurm counts)
+    # against the limits on queued jobs, only what is still to submit with the plan counts
+    # (after a crash or an approval, the jobs already submitted are in the queue Slurm
+    # counts; a fed step and its followers are judged as they are fed)
     done = _submitted(events, step.id, plan)
-    to_submit = [job.options for name, job in jobs.items() if name not in done]
+    later = {fed.step, *fed.followers} if fed else set()
+    to_submit = [
+        job.options for name, job in jobs.items() if name not in done and name not in later
+    ]
     decision = executor.judge.spend(total, approval_given=approved is not None, jobs=to_submit)
-    intent = _intent(step, text, total, jobs)
+    intent = _intent(step, text, total, jobs, fed)
     log.intent(step.id, intent)
     if decision.verdict == "refuse":
         raise PolicyError(f"refused by policy: plan {plan.name}: {refusal(decision)}")
@@ -141,8 +170,12 @@ def run_plan(
     if approved is None and wanted is not None:
         log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": wanted}, step.id)
         raise ApprovalNeeded(step.id, wanted)
-    job_ids = _submit_each(executor, log, step, jobs, events)
+    job_ids = _submit_each(executor, log, step, jobs, events, fed)
+    if fed is not None:  # followers its feeding submitted already (every part fitted)
+        job_ids = _submitted(log.events(), step.id, plan)
     summary = {**summary_of(plan, job_ids), "cost": total.model_dump()}
+    if fed is not None:
+        summary.update(_fed_summary(log, step.id, fed))
     if plan.name.startswith(CANARY_PREFIX):  # the step was a submission: answer as one
         summary = {**_canary_summary(log, step.id, job_ids), **summary}
     return executor.finish(log, step, st.Outcome.DONE, summary, None)
@@ -238,13 +271,25 @@ def after_failure(executor: PlanHands, job_id: str, reran: bool) -> list[str]:
     return [rest]
 
 
-def _checked_jobs(executor: PlanHands, plan: Plan, origin: Origin) -> dict[str, PlannedJob]:
-    """Every job checked now; PolicyError naming the first step the policy refuses."""
+def _checked_jobs(
+    executor: PlanHands, plan: Plan, origin: Origin
+) -> tuple[dict[str, PlannedJob], FedStep | None]:
+    """Every job checked now, and the step fed in parts if one is over the site's limits;
+    PolicyError naming the first step the policy refuses (or that cannot be fed)."""
     judged = executor.judge.plan(plan, origin)
     refused = judged.refusal()
     if refused is not None:
         raise PolicyError(refused)
-    return {name: PlannedJob.of(job) for name, job in judged.checked.items()}
+    return {name: PlannedJob.of(job) for name, job in judged.checked.items()}, judged.fed
+
+
+def _recorded_fed(events: list[Event], step_id: str) -> FedStep | None:
+    """The fed step an earlier run of this plan step recorded with its jobs, if any."""
+    for event in reversed(events):
+        if event.kind is EventKind.INTENT and event.step_id == step_id:
+            fed = event.data.get("fed")
+            return FedStep.model_validate(fed) if isinstance(fed, dict) else None
+    return None
 
 
 def _recorded_jobs(events: list[Event], step_id: str) -> dict[str, PlannedJob] | None:
@@ -268,12 +313,16 @@ def _submit_each(
     step: st.RunPlan,
     jobs: Mapping[str, PlannedJob],
     events: list[Event],
+    fed: FedStep | None = None,
 ) -> dict[str, str]:
-    """Each job in order, waiting for its steps' jobs; those submitted already are kept."""
+    """Each job in order, waiting for its steps' jobs; those submitted already are kept.
+    A step fed in parts is recorded as a workload last (once), and the steps after it
+    are left to whoever feeds its last part (submit_followers)."""
     plan = step.plan
     job_ids = _submitted(events, step.id, plan)
+    later = {fed.step, *fed.followers} if fed else set()
     for name in plan.order():
-        if name in job_ids:
+        if name in job_ids or name in later:
             continue
         sub_id = sub_step_id(step.id, name)
         if any(e.step_id == sub_id and e.kind is EventKind.INTENT for e in events):
@@ -283,7 +332,36 @@ def _submit_each(
                 f"{log.session_id}` (it settles that job first, then goes on with the plan)"
             )
         job_ids[name] = _submit_one(executor, log, plan, name, jobs[name], job_ids, sub_id)
+    if fed is not None:
+        _begin_workload(executor, log, step, jobs[fed.step], fed)
     return job_ids
+
+
+def _begin_workload(
+    executor: PlanHands, log: SessionLog, step: st.RunPlan, job: PlannedJob, fed: FedStep
+) -> None:
+    """Record the plan's fed step as a workload of its session and feed it, unless an
+    earlier run did (its step has a result: the workload is recorded and fed)."""
+    from jobsmith.agent.runtime.workflows.feeding.feeder import begin_in_plan
+
+    sub_id = sub_step_id(step.id, fed.step)
+    if any(e.kind is EventKind.RESULT and e.step_id == sub_id for e in log.events()):
+        return
+    submit = st.Submit(id=sub_id, job=step.plan.request(fed.step, {}))
+    with executor.judge.fresh_look_at_the_queue():  # the plan's jobs are queued now
+        begin_in_plan(executor, log, step.id, submit, job, fed)
+
+
+def _fed_summary(log: SessionLog, plan_step_id: str, fed: FedStep) -> dict[str, Any]:
+    """What a plan's result says of its fed step: the workload, and the followers still
+    to be submitted after its parts."""
+    done = {e.step_id for e in log.events() if e.kind is EventKind.RESULT}
+    return {
+        "workload": sub_step_id(plan_step_id, fed.step),
+        "workload_tasks": fed.tasks,
+        "workload_parts": len(fed.parts),
+        "followers": [f for f in fed.followers if sub_step_id(plan_step_id, f) not in done],
+    }
 
 
 def _submit_one(
@@ -296,14 +374,148 @@ def _submit_one(
     sub_id: str,
 ) -> str:
     """Submit step name's checked script, waiting for its steps' current jobs."""
+    result = executor.submit(log, _planned(executor, plan, name, job, job_ids, sub_id))
+    return str(result.summary["job_id"])
+
+
+def _planned(
+    executor: PlanHands,
+    plan: Plan,
+    name: str,
+    job: PlannedJob,
+    job_ids: Mapping[str, str | tuple[str, ...]],
+    sub_id: str,
+) -> Planned:
+    """Step name's checked script with its dependencies: the current jobs of its steps
+    (every part's, for a step fed in parts)."""
     request = plan.request(name, job_ids)
     # what it waited for already (a canary's `--after-ok`), and its steps' jobs
     waits = (*job.options.dependencies, *request.dependencies)
     options = job.options.model_copy(update={"dependencies": waits})
     script = with_directives(job.script, options, executor.scheduler)
-    submit = st.Submit(id=sub_id, job=request)
-    result = executor.submit(log, Planned(submit, job.template, script, options))
-    return str(result.summary["job_id"])
+    return Planned(st.Submit(id=sub_id, job=request), job.template, script, options)
+
+
+class FollowerTaken(JobsmithError):
+    """Another actor claimed the follower first, or the workload was cancelled."""
+
+
+def submit_followers(
+    executor: PlanHands, log: SessionLog, w: Workload, waits: list[str] | None = None
+) -> tuple[list[st.StepResult], bool]:
+    """Submit the followers of a plan's fed workload that can go now (feeding/followers.py):
+    once every part has its job, each follower whose steps all have jobs, in plan order,
+    waiting for all the parts' jobs. Each is judged now (a full queue: not now, why added
+    to waits), then claimed (only if nobody has, and the workload is not cancelled), then
+    submitted. Returns the followers submitted, and whether any is still to be."""
+    assert w.plan_step is not None
+    events = log.events()
+    record = plan_of(events)
+    jobs = _recorded_jobs(events, record.step_id) or {}
+    fed_name = w.step_id.removeprefix(f"{w.plan_step}.")
+    parts = part_jobs(events, w.step_id)
+    part_ids = [parts.get(p.index) for p in w.parts]
+    if not all(part_ids):  # a part not fed yet, or its sbatch not answered yet
+        return [], True
+    ids = with_parts(record.job_ids, fed_name, [str(j) for j in part_ids])
+    touched = {e.step_id for e in events}
+    to_go = [n for n in w.followers if sub_step_id(record.step_id, n) not in touched]
+    states = _part_states(executor, [str(j) for j in part_ids]) if to_go else {}
+    results = []
+    for name in to_go:
+        sub_id = sub_step_id(record.step_id, name)
+        if not ready(record.plan, name, ids):
+            continue  # waits for a follower not submitted yet (claimed: resume settles it)
+        unmet = parts_to_wait_for(record.plan, name, fed_name, states)
+        if unmet is None:  # after_ok, and a part failed: it can never run
+            _never(log, name, w, states)
+            continue
+        planned = _planned(
+            executor, record.plan, name, jobs[name], {**ids, fed_name: unmet}, sub_id
+        )
+        if not _may_submit_now(executor, log, record.plan, name, w, planned, waits):
+            break
+        result = executor.submit(log, planned)
+        results.append(result)
+        job_id = str(result.summary["job_id"])
+        ids[name] = job_id
+        if _cancelled(log, w):  # cancelled while its sbatch ran: the cancel missed it
+            with contextlib.suppress(SchedulerError):
+                executor.scheduler.cancel([job_id])
+            break
+    settled = {e.step_id for e in log.events() if e.kind is EventKind.RESULT}
+    left = any(sub_step_id(record.step_id, f) not in settled for f in w.followers)
+    return results, left
+
+
+def _cancelled(log: SessionLog, w: Workload) -> bool:
+    """Whether the workload is cancelled now (the session says so)."""
+    return any(
+        x.step_id == w.step_id and x.cancelled for x in workloads(w.session_id, log.events())
+    )
+
+
+def _part_states(executor: PlanHands, part_ids: Sequence[str]) -> dict[str, JobState | None]:
+    """Each part's state as Slurm answers now (None: not known), in the parts' order."""
+    since = executor.clock() - timedelta(days=7)
+    answered = executor.scheduler.status(part_ids, since)
+    return {j: (answered[j].state if j in answered else None) for j in part_ids}
+
+
+def _never(log: SessionLog, name: str, w: Workload, states: Mapping[str, JobState | None]) -> None:
+    """Note (once) why a follower is not submitted: a part it waits for after_ok failed."""
+    from jobsmith.agent.runtime.workflows.feeding.feeder import note_once
+
+    failed = next(j for j, s in states.items() if s is not None and s is not JobState.COMPLETED)
+    note_once(
+        log,
+        f"step {name} is not submitted: it waits for workload {w.step_id} with after_ok and "
+        f"its part job {failed} ended {states[failed]}; `jobsmith cancel {failed}` stops "
+        "the workload, or re-run the part's failed tasks and submit what follows by hand",
+    )
+
+
+def _may_submit_now(
+    executor: PlanHands,
+    log: SessionLog,
+    plan: Plan,
+    name: str,
+    w: Workload,
+    planned: Planned,
+    waits: list[str] | None,
+) -> bool:
+    """Judge a follower now and claim it: False if it must wait (a full queue, the hour's
+    submissions) or another actor claimed it; PolicyError naming it if refused."""
+    from jobsmith.agent.runtime.workflows.feeding.feeder import WAIT_RULES
+
+    options = planned.options
+    ruling = executor.judge.spend(Cost.of(options), approval_given=True, jobs=[options])
+    if ruling.verdict != "refuse":  # a single job's room too: it must wait, not fail
+        ruling = executor.judge.room_for([options]) or ruling
+    if ruling.verdict == "refuse":
+        if ruling.rule in WAIT_RULES:
+            if waits is not None:
+                waits.append(f"{ruling.rule}: {ruling.message}")
+            return False
+        raise PolicyError(
+            f"plan {plan.name}, step {name} (after workload {w.step_id}): {refusal(ruling)}"
+        )
+    check_limits(options, executor.site)
+    step_id = planned.step.id
+
+    def unclaimed(events: list[Event]) -> None:
+        if any(e.step_id == step_id for e in events):
+            raise FollowerTaken(f"step {step_id} was claimed by another actor")
+        if any(x.step_id == w.step_id and x.cancelled for x in workloads(w.session_id, events)):
+            raise FollowerTaken(f"workload {w.step_id} is cancelled: {name} is not submitted")
+
+    lease = LOOKUP_ALLOWANCE + SBATCH_MAX_LIFE
+    claim = {"owner": owner(utc_now(), lease), "workload": w.step_id, "follower": name}
+    try:
+        log.append_if(EventKind.CLAIMED, claim, step_id, unclaimed)
+    except FollowerTaken:
+        return False
+    return True
 
 
 def _submitted(events: list[Event], plan_step_id: str, plan: Plan) -> dict[str, str]:
@@ -405,11 +617,15 @@ def _approved_sha(events: list[Event], step_id: str) -> str | None:
 
 
 def _intent(
-    step: st.RunPlan, text: str, total: Cost, jobs: Mapping[str, PlannedJob]
+    step: st.RunPlan,
+    text: str,
+    total: Cost,
+    jobs: Mapping[str, PlannedJob],
+    fed: FedStep | None = None,
 ) -> dict[str, Any]:
     """The plan step's intent: the plan, the jobs as checked, the text a person approves
-    (with its hash) and the total cost."""
-    return {
+    (with its hash), the total cost, and the step fed in parts with its followers."""
+    intent = {
         "step": step.model_dump(mode="json"),
         "risk": step.risk,
         "plan": step.plan.name,
@@ -418,6 +634,9 @@ def _intent(
         "script_sha256": script_sha256(text),
         "cost": total.model_dump(),
     }
+    if fed is not None:
+        intent["fed"] = fed.model_dump(mode="json")
+    return intent
 
 
 @dataclass(frozen=True)
@@ -444,10 +663,23 @@ def plan_of(events: list[Event]) -> PlanRecord:
 
 
 def status_document(
-    session_id: str, record: PlanRecord, statuses: Mapping[str, JobStatus]
+    session_id: str,
+    record: PlanRecord,
+    statuses: Mapping[str, JobStatus],
+    events: Sequence[Event] = (),
 ) -> PlanStatusDocument:
-    """`plan status`'s document: each step with its job's state, in submission order."""
+    """`plan status`'s document: each step with its job's state, in submission order; a
+    step fed in parts (no job of its own) with its workload's line, and its followers not
+    yet submitted with what they wait for (feeding/followers.py), read from events."""
     plan = record.plan
+    notes: dict[str, str] = {}
+    for w in workload_progress(session_id, events, statuses):
+        fed = w.step_id.removeprefix(f"{record.step_id}.")
+        if fed == w.step_id or fed not in plan.steps:
+            continue  # not this plan's step
+        notes[fed] = f"workload {w.step_id}: {w.line()}"
+        then = w.followers_line()
+        notes.update({name: then for name in w.followers if then})
     rows = []
     for name in plan.order():
         job_id = record.job_ids.get(name)
@@ -459,7 +691,7 @@ def status_document(
                 waits_for=plan.edges(name),
                 job_id=job_id,
                 state=status.state.value if status else None,
-                reason=status.reason if status else None,
+                reason=status.reason if status else notes.get(name),
                 task_counts=dict(status.task_counts) if status else {},
             )
         )
@@ -480,5 +712,6 @@ def plan_status(
         if not plans:
             raise NotFound("no plan has run yet (`jobsmith plan run FILE` starts one)")
         session_id = plans[-1]
-    record = plan_of(store.read(session_id))
-    return status_document(session_id, record, poll(list(record.job_ids.values())))
+    events = store.read(session_id)
+    record = plan_of(events)
+    return status_document(session_id, record, poll(list(record.job_ids.values())), events)

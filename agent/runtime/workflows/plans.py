@@ -143,13 +143,15 @@ class Plan(BaseModel):
             raise ValueError(f"steps {', '.join(left)} wait for each other in a cycle")
         return done
 
-    def request(self, name: str, job_ids: Mapping[str, str]) -> JobRequest:
+    def request(self, name: str, job_ids: Mapping[str, str | tuple[str, ...]]) -> JobRequest:
         """Step name's request, waiting for job_ids[d] of each step d it waits for (a step
-        whose job id is not given yet is left out: `check` renders without it)."""
+        whose job id is not given yet is left out: `check` renders without it). A step fed
+        in parts has several jobs (feeding/followers.py): all of them are waited for."""
         step = self.steps[name]
         dependencies = []
         for field, kind in _KINDS.items():
-            ids = tuple(job_ids[d] for d in getattr(step, field) if d in job_ids)
+            given = [job_ids[d] for d in getattr(step, field) if d in job_ids]
+            ids = tuple(i for g in given for i in ((g,) if isinstance(g, str) else g))
             if ids:
                 dependencies.append(Dependency(kind=kind, job_ids=ids))
         fields = step.model_dump(exclude={"after_ok", "after_any", "after_not_ok"})
@@ -352,17 +354,22 @@ def plan_text(plan: Plan, made_by: str) -> str:
     return header + dump_yaml(data)
 
 
-def approval_text(plan: Plan, scripts: Mapping[str, str]) -> str:
+def approval_text(plan: Plan, scripts: Mapping[str, str], workload: str | None = None) -> str:
     """What a person approves for a whole plan: every step's script, in order, each under
     a line naming the step and what it waits for (the dependencies' job ids are added at
-    submission: they do not exist yet)."""
+    submission: they do not exist yet); then, for a step fed in parts, what is fed and
+    what follows it (feeding/followers.py)."""
     parts = []
     for name in plan.order():
         waits = "; ".join(f"{k} {', '.join(v)}" for k, v in plan.edges(name).items())
         parts.append(f"### step {name}" + (f" ({waits})" if waits else "") + "\n" + scripts[name])
+    if workload is not None:
+        parts.append(f"### workload: {workload}\n")
     return "\n".join(parts)
 
 
 def summary_of(plan: Plan, job_ids: Mapping[str, str]) -> dict[str, Any]:
-    """A plan step's result: the plan's name and each step's job id, in order."""
-    return {"plan": plan.name, "jobs": {name: job_ids[name] for name in plan.order()}}
+    """A plan step's result: the plan's name and each step's job id, in order (a step fed
+    in parts, and the steps after it, have none yet: feeding/followers.py)."""
+    jobs = {name: job_ids[name] for name in plan.order() if name in job_ids}
+    return {"plan": plan.name, "jobs": jobs}

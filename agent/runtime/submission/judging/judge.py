@@ -29,7 +29,7 @@ import contextlib
 import getpass
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -73,6 +73,7 @@ from jobsmith.site_config import SiteConfig
 if TYPE_CHECKING:  # imported where used: a submit builds none of their models
     from jobsmith.agent.runtime.documents import PlanCheckDocument, RenderDocument
     from jobsmith.agent.runtime.submission.advising.advice import Adviser, SubmitAdvice
+    from jobsmith.agent.runtime.workflows.feeding.followers import FedStep
     from jobsmith.agent.runtime.workflows.plans import Plan
 
 #: what a model may not do to jobs without a person, whatever it has read (excluding
@@ -239,9 +240,18 @@ class Judgement:
     decision: Ruling
     #: why a person must approve the plan whatever its cost (the origin's rules)
     person_first: str | None = None
+    #: its step over the site's submit limits, fed in parts, and the steps after it
+    #: (agent/runtime/workflows/feeding/followers.py)
+    fed: FedStep | None = None
+    #: why a step over the site's limits cannot be fed (the plan's shape), if one cannot
+    unfed: str | None = None
 
     def refusal(self) -> str | None:
         """Why the policy refuses the plan (a step, or the whole), or None."""
+        if self.unfed is not None:  # with what Slurm would refuse of the step, in its words
+            refused = [(n, j) for n, j in self.checked.items() if j.decision.verdict == "refuse"]
+            why = [f" (plan step {n}: {refusal(j.decision)})" for n, j in refused[:1]]
+            return f"refused by policy: {self.unfed}{''.join(why)}"
         for name, job in self.checked.items():
             if job.decision.verdict == "refuse":
                 return f"refused by policy: plan step {name}: {refusal(job.decision)}"
@@ -270,6 +280,7 @@ class Judgement:
             cost=self.total.model_dump(),
             policy={"verdict": verdict, "message": refused or wanted},
             script_sha256=script_sha256(self.text),
+            workload=self.fed.words() if self.fed else None,
         )
 
 
@@ -398,13 +409,60 @@ class Judge:
         origin = origin or Origin()
         with self.one_look_at_the_queue():
             checked = {name: self.job(plan.request(name, {}), origin) for name in plan.order()}
-            text = approval_text(plan, {name: job.job.script for name, job in checked.items()})
+            fed, unfed = self._fed_step(plan, checked)
+            later: set[str] = set()
+            if fed is not None:  # its whole cost, without the queue's limits: fed as room appears
+                whole = checked[fed.step]
+                checked[fed.step] = replace(whole, decision=self.spend(whole.cost))
+                later = {fed.step, *fed.followers}
+            scripts = {name: job.job.script for name, job in checked.items()}
+            text = approval_text(plan, scripts, fed.words() if fed else None)
             total = total_cost(job.cost for job in checked.values())
-            options = [job.job.options for job in checked.values()]
+            # against the queue's limits, only what is submitted with the plan
+            options = [job.job.options for name, job in checked.items() if name not in later]
             decision = self.spend(total, jobs=options)
         return Judgement(
-            plan, checked, text, total, decision, self.person_first("run_plan", origin)
+            plan,
+            checked,
+            text,
+            total,
+            decision,
+            self.person_first("run_plan", origin),
+            fed=fed,
+            unfed=unfed,
         )
+
+    def _fed_step(
+        self, plan: Plan, checked: Mapping[str, CheckedJob]
+    ) -> tuple[FedStep | None, str | None]:
+        """The plan's step over the site's submit limits, fed in parts with the steps after
+        it as followers (agent/runtime/workflows/feeding/followers.py), or None; or why it
+        cannot be (the plan's shape), naming the step."""
+        from jobsmith.agent.runtime.workflows.feeding import feeder
+        from jobsmith.agent.runtime.workflows.feeding.followers import (
+            FedStep,
+            PlanShapeError,
+            fed_shape,
+        )
+        from jobsmith.agent.runtime.workflows.feeding.record import part_data
+
+        over = [n for n, job in checked.items() if feeder.feedable(job, job.decision)]
+        if not over:
+            return None, None
+        try:
+            step, followers = fed_shape(plan, over)
+        except PlanShapeError as err:
+            return None, str(err)
+        options = checked[step].job.options
+        parts, max_array_size = feeder.parts_for(self.scheduler, self.site, options)
+        fed = FedStep(
+            step=step,
+            followers=followers,
+            tasks=sum(p.count for p in parts),
+            parts=tuple(part_data(p) for p in parts),
+            max_array_size=max_array_size,
+        )
+        return fed, None
 
     # --- the rules -------------------------------------------------------------------
 
@@ -487,6 +545,18 @@ class Judge:
             self._active = None
             self._limits = None
 
+    @contextlib.contextmanager
+    def fresh_look_at_the_queue(self) -> Iterator[None]:
+        """Within, Slurm is asked again for every judgement, even inside one look: a plan's
+        step fed in parts is judged part by part after the plan's other jobs were queued,
+        and those take room the look before them did not see."""
+        saved = self._active, self._limits
+        self._active, self._limits = None, None
+        try:
+            yield
+        finally:
+            self._active, self._limits = saved
+
     def _active_tasks(self) -> int:
         """The queue's active tasks, for the concurrency limit: 0 without one (no squeue:
         a site with no such limit pays nothing for it)."""
@@ -531,6 +601,12 @@ class Judge:
         """
         if sum(opts.array_size() for opts in jobs) <= 1 and all(o.array is None for o in jobs):
             return None
+        return self.room_for(jobs)
+
+    def room_for(self, jobs: Sequence[JobOptions]) -> Ruling | None:
+        """The refusal of _submit_limit_refusal, asked even for a single job: a job
+        submitted when room appears (a plan's step after a fed workload) waits for room
+        instead of being refused by sbatch and lost to its plan."""
         adds: dict[tuple[str, str], int] = {}
         limits = {}
         too_wide = None

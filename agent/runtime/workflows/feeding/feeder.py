@@ -25,6 +25,10 @@ as earlier parts leave the queue.
   parts has a job yet (nothing fitted when it was submitted).
 - Cancelling the workload records that no part is to be fed any more (`workload`
   event with `cancelled`) before the submitted parts are cancelled.
+- A plan's step can be a workload too (begin_in_plan): the plan's approval covers it, and
+  the plan's steps after it are its followers, submitted here once every part has its
+  job (followers.py says why and how; planrun.submit_followers does it). It stays in
+  the feeding index until they are all submitted; a cancel stops them as it stops parts.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from jobsmith.agent.runtime.workflows.feeding.index import FeedingIndex
 from jobsmith.agent.runtime.workflows.feeding.partscript import part_options, part_script
 from jobsmith.agent.runtime.workflows.feeding.record import (
     Workload,
+    follower_jobs,
     part_data,
     part_jobs,
     workloads,
@@ -78,7 +83,12 @@ from jobsmith.agent.runtime.workflows.feeding.split import (
 from jobsmith.errors import InputError, JobsmithError, PolicyError
 
 if TYPE_CHECKING:
+    from jobsmith.adapters.scheduler import Scheduler
     from jobsmith.agent.runtime.submission.executor import Executor
+    from jobsmith.agent.runtime.submission.judging.judge import PlannedJob
+    from jobsmith.agent.runtime.workflows.feeding.followers import FedStep
+    from jobsmith.agent.runtime.workflows.planrun import PlanHands
+    from jobsmith.site_config import SiteConfig
 
 #: refusals that mean "not now": the queue is full (Slurm's limit or the policy's
 #: concurrency, which the whole workload passed when it was judged), or the hour's
@@ -110,7 +120,7 @@ def definition(executor: Executor, step: st.Submit, checked: CheckedJob) -> dict
     options = checked.job.options
     assert options.array is not None
     first, last = contiguous_range(options.array)
-    parts, max_array_size = _parts(executor, options)
+    parts, max_array_size = parts_for(executor.scheduler, executor.site, options)
     data: dict[str, Any] = {
         "template": checked.job.template,
         "script": checked.job.script,
@@ -125,14 +135,16 @@ def definition(executor: Executor, step: st.Submit, checked: CheckedJob) -> dict
     return data
 
 
-def _parts(executor: Executor, options: JobOptions) -> tuple[tuple[Part, ...], int]:
+def parts_for(
+    scheduler: Scheduler, site: SiteConfig, options: JobOptions
+) -> tuple[tuple[Part, ...], int]:
     """The array's parts, and the MaxArraySize they were cut for."""
     assert options.array is not None
     first, last = contiguous_range(options.array)
-    known = executor.scheduler.submit_limits(getpass.getuser(), options)
+    known = scheduler.submit_limits(getpass.getuser(), options)
     max_array_size = known.max_array_size or SLURM_DEFAULT_MAX_ARRAY_SIZE
     size = part_size([limit.limit for limit in known.limits], max_array_size)
-    concurrency = executor.site.policy.max_concurrent_jobs
+    concurrency = site.policy.max_concurrent_jobs
     return split(first, last, size, concurrency, options.array_throttle), max_array_size
 
 
@@ -144,7 +156,7 @@ def dry_run(executor: Executor, checked: CheckedJob) -> tuple[CheckedJob, tuple[
     if not feedable(checked, ruling) or executor.judge.canary_first(checked):
         return None
     whole = replace(checked, decision=executor.judge.spend(checked.cost))
-    return whole, _parts(executor, checked.job.options)[0]
+    return whole, parts_for(executor.scheduler, executor.site, checked.job.options)[0]
 
 
 def workload_sha256(data: Mapping[str, Any]) -> str:
@@ -192,7 +204,7 @@ def start(
 
 
 def approved(
-    executor: Executor, session_id: str, step_id: str, asked: Mapping[str, Any]
+    executor: PlanHands, session_id: str, step_id: str, asked: Mapping[str, Any]
 ) -> st.StepResult:
     """A person approved the workload, or `sessions resume` found its intent unsettled
     (a crash before it was recorded): it must still be what was recorded and shown."""
@@ -203,7 +215,7 @@ def approved(
 
 
 def begin(
-    executor: Executor, log: SessionLog, step_id: str, data: Mapping[str, Any]
+    executor: PlanHands, log: SessionLog, step_id: str, data: Mapping[str, Any]
 ) -> st.StepResult:
     """Record the workload (once), list it in the feeding index, settle its step, and
     feed what fits now. A crash before the index holds it leaves the step unsettled:
@@ -240,15 +252,54 @@ def begin(
     )
 
 
+def begin_in_plan(
+    executor: PlanHands, log: SessionLog, plan_step_id: str, step: st.Submit, job: PlannedJob,
+    fed: FedStep,
+) -> None:  # fmt: skip
+    """A plan's step over the site's limits (followers.py): recorded in the plan's session
+    as a workload whose followers are the plan's steps after it, and fed. The plan's
+    approval covered it (its text names the workload): no person is asked again; each
+    part is judged as it is fed. Called again after a crash, it records nothing twice."""
+    data: dict[str, Any] = {
+        "template": job.template,
+        "script": job.script,
+        "options": job.options.model_dump(mode="json"),
+        "step": step.model_dump(mode="json"),
+        "cwd": str(executor.cwd),
+        "tasks": fed.tasks,
+        "parts": [dict(p) for p in fed.parts],
+        "max_array_size": fed.max_array_size,
+        "plan_step": plan_step_id,
+        "followers": list(fed.followers),
+    }
+    data["workload_sha256"] = workload_sha256(data)
+    intent = {
+        "step": data["step"],
+        "risk": step.risk,
+        "template": job.template,
+        "job_name": job.options.job_name,
+        "tag": job.options.tag(),
+        "script_sha256": hashing.script_sha256(job.script),
+        "options": data["options"],
+        "cost": Cost.of(job.options).model_dump(),
+        "script": job.script,
+        "workload": data,
+    }
+    log.intent(step.id, intent)
+    begin(executor, log, step.id, data)
+
+
 def feed_session(
-    executor: Executor, session_id: str, waits: list[str] | None = None
+    executor: PlanHands, session_id: str, waits: list[str] | None = None
 ) -> list[st.StepResult]:
-    """Feed every workload of the session what fits now, in order; the parts submitted.
+    """Feed every workload of the session what fits now, in order; the parts (and a
+    plan's followers) submitted.
 
     A part already claimed (by anyone, alive or not) is skipped: its claimant or
     `sessions resume` settles it. The first part that does not fit stops its workload's
-    feeding until the next call (why, if waits is given, is added to it). A workload
-    cancelled, or with every part claimed, leaves the feeding index."""
+    feeding until the next call (why, if waits is given, is added to it). Once every part
+    has its job, a plan's followers are submitted (followers.py). A workload cancelled,
+    or with every part claimed and every follower submitted, leaves the feeding index."""
     log = SessionLog(executor.store, session_id)
     events = log.events()
     taken = {e.step_id for e in events if e.step_id is not None}
@@ -258,21 +309,31 @@ def feed_session(
         if w.cancelled:
             index.remove(session_id, w.step_id)
             continue
+        stopped = False
         for part in w.parts:
             if w.part_step_id(part) in taken:
                 continue
             result = _feed_part(executor, log, w, part, waits)
             if result is None:
-                break  # not now (or taken by another actor): the next call tries again
+                stopped = True  # not now (or taken by another actor): the next call tries
+                break
             submitted.append(result)
             taken.add(w.part_step_id(part))
-        else:  # every part claimed: nothing is left to feed
-            index.remove(session_id, w.step_id)
+        if stopped:
+            continue
+        if w.followers:  # a plan's steps after it: once every part has its job
+            from jobsmith.agent.runtime.workflows.planrun import submit_followers
+
+            results, left = submit_followers(executor, log, w, waits)
+            submitted += results
+            if left:
+                continue
+        index.remove(session_id, w.step_id)  # every part claimed: nothing left to feed
     return submitted
 
 
 def _feed_part(
-    executor: Executor, log: SessionLog, w: Workload, part: Part, waits: list[str] | None = None
+    executor: PlanHands, log: SessionLog, w: Workload, part: Part, waits: list[str] | None = None
 ) -> st.StepResult | None:
     """Judge the part now, claim it, submit it; None if it must wait (why is added to
     waits) or was taken."""
@@ -331,8 +392,13 @@ def stop_feeding(
     if index is not None:
         index.remove(session_id, step_id)
     states = SessionFolds(store).of(session_id).job_states
+    events = log.events()
+    jobs = list(part_jobs(events, step_id).values())
+    for w in workloads(session_id, events):  # a plan's followers submitted already
+        if w.step_id == step_id and w.plan_step is not None:
+            jobs += follower_jobs(events, w.plan_step, w.followers)
     ids = []
-    for job_id in part_jobs(log.events(), step_id).values():
+    for job_id in jobs:
         state = JobState.known(states.get(job_id)) if job_id else None
         if job_id and not (state and state.is_terminal):  # as last seen: ended ones stay
             ids.append(job_id)
@@ -365,7 +431,7 @@ def _workload_parts(store: SessionStore, ledger: JobLedger, job_id: str) -> list
     return None
 
 
-def feed_sessions(executor: Executor, session_ids: Iterable[str]) -> dict[str, list[str]]:
+def feed_sessions(executor: PlanHands, session_ids: Iterable[str]) -> dict[str, list[str]]:
     """Feed the workloads of these sessions (the watcher's cycle, `wait`): session id ->
     the job ids of the parts submitted. One session's trouble (a part the policy now
     refuses, Slurm not answering) is that session's: it is noted and the others are fed."""
@@ -380,16 +446,17 @@ def feed_sessions(executor: Executor, session_ids: Iterable[str]) -> dict[str, l
                     index.remove(session_id, entry.step_id)
             continue
         except JobsmithError as err:
-            _note_once(SessionLog(executor.store, session_id), str(err))
+            note_once(SessionLog(executor.store, session_id), str(err))
             continue
         if results:
             fed[session_id] = [str(r.summary["job_id"]) for r in results]
     return fed
 
 
-def _note_once(log: SessionLog, problem: str) -> None:
-    """Note why feeding stopped, unless the session's last event says so already (each
-    watcher cycle tries again: the log gets the reason once, not once a cycle)."""
+def note_once(log: SessionLog, problem: str) -> None:
+    """Note why feeding stopped (or why a plan's follower is not submitted: planrun.py),
+    unless the session's last event says so already (each watcher cycle tries again: the
+    log gets the reason once, not once a cycle)."""
 
     def new(events: list[Event]) -> None:
         last = events[-1] if events else None

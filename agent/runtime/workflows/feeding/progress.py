@@ -34,6 +34,15 @@ class WorkloadProgress(BaseModel):
     failed: int = Field(description="tasks that ended otherwise (failed, cancelled, ...)")
     not_submitted: int = Field(description="tasks of parts not fed yet")
     cancelled: bool = Field(False, description="cancelled: no further part is fed")
+    parts_not_submitted: int = Field(0, description="parts without a job yet")
+    followers: tuple[str, ...] = Field(
+        (), description="a plan's steps after it not submitted yet: they wait for all its parts"
+    )
+
+    @property
+    def feeding(self) -> bool:
+        """Whether something of it is still to be submitted (parts, a plan's followers)."""
+        return bool(self.not_submitted or self.followers) and not self.cancelled
 
     def line(self) -> str:
         """The one line status and the report show."""
@@ -44,7 +53,31 @@ class WorkloadProgress(BaseModel):
             words.append(f"{self.failed:,} failed")
         rest = "not to be submitted (cancelled)" if self.cancelled else "not yet submitted"
         words.append(f"{self.not_submitted:,} {rest}")
-        return f"{self.tasks:,} tasks: " + ", ".join(words)
+        then = self.followers_line()
+        return f"{self.tasks:,} tasks: " + ", ".join(words) + (f"; {then}" if then else "")
+
+    def followers_glance(self) -> str | None:
+        """The glance's few words for the same: "check, encode wait for it"."""
+        if not self.followers or self.cancelled:
+            return None
+        verb = "waits" if len(self.followers) == 1 else "wait"
+        return f"{', '.join(self.followers)} {verb} for it"
+
+    def followers_line(self) -> str | None:
+        """ "encode: waits for workload st-….render, 3 of 8 parts not yet submitted": a
+        plan's steps after it, until they are submitted (followers.py)."""
+        if not self.followers:
+            return None
+        names = ", ".join(self.followers)
+        if self.cancelled:
+            return f"{names}: not to be submitted (workload {self.step_id} cancelled)"
+        verb = "waits" if len(self.followers) == 1 else "wait"
+        if self.parts_not_submitted:
+            return (
+                f"{names}: {verb} for workload {self.step_id}, {self.parts_not_submitted} of "
+                f"{self.parts} parts not yet submitted"
+            )
+        return f"{names}: {verb} for workload {self.step_id}, every part submitted"
 
 
 def workload_progress(
@@ -67,6 +100,8 @@ def workload_progress(
                 tally[_kind(state)] += n
             tally["queued"] += part.count - sum(seen.values())  # not seen in a state yet
         fed = sum(p.count for p in w.parts if p.index in jobs)
+        results = {e.step_id for e in events if e.kind is EventKind.RESULT}
+        followers = tuple(f for f in w.followers if f"{w.plan_step}.{f}" not in results)
         found.append(
             WorkloadProgress(
                 session_id=session_id,
@@ -75,6 +110,8 @@ def workload_progress(
                 parts=len(w.parts),
                 not_submitted=w.tasks - fed,
                 cancelled=w.cancelled,
+                parts_not_submitted=sum(1 for p in w.parts if not jobs.get(p.index)),
+                followers=followers,
                 **tally,
             )
         )

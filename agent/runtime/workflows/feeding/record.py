@@ -38,6 +38,10 @@ class Workload:
     tasks: int
     parts: tuple[Part, ...]
     cancelled: bool = False
+    #: a plan's fed step (followers.py): the plan's step, and the steps submitted after
+    #: the last part, waiting for all the parts
+    plan_step: str | None = None
+    followers: tuple[str, ...] = ()
 
     def part_step_id(self, part: Part) -> str:
         """The part's own step id."""
@@ -83,6 +87,8 @@ def _workload_of(session_id: str, step_id: str, data: Mapping[str, Any]) -> Work
         cwd=str(data.get("cwd") or "."),
         tasks=int(data["tasks"]),
         parts=tuple(Part(**p) for p in data["parts"]),
+        plan_step=str(data["plan_step"]) if data.get("plan_step") else None,
+        followers=tuple(str(f) for f in data.get("followers") or ()),
     )
 
 
@@ -99,3 +105,14 @@ def part_jobs(events: Sequence[Event], step_id: str) -> dict[int, str | None]:
         else:
             jobs.setdefault(index, None)
     return jobs
+
+
+def follower_jobs(events: Sequence[Event], plan_step: str, followers: Sequence[str]) -> list[str]:
+    """The job ids of a plan's followers submitted so far (followers.py): their submit
+    steps `PLAN.NAME` are the plan's own (planrun.sub_step_id)."""
+    wanted = {f"{plan_step}.{name}" for name in followers}
+    return [
+        str(e.data["job_id"])
+        for e in events
+        if e.kind is EventKind.RESULT and e.step_id in wanted and e.data.get("job_id")
+    ]
