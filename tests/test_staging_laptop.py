@@ -277,3 +277,154 @@ def cluster_calls_none() -> bool:
     """No Slurm command of the laptop was called (the stage's stubs log each call)."""
     node = login_node()
     return not isinstance(node, Cluster) or node.slurm_calls_here() == []
+
+
+def staged_lines(stderr: str) -> dict[str, Path]:
+    """The laptop's file -> where it went on the cluster, from the `jobsmith: staged` lines."""
+    found = {}
+    for line in stderr.splitlines():
+        if line.startswith("jobsmith: staged "):
+            source, rest = line.removeprefix("jobsmith: staged ").split(" -> ", 1)
+            found[source] = Path(rest.rsplit(" (", 1)[0])
+    return found
+
+
+def test_a_bwa_align_array_over_fastq_only_on_the_laptop_is_staged_run_and_got_back(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """Issue 29 item 3's second 'done when', from the laptop stage, over SFTP (the clip
+    above goes over rsync): a bwa-indexed reference and a sample sheet of two samples'
+    FASTQ pairs exist on the laptop only; `submit bwa_align -P reference=@local:…
+    -P samples=@local:…` stages the reference with its index (the template's
+    `companions`), each FASTQ the sheet names and the sheet itself with its cells
+    rewritten to the cluster's paths; the array's two tasks run Debian's bwa and samtools
+    on the cluster, and `get` brings the BAMs and their indexes back byte-identical to
+    what the cluster holds. The session notes every file staged; none of it is on the
+    laptop's side of the cluster's paths."""
+    from template_examples import write_bwa_inputs
+
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    laptop = Laptop("ssh", sshd, known_hosts, tmp_path, there)
+    staged: dict[str, Path] = {}
+    try:
+        data = tmp_path / "data"
+        write_bwa_inputs(data, ("S1", "S2"))  # genome.fa + index, reads/S*_[12].fq, sheet
+        out = there / "aligned"
+        res = laptop.run(
+            "submit", "bwa_align", "-P", "reference=@local:data/genome.fa",
+            "-P", "samples=@local:data/reads/samples.tsv", "-P", f"output_dir={out}",
+            "-c", "1", "--mem", "1G", "-t", "10", "--log-dir", str(there / "logs"), "--json",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        staged = staged_lines(res.stderr)
+        index = [f"genome.fa{s}" for s in ("", ".amb", ".ann", ".bwt", ".pac", ".sa")]
+        fastq = [f"reads/S{n}_{e}.fq" for n in (1, 2) for e in (1, 2)]
+        assert sorted(staged) == sorted(
+            str(data / f) for f in [*index, *fastq, "reads/samples.tsv"]
+        )
+        for name in [*index, *fastq]:
+            assert (
+                sha256_there(staged[str(data / name)])
+                == hashlib.sha256((data / name).read_bytes()).hexdigest()
+            ), name
+        assert len({p.parent for p in staged.values()}) == 2  # one per laptop directory
+        sheet = checked(node, ["cat", str(staged[str(data / "reads" / "samples.tsv")])])
+        cells = [[str(staged[str(data / f"reads/S{n}_{e}.fq")]) for e in (1, 2)] for n in (1, 2)]
+        rows = [f"S{n}\t{r1}\t{r2}" for n, (r1, r2) in zip((1, 2), cells, strict=True)]
+        assert sheet.splitlines() == ["sample\tr1\tr2", *rows]
+        submitted = json.loads(res.stdout)
+        waited = laptop.run("wait", submitted["job_id"], "--timeout", "300")
+        assert waited.returncode == 0, (waited.stdout, waited.stderr)
+        files = [out / f"S{n}.bam{e}" for n in (1, 2) for e in ("", ".bai")]
+        for n in (1, 2):
+            mapped = checked(node, ["samtools", "view", "-c", "-F", "4", str(out / f"S{n}.bam")])
+            assert int(mapped) > 90, mapped  # 50 error-free pairs, all mapped
+        got = laptop.run("get", *map(str, files), "--to", str(tmp_path / "back"), "--json")
+        assert got.returncode == 0, got.stderr
+        assert [f["via"] for f in json.loads(got.stdout)["files"]] == ["sftp"] * 4
+        for path in files:
+            back = (tmp_path / "back" / path.name).read_bytes()
+            assert hashlib.sha256(back).hexdigest() == sha256_there(path), path
+            assert not path.exists()  # on the cluster only
+        log = laptop.run("sessions", "export", submitted["session_id"])
+        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+        (note,) = [n["staged"] for n in notes if "staged" in n]
+        assert {f["source"]: Path(f["target"]) for f in note} == staged
+        assert cluster_calls_none()
+    finally:
+        laptop.close()
+        for directory in {p.parent for p in staged.values()}:
+            node.run(["rm", "-rf", str(directory)])
+
+
+def test_a_list_of_local_files_is_staged_item_by_item(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """`-P files=@local:a,CLUSTER_PATH,@local:b` (a `paths` value): each `@local:` item is
+    staged and the job is given the cluster's paths in the order given, the cluster's own
+    item as it was (a --dry-run: rendered and checked on the cluster, nothing submitted)."""
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
+    staged: dict[str, Path] = {}
+    try:
+        for name in ("a.txt", "b.txt"):
+            (tmp_path / name).write_text(f"{name}\n")
+        checked(node, ["sh", "-c", 'echo c > "$1"', "sh", str(there / "c.txt")])
+        res = laptop.run(
+            "submit", "file_array", "-P", f"files=@local:a.txt,{there / 'c.txt'},@local:b.txt",
+            "-P", "program=cat", "--log-dir", str(there / "logs"), "--dry-run",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        staged = staged_lines(res.stderr)
+        assert sorted(staged) == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+        words = [str(staged[str(tmp_path / "a.txt")]), str(there / "c.txt")]
+        words.append(str(staged[str(tmp_path / "b.txt")]))
+        assert "files=(" + " ".join(words) + ")" in res.stdout, res.stdout
+        assert "#SBATCH --array=0-2" in res.stdout
+        assert cluster_calls_none()
+    finally:
+        laptop.close()
+        for directory in {p.parent for p in staged.values()}:
+            node.run(["rm", "-rf", str(directory)])
+
+
+def test_a_local_sheet_or_reference_missing_a_file_here_is_refused_before_anything_is_sent(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """Checked on the laptop before the first byte is sent: a sample sheet naming a FASTQ
+    that is not here is refused naming the sheet, its line and column and the file; a
+    reference without its index beside it names the index file missing. Exit 2, and no
+    `staged` line: nothing went to the cluster."""
+    from template_examples import write_bwa_inputs
+
+    laptop = Laptop("ssh", sshd, known_hosts, tmp_path, there)
+    try:
+        data = tmp_path / "data"
+        write_bwa_inputs(data, ("S1", "S2"))
+        (data / "reads" / "S2_2.fq").unlink()
+        args = ("submit", "bwa_align", "-P", "reference=@local:data/genome.fa",
+                "-P", "samples=@local:data/reads/samples.tsv", "-P", f"output_dir={there}",
+                "--dry-run")  # fmt: skip
+        res = laptop.run(*args)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith(
+            f"jobsmith: error: parameter 'samples': the sample sheet "
+            f"'{data / 'reads' / 'samples.tsv'}' on this machine: line 3, column 'r2': "
+            f"'{data / 'reads' / 'S2_2.fq'}' is not a regular file on this machine"
+        ), res.stderr
+        assert "staged" not in res.stderr
+        write_bwa_inputs(data, ("S1", "S2"))
+        (data / "genome.fa.bwt").unlink()
+        res = laptop.run(*args)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith(
+            f"jobsmith: error: parameter 'reference': '{data / 'genome.fa.bwt'}' is not a "
+            f"regular file on this machine ('{data / 'genome.fa'}' needs it beside it)"
+        ), res.stderr
+        assert "staged" not in res.stderr
+    finally:
+        laptop.close()
