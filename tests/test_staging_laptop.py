@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 from lab_cli import write_user_site
-from login_node import Cluster, checked, login_node, read_file
+from login_node import Cluster, ThisMachine, checked, login_node, read_file
 from sshd import Sshd, close_master, open_master, start_sshd
-from test_ssh_transport import VENV_BIN, jobsmith, laptop_env, remote_site
+from test_ssh_transport import VENV_BIN, WRAPPER_TOOLS, jobsmith, laptop_env, remote_site
 
 KINDS = ("openssh", "ssh")
 BIG = 200 << 20
@@ -428,3 +428,58 @@ def test_a_local_sheet_or_reference_missing_a_file_here_is_refused_before_anythi
         assert "staged" not in res.stderr
     finally:
         laptop.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "tool"), [("openssh", "rsync"), ("openssh", "stat"), ("ssh", "sha256sum")]
+)
+def test_a_login_node_without_the_tool_a_copy_needs_is_one_error_naming_it(
+    kind: str, tool: str, tmp_path: Path, there: Path
+) -> None:
+    """put on a login node whose PATH lacks the login node's rsync (openssh), the stat
+    that checks a copy's size after (openssh) or the sha256sum that checks it (ssh): one
+    error naming the tool, the login node and the package (`ToolMissing`, exit 2), asked
+    in the same command that needed it; rsync's own "connection unexpectedly closed"
+    never reaches the user. With the tool back, the same put works."""
+    from jobsmith.adapters.login_tools import WHAT
+
+    node = login_node()
+    bin_dir = (
+        tmp_path / "login-bin"
+        if isinstance(node, ThisMachine)
+        else Path(f"/tmp/js-login-bin-{uuid.uuid4().hex[:12]}")
+    )
+    tools = ("sh", *WRAPPER_TOOLS, "realpath", "od", "tr", "mkdir", "stat", "sha256sum", "rsync")
+    link = 'mkdir -p "$1" && cd "$1" && shift && for t do ln -sf "$(command -v "$t")" .; done'
+    checked(node, ["sh", "-c", link, "sh", str(bin_dir), *tools])
+    server = start_sshd(
+        tmp_path / "sshd",
+        login_env={"PATH": str(bin_dir)},
+        extra_config="Subsystem sftp internal-sftp\n",
+        node=node,
+    )
+    known = tmp_path / "known_hosts"
+    known.write_text(server.known_hosts_line())
+    laptop = Laptop(kind, server, known, tmp_path, there)
+    try:
+        local = tmp_path / "f.bin"
+        write_random(local, 100_000)
+        checked(node, ["mv", str(bin_dir / tool), str(bin_dir / f"{tool}.away")])
+        try:
+            res = laptop.run("put", str(local), "--to", str(there))
+        finally:
+            checked(node, ["mv", str(bin_dir / f"{tool}.away"), str(bin_dir / tool)])
+        assert res.returncode == 2, res.stderr
+        user = checked(node, ["id", "-un"]).strip()
+        package = "rsync" if tool == "rsync" else "coreutils"
+        assert res.stderr.startswith(
+            f"jobsmith: error: the login node {user}@{node.address}:{server.port} has no "
+            f"{WHAT[tool]} on the PATH jobsmith's commands get there ({tool}): install it "
+            f"there (Debian: apt install {package})"
+        ), res.stderr
+        assert len(res.stderr.splitlines()) == 1, res.stderr
+        assert laptop.staged("put", str(local), "--to", str(there))["size"] == 100_000
+    finally:
+        laptop.close()
+        server.stop()
+        node.run(["rm", "-rf", str(bin_dir)])
