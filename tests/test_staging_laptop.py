@@ -203,15 +203,15 @@ def test_an_interrupted_put_of_200_mb_resumes_without_starting_over(
 
 
 def test_a_local_site_has_nothing_to_stage(tmp_path: Path) -> None:
-    """put and get on a site whose Slurm runs here: one line saying so, exit 2, nothing
-    asked of anyone."""
+    """put, get and wait --get on a site whose Slurm runs here: one line saying so, exit
+    2, nothing asked of anyone (wait --get says so before it waits)."""
     from lab_cli import LAB_SITE
 
     env = laptop_env(tmp_path / "home")
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     (tmp_path / "f.txt").write_text("x\n")
-    for args in (("put", "f.txt"), ("get", "/scratch/x/f.txt")):
+    for args in (("put", "f.txt"), ("get", "/scratch/x/f.txt"), ("wait", "1", "--get", "x")):
         res = jobsmith(env, tmp_path, LAB_SITE, *args)
         assert res.returncode == 2, res.stderr
         assert res.stderr.startswith("jobsmith: error: nothing to stage: this site's Slurm runs")
@@ -300,7 +300,10 @@ def test_a_bwa_align_array_over_fastq_only_on_the_laptop_is_staged_run_and_got_b
     rewritten to the cluster's paths; the array's two tasks run Debian's bwa and samtools
     on the cluster, and `get` brings the BAMs and their indexes back byte-identical to
     what the cluster holds. The session notes every file staged; none of it is on the
-    laptop's side of the cluster's paths."""
+    laptop's side of the cluster's paths. Then a samtools_merge of the same sheet (its
+    FASTQs not sent again) and `wait --get DIR`, which brings the merged BAM (the
+    merge's declared output) back when the job has ended (issue 29 item 3's automatic
+    fetch, asked for on the command line)."""
     from template_examples import write_bwa_inputs
 
     node = login_node()
@@ -352,6 +355,29 @@ def test_a_bwa_align_array_over_fastq_only_on_the_laptop_is_staged_run_and_got_b
         notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
         (note,) = [n["staged"] for n in notes if "staged" in n]
         assert {f["source"]: Path(f["target"]) for f in note} == staged
+
+        # the merge reads the same sheet: its FASTQs are there whole (0 bytes sent), and
+        # `wait --get` brings the merged BAM (its declared output) back when it has ended
+        merged = there / "merged" / "all.bam"
+        res = laptop.run(
+            "submit", "samtools_merge", "-P", f"bam_dir={out}", "-P", f"output={merged}",
+            "-P", "samples=@local:data/reads/samples.tsv", "-c", "1", "--mem", "1G",
+            "-t", "10", "--log-dir", str(there / "logs"), "--json",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        again = staged_lines(res.stderr)
+        assert sorted(again) == sorted(str(data / f) for f in [*fastq, "reads/samples.tsv"])
+        for name in fastq:
+            assert f"{staged[str(data / name)]} (0 bytes sent, sftp)" in res.stderr, res.stderr
+        job = json.loads(res.stdout)["job_id"]
+        waited = laptop.run("wait", job, "--timeout", "300", "--get", "merged-back", "--json")
+        assert waited.returncode == 0, (waited.stdout, waited.stderr)
+        document = json.loads(waited.stdout)
+        assert [j["state"] for j in document["jobs"]] == ["COMPLETED"], document
+        (copied,) = document["got"]["files"]
+        assert copied["source"] == str(merged) and copied["transferred"] == copied["size"] > 0
+        back = (tmp_path / "merged-back" / "all.bam").read_bytes()
+        assert hashlib.sha256(back).hexdigest() == sha256_there(merged)
         assert cluster_calls_none()
     finally:
         laptop.close()

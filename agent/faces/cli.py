@@ -1028,14 +1028,30 @@ def _tell_blocklist(app: App) -> None:
     show_default=True,
     help="Give up after this many seconds (exit 7).",
 )
+@click.option(
+    "--get",
+    "get_to",
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
+    help="When they have ended, copy the outputs their sessions declared into DIR "
+    "(as `get SESSION`; a site reached over SSH).",
+)
 @json_command
 @click.pass_context
 def wait(
-    ctx: click.Context, job_ids: tuple[str, ...], since: str, timeout_s: float, as_json: bool
+    ctx: click.Context,
+    job_ids: tuple[str, ...],
+    since: str,
+    timeout_s: float,
+    get_to: Path | None,
+    as_json: bool,
 ) -> None:
     """Wait until jobs end, showing progress; exit 1 if any did not complete, 9 if one
-    ended unseen (no accounting: its final state is unknown)."""
+    ended unseen (no accounting: its final state is unknown). --get DIR then copies the
+    outputs their sessions declared into DIR, as `get SESSION` does (over SSH), whether
+    or not every job completed (what is not there is listed as not got)."""
     from jobsmith.adapters.states import JobState
+    from jobsmith.agent.runtime.staging import get_outputs_of, stager
     from jobsmith.agent.runtime.workflows.progressread import read_progress
     from jobsmith.agent.views import render as views
     from jobsmith.agent.watcher.waiting import wait_for_jobs
@@ -1045,8 +1061,14 @@ def wait(
     def said(statuses: Mapping[str, JobStatus]) -> dict[str, str]:
         return {j: p.line() for j, p in read_progress(app, statuses).items()}
 
-    final = wait_for_jobs(app, _ids(job_ids), since, timeout_s, said, _feeder(app))
-    views.show_status(final, as_json, progress=read_progress(app, final))
+    ids = _ids(job_ids)
+    if get_to is not None:
+        stager(app)  # a site with nothing to stage says so now, not after the wait
+    final = wait_for_jobs(app, ids, since, timeout_s, said, _feeder(app))
+    got = None
+    if get_to is not None:
+        got = get_outputs_of(app, ids, get_to, views.copy_progress("get", quiet=as_json))
+    views.show_waited(final, read_progress(app, final), got, as_json)
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)
     if any(st.state is JobState.FINAL_UNKNOWN for st in final.values()):

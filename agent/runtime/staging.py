@@ -112,6 +112,26 @@ def get_files(
     return _result("get", parts, done, skipped)
 
 
+def get_outputs_of(
+    parts: StagingParts, job_ids: Sequence[str], to: Path | None, follow: Following
+) -> StagingResult:
+    """`wait --get`: the outputs declared by the sessions that submitted job_ids, copied
+    into `to` as `get SESSION` copies them (once their jobs have ended: the caller
+    waited); a job jobsmith did not submit here is listed as not got."""
+    sessions: list[str] = []
+    unknown: list[str] = []
+    for job in job_ids:
+        rec = parts.ledger.get(job)
+        if rec is None or rec.session_id is None:
+            unknown.append(f"job {job}: not submitted by jobsmith here, so no declared outputs")
+        else:
+            sessions.append(rec.session_id)
+    if not sessions:
+        return _result("get", parts, [], unknown)
+    got = get_files(parts, list(dict.fromkeys(sessions)), to, follow)
+    return got.model_copy(update={"not_got": [*unknown, *got.not_got]})
+
+
 def declared_outputs(parts: StagingParts, session_id: str) -> list[Path]:
     """The paths a session's jobs declared as outputs (`role: output` path and paths
     parameters of their templates), as their submissions recorded them, in order."""
