@@ -509,3 +509,52 @@ def test_a_login_node_without_the_tool_a_copy_needs_is_one_error_naming_it(
         laptop.close()
         server.stop()
         node.run(["rm", "-rf", str(bin_dir)])
+
+
+def test_the_watcher_copies_an_ended_sessions_outputs_back_where_the_users_file_asks(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """`staging.fetch_outputs_to` in the user's file: the watcher cycle that sees a
+    session's work end copies the outputs its jobs declared into DIR/SESSION/ on the
+    laptop (a clip's sound encoded on the cluster from a clip staged with `@local:`),
+    byte-identical, and notes it in the session; later cycles copy nothing again."""
+    from test_transcode import make_clip
+
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
+    staged: dict[str, Path] = {}
+    try:
+        fetched = tmp_path / "fetched"
+        user_site = tmp_path / "home" / "config" / "site.yaml"
+        user_site.write_text(user_site.read_text() + f"staging:\n  fetch_outputs_to: '{fetched}'\n")
+        clip = make_clip(tmp_path / "clip.mp4", seconds=2)
+        out = there / "sound.m4a"
+        res = laptop.run(
+            "submit", "ffmpeg_audio", "-P", f"input=@local:{clip}", "-P", f"output={out}",
+            "-c", "1", "--mem", "1G", "-t", "10", "--log-dir", str(there / "logs"), "--json",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        staged = staged_lines(res.stderr)
+        session = json.loads(res.stdout)["session_id"]
+        copy = fetched / session / "sound.m4a"
+        deadline = time.monotonic() + 180
+        while not copy.exists():
+            assert time.monotonic() < deadline, "the watcher never copied the output back"
+            cycle = laptop.run("watch", "--once")
+            assert cycle.returncode == 0, cycle.stderr
+            time.sleep(2)
+        assert f"jobsmith: session {session} ended: 1 declared output(s) copied" in cycle.stderr
+        assert hashlib.sha256(copy.read_bytes()).hexdigest() == sha256_there(out)
+        again = laptop.run("watch", "--once")
+        assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
+        log = laptop.run("sessions", "export", session)
+        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+        (note,) = [n["fetched_outputs"] for n in notes if "fetched_outputs" in n]
+        assert [f["target"] for f in note["files"]] == [str(copy.resolve())]
+        assert cluster_calls_none()
+    finally:
+        laptop.close()
+        for directory in {p.parent for p in staged.values()}:
+            node.run(["rm", "-rf", str(directory)])

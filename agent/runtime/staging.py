@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.ssh.staging import Copied, Progress, Stager
     from jobsmith.adapters.transport import Transport
     from jobsmith.agent.runtime.session.ledger import JobLedger
-    from jobsmith.agent.runtime.session.store import FileSessionStore
+    from jobsmith.agent.runtime.session.store import SessionStore
     from jobsmith.job_templates import TemplateLibrary
     from jobsmith.job_templates.tables import Table
     from jobsmith.site_config import LoadedSite
@@ -56,7 +56,7 @@ class StagingParts(Protocol):
     def library(self) -> TemplateLibrary: ...
 
     @property
-    def store(self) -> FileSessionStore: ...
+    def store(self) -> SessionStore: ...
 
 
 def stager(parts: StagingParts, bwlimit_kbps: int = 0) -> Stager:
