@@ -4,7 +4,8 @@ Over SSH every command runs through the login node's sh and a few POSIX and GNU 
 `base64` decodes the command line itself, `env` and `sed` clean its environment and
 coreutils' `timeout` bounds it (adapters/ssh/command.py); the job's files are looked at with GNU
 `realpath -m`, `od` and `tr`, and read with `head` and `base64 -w0`
-(adapters/files_there.py). Most login nodes have them all; a minimal image (BusyBox's
+(adapters/files_there.py); put and get ask for `stat` and `sha256sum` and run the login
+node's `rsync` (adapters/ssh/staging.py). Most login nodes have them all; a minimal image (BusyBox's
 realpath has no -m) or a PATH that hides coreutils may not, and then a command must not
 quietly answer something else: `echo … | base64 -d` failing makes `eval` run nothing and
 exit 0 (a Slurm command that "succeeded" saying nothing), and a missing `od` turns a
@@ -39,7 +40,12 @@ WHAT = {
     "od": "coreutils' od",
     "tr": "coreutils' tr",
     "head": "coreutils' head",
+    "stat": "coreutils' stat",
+    "sha256sum": "coreutils' sha256sum",
+    "rsync": "rsync",
 }
+#: the Debian package of each tool not in coreutils
+PACKAGE = {"sed": "sed", "rsync": "rsync"}
 
 
 class ToolMissing(ConfigError):
@@ -50,7 +56,8 @@ class ToolMissing(ConfigError):
         what = WHAT.get(tool, tool)
         super().__init__(
             f"the login node {where} has no {what} on the PATH jobsmith's commands get "
-            f"there ({tool}): install it there (Debian: apt install coreutils), or put it "
+            f"there ({tool}): install it there (Debian: apt install "
+            f"{PACKAGE.get(tool, 'coreutils')}), or put it "
             "on the login PATH (docs/ssh.md, 'What the login node needs')"
         )
 
@@ -79,8 +86,20 @@ def missing_tool(result: CommandResult) -> str | None:
     """The tool a command ended for lacking (need_sh's line), if that is how it ended."""
     if result.returncode != EXIT:
         return None
-    found = _MARKED.search(result.stderr)
+    return named_missing(result.stderr)
+
+
+def named_missing(stderr: str) -> str | None:
+    """The tool need_sh's line on stderr names, if there is one: for a program that runs
+    the checked command itself and ends with a status of its own (rsync's remote side)."""
+    found = _MARKED.search(stderr)
     return found["tool"].strip() if found else None
+
+
+def checked_sh(tool: str) -> list[str]:
+    """argv running `tool ARGS…` (the args appended) after need_sh's check for it: one
+    command, no extra round trip, and ToolMissing through `check` when it is not there."""
+    return ["sh", "-c", f'{need_sh((tool,))}; exec {tool} "$@"', "sh"]
 
 
 def check(result: CommandResult, where: str) -> CommandResult:

@@ -20,6 +20,8 @@ OneLine = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern
 RawValue = str | int | float | bool | list[str]
 
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
+#: a companion file's suffix: a dot, then a file name's safe characters
+COMPANION = re.compile(r"^\.[A-Za-z0-9._-]{1,32}$")
 
 
 class ParamType(StrEnum):
@@ -102,6 +104,11 @@ class ParamSpec(BaseModel):
     columns: dict[str, ColumnType] | None = Field(
         None, description="table only: column name -> type; the header must name them all"
     )
+    companions: tuple[str, ...] = Field(
+        (),
+        description="path inputs only: suffixes of files beside it the job reads too (an "
+        "index: .bwt, .pac), each appended to its name; `@local:` stages them with it",
+    )
     inside: str | None = Field(
         None,
         description="str only: the value is a relative path the job writes inside this output "
@@ -141,6 +148,10 @@ def _problems(spec: ParamSpec) -> list[str]:
         problems.append("path, paths and table parameters (only) need a 'role': input or output")
     if (kind is ParamType.TABLE) != bool(spec.columns):
         problems.append("table parameters (only) need 'columns'")
+    if spec.companions and (kind is not ParamType.PATH or spec.role is not PathRole.INPUT):
+        problems.append("'companions' applies to path parameters of role input only")
+    bad_suffixes = [s for s in spec.companions if not COMPANION.match(s)]
+    problems += [f"companion {s!r} is not a suffix like '.bwt'" for s in bad_suffixes]
     if spec.inside is not None and kind is not ParamType.STR:
         problems.append("'inside' applies to str parameters only")
     problems += _pattern_problems(spec)

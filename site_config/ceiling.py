@@ -44,8 +44,8 @@ partition the file lists is stated whole: a limit it leaves out has the model's 
 
 Everything else is a preference a user sets freely: defaults, env_setup, the rest of
 the scheduler block, scratch and template_dirs, the default account, QoS and partition, gpu_type,
-notify, advice, budgets.pipeline_at_limit, jobs.environment.allow, jobs.checkpoint, brain and
-the rest of `model`.
+notify, staging, advice, budgets.pipeline_at_limit, jobs.environment.allow, jobs.checkpoint,
+brain and the rest of `model`.
 
 Without a centre file nothing is a ceiling: the base (`--site`, $JOBSMITH_SITE) and the
 user's file are both the user's own choice, so a limit in one could not bind the other.

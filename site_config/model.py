@@ -442,6 +442,18 @@ class Notify(_Section):
     )
 
 
+class Staging(_Section):
+    """Files copied between this machine and a cluster reached over SSH (docs/ssh.md)."""
+
+    fetch_outputs_to: Dir | None = Field(
+        None,
+        description="a directory on this machine: when every job of a session has ended, "
+        "the watcher (or the status or wait that saw it end) copies the outputs its jobs "
+        "declared into SESSION/ below it, once (as `jobsmith get SESSION`); null: only "
+        "when asked (get, wait --get)",
+    )
+
+
 #: the model asked unless the configuration names another
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -502,6 +514,9 @@ class SiteConfig(_Section):
     policy: Policy = Field(default_factory=Policy, description="guardrails and approvals")
     jobs: Jobs = Field(default_factory=Jobs, description="what jobs are given when they start")
     notify: Notify = Field(default_factory=Notify, description="webhook and Slurm mail")
+    staging: Staging = Field(
+        default_factory=Staging, description="results copied back from a cluster over SSH"
+    )
     brain: str = Field(
         "rules",
         min_length=1,

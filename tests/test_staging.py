@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from jobsmith.adapters.ssh.staging import PARTIAL, follow, moved
 
 
@@ -89,3 +91,117 @@ def test_a_sessions_declared_outputs_are_its_templates_role_output_paths(tmp_pat
             )
         )
     assert declared_outputs(parts, mine) == [Path("/s/a/out.mkv")]
+
+
+def test_a_local_sheets_path_cells_are_rewritten_to_the_clusters_and_the_rest_kept(
+    tmp_path: Path,
+) -> None:
+    """A sample sheet on the laptop, staged (agent/runtime/staging.py): each path cell
+    (relative to the sheet, or absolute) becomes where its file went on the cluster;
+    comments, blank lines, the header's order and the other cells stay as written, and the
+    result is a sheet the template reads back with the cluster's paths."""
+    from jobsmith.agent.runtime.staging import rewrite_cells
+    from jobsmith.job_templates import TemplateLibrary, shipped_library
+    from jobsmith.job_templates.tables import read_table
+
+    columns = TemplateLibrary([shipped_library()]).get("bwa_align").spec.params["samples"].columns
+    assert columns is not None
+    reads = tmp_path / "reads"
+    reads.mkdir()
+    for name in ("a_1.fq", "a_2.fq", "b 1.fq"):
+        (reads / name).write_text("@r\nA\n+\nI\n")
+    text = (
+        "# two samples\r\n"
+        "r1\tsample\tr2\n"
+        "\n"
+        f"a_1.fq\tA.1\t{reads / 'a_2.fq'}\n"
+        "# the second\n"
+        "b 1.fq\tB-2\ta_2.fq\n"
+    )
+
+    def here(path: Path, where: str) -> Path:
+        assert path.is_file(), where
+        return path
+
+    table = read_table(reads / "s.tsv", columns, here, read=lambda _: text.encode())
+    there = {p: f"/scratch/u/jobsmith-staged/k/{p.name}" for p in table.paths()}
+    rewritten = rewrite_cells(text, table, columns, there)
+    assert rewritten == (
+        "# two samples\n"
+        "r1\tsample\tr2\n"
+        "\n"
+        "/scratch/u/jobsmith-staged/k/a_1.fq\tA.1\t/scratch/u/jobsmith-staged/k/a_2.fq\n"
+        "# the second\n"
+        "/scratch/u/jobsmith-staged/k/b 1.fq\tB-2\t/scratch/u/jobsmith-staged/k/a_2.fq\n"
+    )
+    again = read_table(Path("/x/s.tsv"), columns, lambda p, _: p, read=lambda _: rewritten.encode())
+    assert [row["r1"] for row in again.rows] == [
+        Path("/scratch/u/jobsmith-staged/k/a_1.fq"),
+        Path("/scratch/u/jobsmith-staged/k/b 1.fq"),
+    ]
+    assert [row["sample"] for row in again.rows] == ["A.1", "B-2"]
+
+
+def test_companions_are_suffixes_of_path_inputs_only() -> None:
+    """`companions` (files the job reads beside a path input, staged with it by
+    `@local:`): bwa_align's reference names its index; elsewhere the spec is refused."""
+    from pydantic import ValidationError
+
+    from jobsmith.job_templates import TemplateLibrary, shipped_library
+    from jobsmith.job_templates.params import ParamSpec
+
+    spec = TemplateLibrary([shipped_library()]).get("bwa_align").spec.params["reference"]
+    assert spec.companions == (".amb", ".ann", ".bwt", ".pac", ".sa")
+    base = {"type": "path", "role": "input", "description": "d"}
+    assert ParamSpec(**base, companions=[".fai"]).companions == (".fai",)
+    for bad, why in [
+        ({**base, "type": "paths"}, "path parameters of role input only"),
+        ({**base, "role": "output"}, "path parameters of role input only"),
+        ({**base, "companions": ["bwt"]}, "not a suffix"),
+        ({**base, "companions": ["./x"]}, "not a suffix"),
+    ]:
+        with pytest.raises(ValidationError, match=why):
+            ParamSpec(**{"companions": [".bwt"], **bad})
+
+
+def test_on_a_local_site_local_drops_its_prefix_in_every_kind_of_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where Slurm runs on this host the files are already where the job runs: `@local:`
+    is dropped from a path, each item of a list (comma separated or a list) and a sheet,
+    made absolute, and nothing is copied or noted."""
+    from dataclasses import dataclass
+
+    from jobsmith.agent.runtime.staging import LocalStaging
+    from jobsmith.job_templates import TemplateLibrary, shipped_library
+
+    @dataclass
+    class Access:
+        kind: str = "local"
+
+    @dataclass
+    class Parts:
+        library: TemplateLibrary
+        scheduler_access: Access
+        transport: None = None
+
+    parts = Parts(TemplateLibrary([shipped_library()]), Access())
+    staging = LocalStaging(parts, lambda name: lambda done, total: None)  # type: ignore[arg-type]
+    monkeypatch.chdir(tmp_path)
+    bwa = staging.params(
+        "bwa_align",
+        {"reference": "@local:g.fa", "samples": "@local:r/s.tsv", "output_dir": "out"},
+    )
+    assert bwa == {
+        "reference": str(tmp_path / "g.fa"),
+        "samples": str(tmp_path / "r" / "s.tsv"),
+        "output_dir": "out",
+    }
+    files = staging.params("file_array", {"files": "@local:a,/s/b", "program": "gzip"})
+    assert files == {"files": [str(tmp_path / "a"), "/s/b"], "program": "gzip"}
+    listed = staging.params("file_array", {"files": ["/s/b", "@local:c"]})
+    assert listed == {"files": ["/s/b", str(tmp_path / "c")]}
+    plain = {"files": "a,b", "program": "gzip"}
+    assert staging.params("file_array", plain) == plain
+    assert staging.file(Path("@local:clip.mp4"), "SOURCE") == tmp_path / "clip.mp4"
+    assert staging.staged == []

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 from lab_cli import write_user_site
-from login_node import Cluster, checked, login_node, read_file
+from login_node import Cluster, ThisMachine, checked, login_node, read_file
 from sshd import Sshd, close_master, open_master, start_sshd
-from test_ssh_transport import VENV_BIN, jobsmith, laptop_env, remote_site
+from test_ssh_transport import VENV_BIN, WRAPPER_TOOLS, jobsmith, laptop_env, remote_site
 
 KINDS = ("openssh", "ssh")
 BIG = 200 << 20
@@ -203,15 +203,15 @@ def test_an_interrupted_put_of_200_mb_resumes_without_starting_over(
 
 
 def test_a_local_site_has_nothing_to_stage(tmp_path: Path) -> None:
-    """put and get on a site whose Slurm runs here: one line saying so, exit 2, nothing
-    asked of anyone."""
+    """put, get and wait --get on a site whose Slurm runs here: one line saying so, exit
+    2, nothing asked of anyone (wait --get says so before it waits)."""
     from lab_cli import LAB_SITE
 
     env = laptop_env(tmp_path / "home")
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     (tmp_path / "f.txt").write_text("x\n")
-    for args in (("put", "f.txt"), ("get", "/scratch/x/f.txt")):
+    for args in (("put", "f.txt"), ("get", "/scratch/x/f.txt"), ("wait", "1", "--get", "x")):
         res = jobsmith(env, tmp_path, LAB_SITE, *args)
         assert res.returncode == 2, res.stderr
         assert res.stderr.startswith("jobsmith: error: nothing to stage: this site's Slurm runs")
@@ -277,3 +277,284 @@ def cluster_calls_none() -> bool:
     """No Slurm command of the laptop was called (the stage's stubs log each call)."""
     node = login_node()
     return not isinstance(node, Cluster) or node.slurm_calls_here() == []
+
+
+def staged_lines(stderr: str) -> dict[str, Path]:
+    """The laptop's file -> where it went on the cluster, from the `jobsmith: staged` lines."""
+    found = {}
+    for line in stderr.splitlines():
+        if line.startswith("jobsmith: staged "):
+            source, rest = line.removeprefix("jobsmith: staged ").split(" -> ", 1)
+            found[source] = Path(rest.rsplit(" (", 1)[0])
+    return found
+
+
+def test_a_bwa_align_array_over_fastq_only_on_the_laptop_is_staged_run_and_got_back(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """Issue 29 item 3's second 'done when', from the laptop stage, over SFTP (the clip
+    above goes over rsync): a bwa-indexed reference and a sample sheet of two samples'
+    FASTQ pairs exist on the laptop only; `submit bwa_align -P reference=@local:…
+    -P samples=@local:…` stages the reference with its index (the template's
+    `companions`), each FASTQ the sheet names and the sheet itself with its cells
+    rewritten to the cluster's paths; the array's two tasks run Debian's bwa and samtools
+    on the cluster, and `get` brings the BAMs and their indexes back byte-identical to
+    what the cluster holds. The session notes every file staged; none of it is on the
+    laptop's side of the cluster's paths. Then a samtools_merge of the same sheet (its
+    FASTQs not sent again) and `wait --get DIR`, which brings the merged BAM (the
+    merge's declared output) back when the job has ended (issue 29 item 3's automatic
+    fetch, asked for on the command line)."""
+    from template_examples import write_bwa_inputs
+
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    laptop = Laptop("ssh", sshd, known_hosts, tmp_path, there)
+    staged: dict[str, Path] = {}
+    try:
+        data = tmp_path / "data"
+        write_bwa_inputs(data, ("S1", "S2"))  # genome.fa + index, reads/S*_[12].fq, sheet
+        out = there / "aligned"
+        res = laptop.run(
+            "submit", "bwa_align", "-P", "reference=@local:data/genome.fa",
+            "-P", "samples=@local:data/reads/samples.tsv", "-P", f"output_dir={out}",
+            "-c", "1", "--mem", "1G", "-t", "10", "--log-dir", str(there / "logs"), "--json",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        staged = staged_lines(res.stderr)
+        index = [f"genome.fa{s}" for s in ("", ".amb", ".ann", ".bwt", ".pac", ".sa")]
+        fastq = [f"reads/S{n}_{e}.fq" for n in (1, 2) for e in (1, 2)]
+        assert sorted(staged) == sorted(
+            str(data / f) for f in [*index, *fastq, "reads/samples.tsv"]
+        )
+        for name in [*index, *fastq]:
+            assert (
+                sha256_there(staged[str(data / name)])
+                == hashlib.sha256((data / name).read_bytes()).hexdigest()
+            ), name
+        assert len({p.parent for p in staged.values()}) == 2  # one per laptop directory
+        sheet = checked(node, ["cat", str(staged[str(data / "reads" / "samples.tsv")])])
+        cells = [[str(staged[str(data / f"reads/S{n}_{e}.fq")]) for e in (1, 2)] for n in (1, 2)]
+        rows = [f"S{n}\t{r1}\t{r2}" for n, (r1, r2) in zip((1, 2), cells, strict=True)]
+        assert sheet.splitlines() == ["sample\tr1\tr2", *rows]
+        submitted = json.loads(res.stdout)
+        waited = laptop.run("wait", submitted["job_id"], "--timeout", "300")
+        assert waited.returncode == 0, (waited.stdout, waited.stderr)
+        files = [out / f"S{n}.bam{e}" for n in (1, 2) for e in ("", ".bai")]
+        for n in (1, 2):
+            mapped = checked(node, ["samtools", "view", "-c", "-F", "4", str(out / f"S{n}.bam")])
+            assert int(mapped) > 90, mapped  # 50 error-free pairs, all mapped
+        got = laptop.run("get", *map(str, files), "--to", str(tmp_path / "back"), "--json")
+        assert got.returncode == 0, got.stderr
+        assert [f["via"] for f in json.loads(got.stdout)["files"]] == ["sftp"] * 4
+        for path in files:
+            back = (tmp_path / "back" / path.name).read_bytes()
+            assert hashlib.sha256(back).hexdigest() == sha256_there(path), path
+            assert not path.exists()  # on the cluster only
+        log = laptop.run("sessions", "export", submitted["session_id"])
+        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+        (note,) = [n["staged"] for n in notes if "staged" in n]
+        assert {f["source"]: Path(f["target"]) for f in note} == staged
+
+        # the merge reads the same sheet: its FASTQs are there whole (0 bytes sent), and
+        # `wait --get` brings the merged BAM (its declared output) back when it has ended
+        merged = there / "merged" / "all.bam"
+        res = laptop.run(
+            "submit", "samtools_merge", "-P", f"bam_dir={out}", "-P", f"output={merged}",
+            "-P", "samples=@local:data/reads/samples.tsv", "-c", "1", "--mem", "1G",
+            "-t", "10", "--log-dir", str(there / "logs"), "--json",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        again = staged_lines(res.stderr)
+        assert sorted(again) == sorted(str(data / f) for f in [*fastq, "reads/samples.tsv"])
+        for name in fastq:
+            assert f"{staged[str(data / name)]} (0 bytes sent, sftp)" in res.stderr, res.stderr
+        job = json.loads(res.stdout)["job_id"]
+        waited = laptop.run("wait", job, "--timeout", "300", "--get", "merged-back", "--json")
+        assert waited.returncode == 0, (waited.stdout, waited.stderr)
+        document = json.loads(waited.stdout)
+        assert [j["state"] for j in document["jobs"]] == ["COMPLETED"], document
+        (copied,) = document["got"]["files"]
+        assert copied["source"] == str(merged) and copied["transferred"] == copied["size"] > 0
+        back = (tmp_path / "merged-back" / "all.bam").read_bytes()
+        assert hashlib.sha256(back).hexdigest() == sha256_there(merged)
+        assert cluster_calls_none()
+    finally:
+        laptop.close()
+        for directory in {p.parent for p in staged.values()}:
+            node.run(["rm", "-rf", str(directory)])
+
+
+def test_a_list_of_local_files_is_staged_item_by_item(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """`-P files=@local:a,CLUSTER_PATH,@local:b` (a `paths` value): each `@local:` item is
+    staged and the job is given the cluster's paths in the order given, the cluster's own
+    item as it was (a --dry-run: rendered and checked on the cluster, nothing submitted)."""
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
+    staged: dict[str, Path] = {}
+    try:
+        for name in ("a.txt", "b.txt"):
+            (tmp_path / name).write_text(f"{name}\n")
+        checked(node, ["sh", "-c", 'echo c > "$1"', "sh", str(there / "c.txt")])
+        res = laptop.run(
+            "submit", "file_array", "-P", f"files=@local:a.txt,{there / 'c.txt'},@local:b.txt",
+            "-P", "program=cat", "--log-dir", str(there / "logs"), "--dry-run",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        staged = staged_lines(res.stderr)
+        assert sorted(staged) == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+        words = [str(staged[str(tmp_path / "a.txt")]), str(there / "c.txt")]
+        words.append(str(staged[str(tmp_path / "b.txt")]))
+        assert "files=(" + " ".join(words) + ")" in res.stdout, res.stdout
+        assert "#SBATCH --array=0-2" in res.stdout
+        assert cluster_calls_none()
+    finally:
+        laptop.close()
+        for directory in {p.parent for p in staged.values()}:
+            node.run(["rm", "-rf", str(directory)])
+
+
+def test_a_local_sheet_or_reference_missing_a_file_here_is_refused_before_anything_is_sent(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """Checked on the laptop before the first byte is sent: a sample sheet naming a FASTQ
+    that is not here is refused naming the sheet, its line and column and the file; a
+    reference without its index beside it names the index file missing. Exit 2, and no
+    `staged` line: nothing went to the cluster."""
+    from template_examples import write_bwa_inputs
+
+    laptop = Laptop("ssh", sshd, known_hosts, tmp_path, there)
+    try:
+        data = tmp_path / "data"
+        write_bwa_inputs(data, ("S1", "S2"))
+        (data / "reads" / "S2_2.fq").unlink()
+        args = ("submit", "bwa_align", "-P", "reference=@local:data/genome.fa",
+                "-P", "samples=@local:data/reads/samples.tsv", "-P", f"output_dir={there}",
+                "--dry-run")  # fmt: skip
+        res = laptop.run(*args)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith(
+            f"jobsmith: error: parameter 'samples': the sample sheet "
+            f"'{data / 'reads' / 'samples.tsv'}' on this machine: line 3, column 'r2': "
+            f"'{data / 'reads' / 'S2_2.fq'}' is not a regular file on this machine"
+        ), res.stderr
+        assert "staged" not in res.stderr
+        write_bwa_inputs(data, ("S1", "S2"))
+        (data / "genome.fa.bwt").unlink()
+        res = laptop.run(*args)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith(
+            f"jobsmith: error: parameter 'reference': '{data / 'genome.fa.bwt'}' is not a "
+            f"regular file on this machine ('{data / 'genome.fa'}' needs it beside it)"
+        ), res.stderr
+        assert "staged" not in res.stderr
+    finally:
+        laptop.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "tool"), [("openssh", "rsync"), ("openssh", "stat"), ("ssh", "sha256sum")]
+)
+def test_a_login_node_without_the_tool_a_copy_needs_is_one_error_naming_it(
+    kind: str, tool: str, tmp_path: Path, there: Path
+) -> None:
+    """put on a login node whose PATH lacks the login node's rsync (openssh), the stat
+    that checks a copy's size after (openssh) or the sha256sum that checks it (ssh): one
+    error naming the tool, the login node and the package (`ToolMissing`, exit 2), asked
+    in the same command that needed it; rsync's own "connection unexpectedly closed"
+    never reaches the user. With the tool back, the same put works."""
+    from jobsmith.adapters.login_tools import WHAT
+
+    node = login_node()
+    bin_dir = (
+        tmp_path / "login-bin"
+        if isinstance(node, ThisMachine)
+        else Path(f"/tmp/js-login-bin-{uuid.uuid4().hex[:12]}")
+    )
+    tools = ("sh", *WRAPPER_TOOLS, "realpath", "od", "tr", "mkdir", "stat", "sha256sum", "rsync")
+    link = 'mkdir -p "$1" && cd "$1" && shift && for t do ln -sf "$(command -v "$t")" .; done'
+    checked(node, ["sh", "-c", link, "sh", str(bin_dir), *tools])
+    server = start_sshd(
+        tmp_path / "sshd",
+        login_env={"PATH": str(bin_dir)},
+        extra_config="Subsystem sftp internal-sftp\n",
+        node=node,
+    )
+    known = tmp_path / "known_hosts"
+    known.write_text(server.known_hosts_line())
+    laptop = Laptop(kind, server, known, tmp_path, there)
+    try:
+        local = tmp_path / "f.bin"
+        write_random(local, 100_000)
+        checked(node, ["mv", str(bin_dir / tool), str(bin_dir / f"{tool}.away")])
+        try:
+            res = laptop.run("put", str(local), "--to", str(there))
+        finally:
+            checked(node, ["mv", str(bin_dir / f"{tool}.away"), str(bin_dir / tool)])
+        assert res.returncode == 2, res.stderr
+        user = checked(node, ["id", "-un"]).strip()
+        package = "rsync" if tool == "rsync" else "coreutils"
+        assert res.stderr.startswith(
+            f"jobsmith: error: the login node {user}@{node.address}:{server.port} has no "
+            f"{WHAT[tool]} on the PATH jobsmith's commands get there ({tool}): install it "
+            f"there (Debian: apt install {package})"
+        ), res.stderr
+        assert len(res.stderr.splitlines()) == 1, res.stderr
+        assert laptop.staged("put", str(local), "--to", str(there))["size"] == 100_000
+    finally:
+        laptop.close()
+        server.stop()
+        node.run(["rm", "-rf", str(bin_dir)])
+
+
+def test_the_watcher_copies_an_ended_sessions_outputs_back_where_the_users_file_asks(
+    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+) -> None:
+    """`staging.fetch_outputs_to` in the user's file: the watcher cycle that sees a
+    session's work end copies the outputs its jobs declared into DIR/SESSION/ on the
+    laptop (a clip's sound encoded on the cluster from a clip staged with `@local:`),
+    byte-identical, and notes it in the session; later cycles copy nothing again."""
+    from test_transcode import make_clip
+
+    node = login_node()
+    if not isinstance(node, Cluster):
+        pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
+    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
+    staged: dict[str, Path] = {}
+    try:
+        fetched = tmp_path / "fetched"
+        user_site = tmp_path / "home" / "config" / "site.yaml"
+        user_site.write_text(user_site.read_text() + f"staging:\n  fetch_outputs_to: '{fetched}'\n")
+        clip = make_clip(tmp_path / "clip.mp4", seconds=2)
+        out = there / "sound.m4a"
+        res = laptop.run(
+            "submit", "ffmpeg_audio", "-P", f"input=@local:{clip}", "-P", f"output={out}",
+            "-c", "1", "--mem", "1G", "-t", "10", "--log-dir", str(there / "logs"), "--json",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        staged = staged_lines(res.stderr)
+        session = json.loads(res.stdout)["session_id"]
+        copy = fetched / session / "sound.m4a"
+        deadline = time.monotonic() + 180
+        while not copy.exists():
+            assert time.monotonic() < deadline, "the watcher never copied the output back"
+            cycle = laptop.run("watch", "--once")
+            assert cycle.returncode == 0, cycle.stderr
+            time.sleep(2)
+        assert f"jobsmith: session {session} ended: 1 declared output(s) copied" in cycle.stderr
+        assert hashlib.sha256(copy.read_bytes()).hexdigest() == sha256_there(out)
+        again = laptop.run("watch", "--once")
+        assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
+        log = laptop.run("sessions", "export", session)
+        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+        (note,) = [n["fetched_outputs"] for n in notes if "fetched_outputs" in n]
+        assert [f["target"] for f in note["files"]] == [str(copy.resolve())]
+        assert cluster_calls_none()
+    finally:
+        laptop.close()
+        for directory in {p.parent for p in staged.values()}:
+            node.run(["rm", "-rf", str(directory)])

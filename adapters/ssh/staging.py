@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from jobsmith.adapters.files_there import FilesThere
+from jobsmith.adapters.login_tools import ToolMissing, checked_sh, named_missing, need_sh
 from jobsmith.errors import ConfigError, InputError, PolicyError, SchedulerUnavailable
 from jobsmith.job_templates.params import PathKind
 from jobsmith.job_templates.paths import PathPolicy
@@ -161,6 +162,9 @@ class Stager:
 
 # --- rsync through the ControlMaster ------------------------------------------------------
 
+#: the login node's rsync, run by its login shell (any: sh, tcsh, fish read a single-quoted
+#: word alike) after need_sh's check, so a missing one is ToolMissing, not a broken pipe
+RSYNC_THERE = f"""sh -c '{need_sh(("rsync",))}; exec rsync "$@"' sh"""
 _STAT = re.compile(r"^Total bytes (sent|received): ([\d,.]+)", re.MULTILINE)
 _NONE_SENT = re.compile(r"^Number of regular files transferred: 0$", re.MULTILINE)
 _PROGRESS = re.compile(r"^\s*([\d,.]+)\s+\d+%")
@@ -200,6 +204,7 @@ class RsyncCopier:
         shell = " ".join(shlex.quote(a) for a in self._transport.client_argv(with_host=False))
         argv = ["rsync", "-s", "-t", f"--partial-dir={PARTIAL}", f"--timeout={IO_TIMEOUT_S}"]
         argv += ["--info=progress2", "--stats", "--no-motd", "-e", shell]
+        argv.append(f"--rsync-path={RSYNC_THERE}")
         if self._bwlimit:
             argv.append(f"--bwlimit={self._bwlimit}")
         return [*argv, "--", source, target]
@@ -229,7 +234,11 @@ class RsyncCopier:
                     proc.terminate()  # Ctrl-C or a bug here: rsync keeps what arrived
                 proc.wait()
             errors.seek(0)
-            said = " ".join(errors.read().decode(errors="replace").split())[-400:]
+            text = errors.read().decode(errors="replace")
+            said = " ".join(text.split())[-400:]
+        tool = named_missing(text) if proc.returncode != 0 else None
+        if tool is not None:
+            raise ToolMissing(tool, self._transport.where)
         if proc.returncode != 0:
             raise CopyFailed(
                 f"rsync {source} {target} failed (exit {proc.returncode}: {said or 'no message'})"
@@ -410,14 +419,14 @@ def _sha256(path: Path) -> str:
 def _remote_sha256(transport: Transport, path: Path, size: int) -> str:
     """sha256sum of path on the cluster, given time for its size."""
     timeout = 30 + size / _HASH_RATE
-    res = transport.run(["sha256sum", "--", str(path)], timeout=timeout)
+    res = transport.run([*checked_sh("sha256sum"), "--", str(path)], timeout=timeout)
     if res.returncode != 0:
         raise CopyFailed(f"sha256sum {path} failed there: {res.stderr.strip()[:300]}")
     return res.stdout.split(" ", 1)[0].lstrip("\\")
 
 
 def _remote_size(transport: Transport, path: Path) -> int:
-    res = transport.run(["stat", "-L", "-c", "%s", "--", str(path)], timeout=30)
+    res = transport.run([*checked_sh("stat"), "-L", "-c", "%s", "--", str(path)], timeout=30)
     with contextlib.suppress(ValueError):
         if res.returncode == 0:
             return int(res.stdout.strip())

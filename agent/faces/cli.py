@@ -26,6 +26,8 @@ from jobsmith.text import holds_undecodable
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
     from jobsmith.agent.app import App
+    from jobsmith.agent.runtime.documents import StagedFile
+    from jobsmith.agent.runtime.staging import LocalStaging
     from jobsmith.agent.runtime.workflows.plans import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -329,7 +331,7 @@ class _JobsFile(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if ctx is not None and not _files_here(ctx.obj):
             return Path(value)
-        if isinstance(value, str) and value.startswith("@local:"):  # _staged_file's
+        if isinstance(value, str) and value.startswith("@local:"):  # staged: LocalStaging
             return Path(value)
         return super().convert(value, param, ctx)
 
@@ -583,43 +585,24 @@ def _request(kwargs: dict[str, Any]) -> Any:
     return JobRequest.from_cli(**kwargs)
 
 
-def _stage(app: App, params: Mapping[str, object], as_json: bool) -> dict[str, object]:
-    """params with each `@local:PATH` value staged to the cluster first and the cluster's
-    path in its place (agent/runtime/staging.py); a line on stderr per file copied."""
-    if not any(isinstance(v, str) and v.startswith("@local:") for v in params.values()):
-        return dict(params)  # nothing to stage: a submit imports nothing more (warm.py)
-    from jobsmith.agent.runtime.staging import stage_local_params
+def _local_staging(app: App, as_json: bool) -> LocalStaging:
+    """The `@local:` files of this command (agent/runtime/staging.py): staged to the
+    cluster before the job is checked, a line on stderr per file, noted in the session
+    the command submits into."""
+    from jobsmith.agent.runtime.staging import LocalStaging
     from jobsmith.agent.views import render as views
     from jobsmith.agent.views.output import note
 
-    follow = views.copy_progress("stage", quiet=as_json)
-    staged, done = stage_local_params(app, params, follow)
-    for f in done:
+    def told(f: StagedFile) -> None:
         note(f"jobsmith: staged {f.source} -> {f.target} ({f.transferred} bytes sent, {f.via})")
-    click.get_current_context().meta.setdefault("jobsmith.staged", []).extend(done)
-    return staged
+
+    return LocalStaging(app, views.copy_progress("stage", quiet=as_json), told)
 
 
-def _record_staged(app: App, session_id: str) -> None:
-    """What this command staged (_stage), noted in the session it submitted into."""
-    if not click.get_current_context().meta.get("jobsmith.staged"):
-        return
-    from jobsmith.agent.runtime.staging import record_staged
-
-    record_staged(
-        app.store, session_id, click.get_current_context().meta.get("jobsmith.staged", [])
-    )
-
-
-def _staged(app: App, request: Any, as_json: bool) -> Any:
-    """request with its `@local:` parameters staged (_stage)."""
-    params = _stage(app, request.params, as_json)
+def _staged(staging: LocalStaging, request: Any) -> Any:
+    """request with its `@local:` parameters staged, the cluster's paths in their place."""
+    params = staging.params(request.template, request.params)
     return request if params == request.params else request.model_copy(update={"params": params})
-
-
-def _staged_file(app: App, path: Path, as_json: bool = False) -> Path:
-    """path, or for `@local:PATH` where PATH is now on the cluster (_stage)."""
-    return Path(str(_stage(app, {"file": str(path)}, as_json)["file"]))
 
 
 @cli.command(
@@ -655,7 +638,8 @@ def render(ctx: click.Context, /, as_json: bool, no_slurm: bool, **kwargs: Any) 
             "jobsmith: note: --no-slurm: Slurm was not asked, so the queue's limits "
             "(max_concurrent_jobs, MaxSubmit) were not checked; submit checks them"
         )
-    request = _request(kwargs) if no_slurm else _staged(app, _request(kwargs), as_json)
+    staging = _local_staging(app, as_json)
+    request = _request(kwargs) if no_slurm else _staged(staging, _request(kwargs))
     _show_checked(app, request, as_json, test_only=False)
 
 
@@ -698,10 +682,12 @@ def submit(
     of the same template) and the partition where Slurm would start the job earliest;
     --right-size and --earliest take them, the site's policy may take them itself."""
     app = _app(ctx)
+    staging = _local_staging(app, as_json)
     _submit_or_check(
         app,
-        _staged(app, _request(kwargs), as_json),
+        _staged(staging, _request(kwargs)),
         as_json,
+        staging=staging,
         advise=not no_advice,
         right_size=right_size,
         earliest=earliest,
@@ -789,10 +775,12 @@ def _submit_or_check(
     earliest: bool,
     dry_run: bool,
     test_only: bool,
+    staging: LocalStaging | None = None,
 ) -> None:
     """The one ending of `submit` and `sbatch`: take the advice (unless --no-advice) and
     apply what the person or the site's policy takes, then either show the check
-    (--dry-run, --test-only) or submit, as the person who was shown that advice."""
+    (--dry-run, --test-only) or submit, as the person who was shown that advice (and
+    note in its session what staging put on the cluster for it)."""
     from jobsmith.agent.runtime.submission import onestep
     from jobsmith.agent.views import render as views
 
@@ -808,7 +796,8 @@ def _submit_or_check(
         _show_checked(app, request, as_json, test_only=test_only, advice=advice)
         return
     session_id, result = onestep.submit(app, request, advised=True)
-    _record_staged(app, session_id)
+    if staging is not None:
+        staging.record(session_id)
     views.show_submitted(session_id, result, as_json, advice)
 
 
@@ -1056,14 +1045,30 @@ def _tell_blocklist(app: App) -> None:
     show_default=True,
     help="Give up after this many seconds (exit 7).",
 )
+@click.option(
+    "--get",
+    "get_to",
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
+    help="When they have ended, copy the outputs their sessions declared into DIR "
+    "(as `get SESSION`; a site reached over SSH).",
+)
 @json_command
 @click.pass_context
 def wait(
-    ctx: click.Context, job_ids: tuple[str, ...], since: str, timeout_s: float, as_json: bool
+    ctx: click.Context,
+    job_ids: tuple[str, ...],
+    since: str,
+    timeout_s: float,
+    get_to: Path | None,
+    as_json: bool,
 ) -> None:
     """Wait until jobs end, showing progress; exit 1 if any did not complete, 9 if one
-    ended unseen (no accounting: its final state is unknown)."""
+    ended unseen (no accounting: its final state is unknown). --get DIR then copies the
+    outputs their sessions declared into DIR, as `get SESSION` does (over SSH), whether
+    or not every job completed (what is not there is listed as not got)."""
     from jobsmith.adapters.states import JobState
+    from jobsmith.agent.runtime.staging import get_outputs_of, stager
     from jobsmith.agent.runtime.workflows.progressread import read_progress
     from jobsmith.agent.views import render as views
     from jobsmith.agent.watcher.waiting import wait_for_jobs
@@ -1073,8 +1078,14 @@ def wait(
     def said(statuses: Mapping[str, JobStatus]) -> dict[str, str]:
         return {j: p.line() for j, p in read_progress(app, statuses).items()}
 
-    final = wait_for_jobs(app, _ids(job_ids), since, timeout_s, said, _feeder(app))
-    views.show_status(final, as_json, progress=read_progress(app, final))
+    ids = _ids(job_ids)
+    if get_to is not None:
+        stager(app)  # a site with nothing to stage says so now, not after the wait
+    final = wait_for_jobs(app, ids, since, timeout_s, said, _feeder(app))
+    got = None
+    if get_to is not None:
+        got = get_outputs_of(app, ids, get_to, views.copy_progress("get", quiet=as_json))
+    views.show_waited(final, read_progress(app, final), got, as_json)
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)
     if any(st.state is JobState.FINAL_UNKNOWN for st in final.values()):
@@ -1764,7 +1775,8 @@ def pipeline_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
 def plan_command(build: Callable[..., tuple[Plan, str]]) -> Callable[..., None]:
     """A command that builds one plan from its arguments, then hands it on as every such
     command does: --save-plan writes it as a plan file, --dry-run only judges and shows
-    it, else it runs. `build(app, **arguments)` returns the plan and its title; this adds
+    it, else it runs. `build(app, staging, **arguments)` returns the plan and its title
+    (staging: the command's `@local:` files, _local_staging); this adds
     --save-plan, --dry-run and --json (in that order, after the command's own options)."""
 
     @click.option(
@@ -1782,17 +1794,26 @@ def plan_command(build: Callable[..., tuple[Plan, str]]) -> Callable[..., None]:
         ctx: click.Context, /, save_plan: Path | None, dry_run: bool, as_json: bool, **kwargs: Any
     ) -> None:
         app = _app(ctx)
-        plan, title = build(app, **kwargs)
-        _check_or_run(app, plan, title, dry_run=dry_run, as_json=as_json, save=save_plan)
+        staging = _local_staging(app, as_json)
+        plan, title = build(app, staging, **kwargs)
+        _check_or_run(app, plan, title, staging, dry_run=dry_run, as_json=as_json, save=save_plan)
 
     return command
 
 
 def _check_or_run(
-    app: App, plan: Plan, title: str, *, dry_run: bool, as_json: bool, save: Path | None = None
+    app: App,
+    plan: Plan,
+    title: str,
+    staging: LocalStaging | None = None,
+    *,
+    dry_run: bool,
+    as_json: bool,
+    save: Path | None = None,
 ) -> None:
     """A plan a command built: written as a plan file (--save-plan), then only judged and
-    shown (--dry-run), or submitted."""
+    shown (--dry-run), or submitted (and what staging put on the cluster for it noted in
+    its session)."""
     from jobsmith.agent.runtime.submission.onestep import run_plan
     from jobsmith.agent.runtime.workflows.plans import plan_text
     from jobsmith.agent.views import render as views
@@ -1810,7 +1831,8 @@ def _check_or_run(
         views.show_plan_check(app.executor.judge.plan(plan), as_json)
     else:
         session_id, result = run_plan(app, plan, title)
-        _record_staged(app, session_id)
+        if staging is not None:
+            staging.record(session_id)
         views.show_plan_run(session_id, result, as_json)
 
 
@@ -1848,6 +1870,7 @@ def _check_or_run(
 @plan_command
 def transcode(
     app: App,
+    staging: LocalStaging,
     source: Path,
     output: Path,
     chunk_seconds: float,
@@ -1867,7 +1890,7 @@ def transcode(
         video_codec=video_codec, preset=preset, crf=crf, audio_kbps=audio_kbps
     )
     there = None
-    source = _staged_file(app, source)
+    source = staging.file(source, "SOURCE")
     if not _files_here(app):
         there = transcoding.There(app.job_files, app.transport)
     plan = transcoding.plan_for(source, output, chunk_seconds, encoding, work_dir, there=there)
@@ -1904,6 +1927,7 @@ def transcode(
 @plan_command
 def render_frames(
     app: App,
+    staging: LocalStaging,
     blend_file: Path,
     output_dir: Path,
     frames_text: str,
@@ -1915,12 +1939,14 @@ def render_frames(
     missing_only: bool,
 ) -> tuple[Plan, str]:
     """Render a frame range of BLEND_FILE into OUTPUT_DIR with Blender on the cluster, in
-    blocks (one array), then check every frame (and encode --video), as one plan."""
+    blocks (one array), then check every frame (and encode --video), as one plan.
+    BLEND_FILE @local:PATH stages PATH here to the cluster first (over SSH)."""
     import secrets
 
     from jobsmith.agent.runtime.workflows.frames import RenderRequest, There, parse_frames, plan_for
 
     start, end = parse_frames(frames_text)
+    blend_file = staging.file(blend_file, "BLEND_FILE")
     # over SSH these are the cluster's paths: resolved there, by the plan's templates
     here = _files_here(app)
     full = Path.resolve if here else _absolute

@@ -92,6 +92,7 @@ WARMED = (
     "jobsmith.agent.runtime.session.session_log",
     "jobsmith.agent.runtime.session.store",
     "jobsmith.agent.runtime.session.unseen",
+    "jobsmith.agent.runtime.staging",
     "jobsmith.agent.runtime.submission.accepted",
     "jobsmith.agent.runtime.submission.advising.advice",
     "jobsmith.agent.runtime.submission.advising.estimates",

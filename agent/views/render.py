@@ -206,6 +206,24 @@ def show_logs(view: LogView, as_json: bool) -> None:
         sys.stdout.write(line + "\n")
 
 
+def show_waited(
+    statuses: Mapping[str, JobStatus],
+    progress: Mapping[str, WorkProgress],
+    got: StagingResult | None,
+    as_json: bool,
+) -> None:
+    """Print `jobsmith wait`: the jobs as they ended, then (--get) what was copied back;
+    --json: one document, the outputs under `got`."""
+    from jobsmith.agent.runtime.documents import StatusDocument
+
+    if got is not None and as_json:
+        print_json({**StatusDocument.of(statuses, None, progress).full(), "got": got})
+        return
+    show_status(statuses, as_json, progress=progress)
+    if got is not None:
+        show_staged(got, as_json=False)
+
+
 def show_staged(result: StagingResult, as_json: bool) -> None:
     """Print `jobsmith put` / `get`: a line per file, how much crossed the link."""
     if as_json:

@@ -39,6 +39,7 @@ from jobsmith.agent.runtime.session.jobstate import StateChange, record_job_stat
 from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 from jobsmith.agent.runtime.session.store import SessionStore
+from jobsmith.agent.runtime.staging import StagingParts
 from jobsmith.agent.watcher.nodes import NodeParts, NodeWatch, watch_nodes
 from jobsmith.agent.watcher.pacing import Outlook, outlook
 from jobsmith.agent.watcher.polling import PollParts, batched_poll, tell
@@ -53,11 +54,12 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.workflows.pipelinerun import Pipelines
 
 
-class CycleParts(PollParts, LogSources, NodeParts, Protocol):
+class CycleParts(PollParts, LogSources, NodeParts, StagingParts, Protocol):
     """What a whole cycle uses (the composition root, agent/app.py, has them all): what
     one batched poll uses (agent/watcher/polling.py), where logs are read (for the
-    diagnoses), the node blocklist (agent/watcher/nodes.py), the brain and its executor,
-    the pipelines and the wakes."""
+    diagnoses), the node blocklist (agent/watcher/nodes.py), staging (an ended session's
+    outputs copied back: agent/watcher/fetching.py), the brain and its executor, the
+    pipelines and the wakes."""
 
     @property
     def brain(self) -> Brain: ...

@@ -1,4 +1,5 @@
-"""One message per workload: told once, when every job of a session has ended.
+"""One message per workload: told once, when every job of a session has ended (and,
+where the user's file asks, its outputs copied back then: agent/watcher/fetching.py).
 
 A render of 240 frames is one array, a transcode is chunks and a join, a plan is several
 jobs; whoever follows it from a chat channel or a pager wants to hear "render shot42:
@@ -38,12 +39,14 @@ from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.errors import ConfigError
 
 if TYPE_CHECKING:
+    from jobsmith.agent.runtime.staging import StagingParts
     from jobsmith.agent.views.report import ReportParts, RunReport
     from jobsmith.agent.watcher.polling import PollParts
 
-    class WorkloadParts(PollParts, ReportParts, Protocol):
+    class WorkloadParts(PollParts, ReportParts, StagingParts, Protocol):
         """What telling a workload's end uses: a poll's parts (the poll that recorded
-        the end) and a run report's (the message is the session's report)."""
+        the end), a run report's (the message is the session's report) and staging's
+        (its outputs copied back, where asked: agent/watcher/fetching.py)."""
 
 
 def ended_workloads(
@@ -126,14 +129,20 @@ def tell_workloads(
     from jobsmith.agent.watcher.webhook import post
 
     try:
-        notify = app.site.config.notify
+        notify, fetch_to = app.site.config.notify, app.site.config.staging.fetch_outputs_to
     except ConfigError:  # no site file: nothing to tell, and status still answers
         return []
-    url = notify.webhook_url
-    if url is None or notify.webhook_for != "workload":
+    url = notify.webhook_url if notify.webhook_for == "workload" else None
+    if url is None and fetch_to is None:
         return []
-    told = []
+    told: list[str] = []
     ended = ended_workloads(changes, app.ledger, app.folds, app.store, sessions=sessions)
+    if fetch_to is not None:
+        from jobsmith.agent.watcher.fetching import fetch_outputs
+
+        fetch_outputs(app, ended, fetch_to)  # the results first: the message may say "done"
+    if url is None:
+        return told
     for session_id, last_job in ended.items():
         log = SessionLog(app.store, session_id)
         if not append_once_per_job(log, EventKind.WORKLOAD_ENDED, {"job_id": last_job}):
