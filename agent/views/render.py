@@ -256,7 +256,12 @@ def show_control(result: ControlResult, as_json: bool) -> None:
         print_json(result)
         return
     done = {"cancel": "cancelled", "hold": "held", "release": "released"}[result.action]
-    print(f"{done}: {' '.join(result.job_ids)}")
+    for step_id in result.workloads:
+        print(f"cancelled workload {step_id}: no part of it is submitted after this")
+    for step_id in result.already_cancelled:
+        print(f"workload {step_id} is already cancelled")
+    if result.job_ids or not (result.workloads or result.already_cancelled):
+        print(f"{done}: {' '.join(result.job_ids)}")
     for job_id in result.already_running:
         print(
             f"  {job_id} was already running: the hold does not stop it, only keeps it from "
