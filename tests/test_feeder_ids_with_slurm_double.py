@@ -263,3 +263,35 @@ def test_the_status_tool_shows_a_workload_with_no_job_with_status_s_line(
     assert result.step_id in named.content
     status = js(app_on(h), "status", "--all").stdout
     assert f"workload {result.step_id}: {shown['line']}" in status
+
+
+def test_the_mcp_wait_reads_a_workload_as_one_job_until_it_is_cancelled(
+    h: AgentHarness,
+) -> None:
+    from jobsmith.agent.faces import mcp_wait
+
+    session, result = submit_workload(h)
+    app = app_on(h)
+    found = mcp_wait.workloads_of(app, [result.step_id])
+    [(step_id, job)] = mcp_wait.job_states(app, [], found).items()
+    assert step_id == result.step_id and job is not None
+    assert (job.state, job.reason) == (
+        JobState.PENDING,
+        "10 tasks: 0 done, 0 running, 10 not yet submitted",
+    )
+    assert not mcp_wait.all_ended({step_id: job})
+    feeder.cancel(h.executor, session, result.step_id)
+    ended = mcp_wait.job_states(app, [], found)
+    assert ended[step_id] is not None and ended[step_id].state is JobState.CANCELLED
+    assert mcp_wait.all_ended(ended)
+    with pytest.raises(UnknownWorkload):
+        mcp_wait.workloads_of(app, ["st-0000000000"])
+
+
+def test_the_mcp_wait_takes_job_ids_or_workloads_and_refuses_neither() -> None:
+    from jobsmith.agent.faces.mcp_wait import WaitInput
+
+    assert WaitInput.model_validate({"workloads": ["st-d45587b1db"]}).job_ids == []
+    for bad in ({}, {"job_ids": []}, {"workloads": ["12"]}):
+        with pytest.raises(ValueError):
+            WaitInput.model_validate(bad)

@@ -8,7 +8,8 @@ come from jobs jobsmith never submitted, as for the watcher), then polls the par
 so far with the jobs named, and the workload stands in the answer as one status of its
 own: its step id, a state (WorkloadProgress.state: CANCELLED once cancelled, so the
 wait ends as it does for a cancelled job) and its line as the reason the progress line
-shows.
+shows. The MCP server's wait_for_jobs, which asks no one, reads it as recorded
+(as_recorded).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from jobsmith.adapters.scheduler import JobStatus
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import Event
+from jobsmith.agent.runtime.session.lastpoll import PolledJob
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.store import SessionStore
 from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
@@ -81,3 +84,23 @@ class AwaitedWorkloads:
         now = next((x for x in workloads(w.session_id, events) if x.step_id == w.step_id), w)
         claimed = part_jobs(events, w.step_id)
         return not now.cancelled and any(p.index not in claimed for p in now.parts)
+
+
+def as_recorded(store: SessionStore, w: Workload) -> PolledJob:
+    """The workload as one polled job, as its session recorded its parts (the watcher's
+    polls record them), asking no one: for the MCP server's wait_for_jobs, whose poller
+    is a watcher (its cycles feed the workload). Its task counts change as tasks move,
+    so a wait sees progress; the reason is its line."""
+    [p] = [
+        p
+        for p in workload_progress(w.session_id, store.read(w.session_id))
+        if p.step_id == w.step_id
+    ]
+    counts = {
+        JobState.COMPLETED.value: p.done,
+        JobState.RUNNING.value: p.running,
+        JobState.PENDING.value: p.queued,
+        JobState.FAILED.value: p.failed,
+    }
+    kept = {k: n for k, n in counts.items() if n}
+    return PolledJob(job_id=w.step_id, state=p.state(), task_counts=kept, reason=p.line())
