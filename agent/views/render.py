@@ -481,16 +481,16 @@ def _show_workload(session_id: str, summary: Mapping[str, Any]) -> None:
             f"jobsmith: nothing submitted yet: {tasks} tasks in {parts} parts (over what the "
             f"site takes at once: its submit limits, MaxArraySize), and none fits now "
             f"({summary.get('waiting') or 'your queue is full'}). The workload is recorded: "
-            f"`jobsmith watch` submits its parts as room frees, and `jobsmith status` shows "
-            f"it ({where})"
+            f"`jobsmith watch` submits its parts as room frees, and `jobsmith status`, `wait` "
+            f"and `cancel` take its step id {summary['workload']} ({where})"
         )
         return
     print(summary["job_id"])
     note(
         f"over what the site takes at once (its submit limits, MaxArraySize): {tasks} tasks "
         f"in {parts} parts, {fed} submitted now; the rest "
-        f"are submitted as parts end, by `jobsmith watch` or `jobsmith wait` on a part's job "
-        f"({where})"
+        f"are submitted as parts end, by `jobsmith watch` or `jobsmith wait` on the workload "
+        f"({summary['workload']}) or a part's job ({where})"
     )
 
 
