@@ -65,7 +65,7 @@ class WaitInput(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _something(self) -> WaitInput:
+    def _names_one(self) -> WaitInput:
         if not (self.job_ids or self.workloads):
             raise ValueError("name at least one job id or workload")
         return self

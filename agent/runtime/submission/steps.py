@@ -291,7 +291,7 @@ class Cancel(_Control):
     )
 
     @model_validator(mode="after")
-    def _something(self) -> Cancel:
+    def _names_one(self) -> Cancel:
         if not (self.job_ids or self.workloads):
             raise ValueError("name at least one job id or workload")
         return self
