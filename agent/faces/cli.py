@@ -26,6 +26,8 @@ from jobsmith.text import holds_undecodable
 if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
     from jobsmith.agent.app import App
+    from jobsmith.agent.runtime.workflows.feeding.awaited import AwaitedWorkloads
+    from jobsmith.agent.runtime.workflows.feeding.record import Workload
     from jobsmith.agent.runtime.workflows.plans import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -995,7 +997,7 @@ def status(
         _tell_blocklist(app)
 
 
-def _named_workloads(app: App, step_ids: list[str]) -> tuple[list[Any], list[str]]:
+def _named_workloads(app: App, step_ids: list[str]) -> tuple[list[Workload], list[str]]:
     """`status`'s fed workloads named by their step ids, and their parts' jobs to poll
     (agent/runtime/workflows/feeding/overview.py); nothing read if none is named."""
     if not step_ids:
@@ -1022,7 +1024,7 @@ def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
     return feed
 
 
-def _awaited(app: App, step_ids: list[str]) -> Any:
+def _awaited(app: App, step_ids: list[str]) -> AwaitedWorkloads:
     """`wait`'s fed workloads named by their step ids (UnknownWorkload, exit 2, for one
     that names none), fed as it polls (agent/runtime/workflows/feeding/awaited.py)."""
     from jobsmith.agent.runtime.workflows.feeding.awaited import AwaitedWorkloads
