@@ -295,3 +295,11 @@ def test_the_mcp_wait_takes_job_ids_or_workloads_and_refuses_neither() -> None:
     for bad in ({}, {"job_ids": []}, {"workloads": ["12"]}):
         with pytest.raises(ValueError):
             WaitInput.model_validate(bad)
+
+
+def test_wait_on_a_workload_that_cannot_start_gives_up_at_its_timeout(h: AgentHarness) -> None:
+    _, result = submit_workload(h)  # the user's own jobs keep the queue full
+    out = run(app_on(h), "wait", result.step_id, "--timeout", "1")
+    assert out.exit_code == 7, out.output
+    assert f"{result.step_id} PENDING (10 tasks: 0 done, 0 running, 10 not yet" in out.stderr
+    assert h.slurm.count("submit") == 0
