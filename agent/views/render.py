@@ -252,13 +252,13 @@ def _mib(size: int) -> str:
 
 def show_control(result: ControlResult, as_json: bool) -> None:
     """Print cancel / hold / release."""
-    if as_json:
-        print_json(result)
+    if as_json:  # a workload's keys only where one was named: hold's document unchanged
+        print_json(result.model_dump(mode="json", exclude_none=True))
         return
     done = {"cancel": "cancelled", "hold": "held", "release": "released"}[result.action]
-    for step_id in result.workloads:
+    for step_id in result.workloads or ():
         print(f"cancelled workload {step_id}: no part of it is submitted after this")
-    for step_id in result.already_cancelled:
+    for step_id in result.already_cancelled or ():
         print(f"workload {step_id} is already cancelled")
     if result.job_ids or not (result.workloads or result.already_cancelled):
         print(f"{done}: {' '.join(result.job_ids)}")

@@ -95,8 +95,8 @@ def control(
         action=action,
         job_ids=done.get("job_ids", job_ids),
         already_running=done.get("already_running", []),
-        workloads=done.get("workloads", []),
-        already_cancelled=done.get("already_cancelled", []),
+        workloads=done.get("workloads"),
+        already_cancelled=done.get("already_cancelled"),
     )
 
 
