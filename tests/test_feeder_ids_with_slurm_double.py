@@ -305,7 +305,9 @@ def test_wait_on_a_workload_that_cannot_start_gives_up_at_its_timeout(h: AgentHa
     assert h.slurm.count("submit") == 0
 
 
-def test_a_cancel_of_job_ids_alone_says_nothing_of_workloads(h: AgentHarness) -> None:
-    h.slurm.set_state("950", JobState.RUNNING)
-    doc = json.loads(js(app_on(h), "cancel", "950", "--json").stdout)
-    assert doc == {"action": "cancel", "job_ids": ["950"], "already_running": []}
+def test_a_cancel_or_hold_of_job_ids_alone_says_nothing_of_workloads(h: AgentHarness) -> None:
+    h.slurm.set_state("950", JobState.PENDING)
+    app = app_on(h)
+    for action in ("hold", "cancel"):
+        doc = json.loads(js(app, action, "950", "--json").stdout)
+        assert doc == {"action": action, "job_ids": ["950"], "already_running": []}
