@@ -116,14 +116,14 @@ def parse_job_ids(
     """Every id in values (each may be a comma-separated list), in order, without repeats."""
     refs: list[JobRef] = []
     for value in values:
-        for part in _split(value):
+        for part in split_ids(value):
             ref = parse_job_id(part, allow)
             if ref not in refs:
                 refs.append(ref)
     return refs
 
 
-def _split(value: str) -> list[str]:
+def split_ids(value: str) -> list[str]:
     """Split on commas outside brackets: '1,2_[3,4]' is two ids."""
     parts: list[str] = []
     current: list[str] = []

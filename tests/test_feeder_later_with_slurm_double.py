@@ -38,6 +38,11 @@ OWN = ("900", "901", "902", "903")
 
 @pytest.fixture
 def h(tmp_path: Path) -> AgentHarness:
+    return full_queue(tmp_path)
+
+
+def full_queue(tmp_path: Path) -> AgentHarness:
+    """A harness whose QoS tiny the user's own jobs fill (4 of 4)."""
     harness = AgentHarness.build(tmp_path, POLICY)
     harness.slurm.submit_limit = {"tiny": 4}
     for job_id in OWN:  # the queue is full: no part of 4 fits

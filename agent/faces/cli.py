@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from jobsmith.agent.app import App
     from jobsmith.agent.runtime.documents import StagedFile
     from jobsmith.agent.runtime.staging import LocalStaging
+    from jobsmith.agent.runtime.workflows.feeding.awaited import AwaitedWorkloads
+    from jobsmith.agent.runtime.workflows.feeding.record import Workload
     from jobsmith.agent.runtime.workflows.plans import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -122,6 +124,21 @@ def _ids(values: tuple[str, ...] | list[str], kinds: str = "job_or_task") -> lis
 
     allow = {"any": jobid.ANY_KIND, "job": jobid.JOB_ONLY, "job_or_task": jobid.JOB_OR_TASK}
     return [str(ref) for ref in jobid.parse_job_ids(values, allow[kinds])]
+
+
+def _targets(
+    values: tuple[str, ...] | list[str], kinds: str = "job_or_task"
+) -> tuple[list[str], list[str]]:
+    """Job ids and fed workloads' step ids as typed, parsed in one place
+    (agent/runtime/workflows/feeding/reference.py): the job ids in Slurm's canonical
+    forms, and the step ids (BadJobId, exit 2, naming both forms for anything else)."""
+    from jobsmith.adapters import jobid
+    from jobsmith.agent.runtime.workflows.feeding.reference import WorkloadRef, parse_targets
+
+    allow = {"any": jobid.ANY_KIND, "job_or_task": jobid.JOB_OR_TASK}
+    refs = parse_targets(values, allow[kinds])
+    named = [str(r) for r in refs if isinstance(r, WorkloadRef)]
+    return [str(r) for r in refs if not isinstance(r, WorkloadRef)], named
 
 
 def _one_id(value: str, kinds: str = "job_or_task") -> str:
@@ -913,8 +930,8 @@ def rerun(
 # --- following jobs ------------------------------------------------------------------
 
 
-@cli.command(epilog=_examples("jobsmith status", "jobsmith status 12345 12346 --since 30d"))
-@click.argument("job_ids", nargs=-1)
+@cli.command(epilog=_examples("jobsmith status", "jobsmith status 12345 st-d45587b1db --since 30d"))
+@click.argument("job_ids", nargs=-1, metavar="[JOB_ID|WORKLOAD_STEP_ID]...")
 @click.option(
     "--since",
     default="7d",
@@ -933,16 +950,20 @@ def status(
     ctx: click.Context, job_ids: tuple[str, ...], since: str, every: bool, as_json: bool
 ) -> None:
     """State of jobs, one sacct call for all. Without job ids: one line per session of
-    the last --since, what runs or waits and what failed first, at most 40 lines."""
+    the last --since, what runs or waits and what failed first, at most 40 lines. A fed
+    workload's step id shows that workload's line, cancelled or not."""
+    from jobsmith.agent.runtime.workflows.feeding.overview import documents
     from jobsmith.agent.runtime.workflows.progressread import read_progress
     from jobsmith.agent.views import render as views
     from jobsmith.agent.watcher.polling import poll_jobs
 
     app = _app(ctx)
-    asked = _ids(job_ids)
-    statuses = poll_jobs(app, [*asked, *_unended_parts(app, asked)], since)
-    if asked:  # the parts were polled for the workload line only
-        statuses = {j: statuses[j] for j in asked}
+    ids, step_ids = _targets(job_ids)
+    found, parts = _named_workloads(app, step_ids)
+    parts += [p for p in _unended_parts(app, ids) if p not in parts]
+    polled = poll_jobs(app, ids + parts, since) if ids or parts or not step_ids else {}
+    # the parts were polled for the workload lines only
+    statuses = {j: s for j, s in polled.items() if j in ids} if step_ids or parts else polled
     progress = read_progress(app, statuses)
     if not (job_ids or every or as_json):
         from jobsmith.agent.runtime.glancefacts import glance_facts
@@ -957,12 +978,11 @@ def status(
         from jobsmith.agent.runtime.workflows.pipelinerun import pipeline_lines
 
         headlines = pipeline_lines(app.store, set(sessions.values()), statuses)
-    fed = _workloads(app, set(sessions.values()), statuses, every_feeding=not job_ids)
-    lines = {
-        s: "\n  ".join(f"workload {w.step_id}: {w.line()}" for w in ws) for s, ws in fed.items()
-    }
+    asked = set(sessions.values()) | {w.session_id for w in found}
+    fed = _workloads(app, asked, polled, every_feeding=not job_ids)
+    lines = {s: "\n  ".join(w.headline() for w in ws) for s, ws in fed.items()}
     headlines = {**lines, **headlines}
-    shown = [{**w.model_dump(), "line": w.line()} for ws in fed.values() for w in ws]
+    shown = documents(fed)
     views.show_status(statuses, as_json, sessions, headlines, progress, shown)
     if not as_json:
         _tell_blocklist(app)
@@ -982,6 +1002,16 @@ def _unended_parts(app: App, job_ids: list[str]) -> list[str]:
     return sorted(parts - set(job_ids))
 
 
+def _named_workloads(app: App, step_ids: list[str]) -> tuple[list[Workload], list[str]]:
+    """`status`'s fed workloads named by their step ids, and their parts' jobs to poll
+    (agent/runtime/workflows/feeding/overview.py); nothing read if none is named."""
+    if not step_ids:
+        return [], []
+    from jobsmith.agent.runtime.workflows.feeding.overview import named
+
+    return named(app.store, app.ledger, step_ids)
+
+
 def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
     """`wait`'s feeding: the next parts of the waited jobs' fed workloads, once room is
     made (agent/runtime/workflows/feeding/feeder.py); the jobs submitted."""
@@ -999,26 +1029,27 @@ def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
     return feed
 
 
+def _awaited(app: App, step_ids: list[str]) -> AwaitedWorkloads:
+    """`wait`'s fed workloads named by their step ids (UnknownWorkload, exit 2, for one
+    that names none), fed as it polls (agent/runtime/workflows/feeding/awaited.py)."""
+    from jobsmith.agent.runtime.workflows.feeding.awaited import AwaitedWorkloads
+    from jobsmith.agent.runtime.workflows.feeding.feeder import feed_sessions
+    from jobsmith.agent.runtime.workflows.feeding.reference import parse_workload_id
+
+    refs = [parse_workload_id(s) for s in step_ids]
+    return AwaitedWorkloads.of(
+        app.store, app.ledger, refs, lambda sessions: feed_sessions(app.executor, sessions)
+    )
+
+
 def _workloads(
     app: App, sessions: set[str], statuses: Mapping[str, JobStatus], *, every_feeding: bool
 ) -> dict[str, list[Any]]:
-    """The fed workloads of the jobs' sessions, each as far as it is ("40 tasks: 35
-    done, ...": agent/runtime/workflows/feeding/progress.py), by session; every_feeding:
-    also those of the sessions the feeding index lists (a workload none of whose parts
-    fitted yet has no job: "10 tasks: 0 done, 0 running, 10 not yet submitted")."""
-    from jobsmith.agent.runtime.session.store import SessionNotFound
-    from jobsmith.agent.runtime.workflows.feeding.index import FeedingIndex
-    from jobsmith.agent.runtime.workflows.feeding.progress import workload_progress
+    """The fed workloads of the jobs' sessions, each as far as it is, by session
+    (agent/runtime/workflows/feeding/overview.py)."""
+    from jobsmith.agent.runtime.workflows.feeding.overview import fed_workloads
 
-    if every_feeding:
-        sessions = sessions | FeedingIndex.beside(app.ledger).sessions()
-    found = {}
-    for s in sessions:
-        try:
-            found[s] = workload_progress(s, app.store.read(s), statuses)
-        except SessionNotFound:  # an index entry of a pruned session: the watcher drops it
-            continue
-    return {s: ws for s, ws in sorted(found.items()) if ws}
+    return fed_workloads(app.store, app.ledger, sessions, statuses, every_feeding=every_feeding)
 
 
 def _tell_blocklist(app: App) -> None:
@@ -1034,8 +1065,10 @@ def _tell_blocklist(app: App) -> None:
         click.echo(line)
 
 
-@cli.command(epilog=_examples("jobsmith wait 12345", "jobsmith wait 12345 12346 --timeout 600"))
-@click.argument("job_ids", nargs=-1, required=True)
+@cli.command(
+    epilog=_examples("jobsmith wait 12345 12346", "jobsmith wait st-d45587b1db --timeout 600")
+)
+@click.argument("job_ids", nargs=-1, required=True, metavar="JOB_ID|WORKLOAD_STEP_ID...")
 @click.option("--since", default="7d", show_default=True, help="Accounting window, as for status.")
 @click.option(
     "--timeout",
@@ -1064,9 +1097,11 @@ def wait(
     as_json: bool,
 ) -> None:
     """Wait until jobs end, showing progress; exit 1 if any did not complete, 9 if one
-    ended unseen (no accounting: its final state is unknown). --get DIR then copies the
-    outputs their sessions declared into DIR, as `get SESSION` does (over SSH), whether
-    or not every job completed (what is not there is listed as not got)."""
+    ended unseen (no accounting: its final state is unknown). A fed workload's step id
+    (as submit and status print it) waits for the whole workload, fed meanwhile; one
+    cancelled ends as a cancelled job does. --get DIR then copies the outputs their
+    sessions declared into DIR, as `get SESSION` does (over SSH), whether or not every
+    job completed (what is not there is listed as not got)."""
     from jobsmith.adapters.states import JobState
     from jobsmith.agent.runtime.staging import get_outputs_of, stager
     from jobsmith.agent.runtime.workflows.progressread import read_progress
@@ -1074,17 +1109,19 @@ def wait(
     from jobsmith.agent.watcher.waiting import wait_for_jobs
 
     app = _app(ctx)
+    ids, named = _targets(job_ids)
 
     def said(statuses: Mapping[str, JobStatus]) -> dict[str, str]:
         return {j: p.line() for j, p in read_progress(app, statuses).items()}
 
-    ids = _ids(job_ids)
+    whole = _awaited(app, named) if named else None
     if get_to is not None:
         stager(app)  # a site with nothing to stage says so now, not after the wait
-    final = wait_for_jobs(app, ids, since, timeout_s, said, _feeder(app))
+    final = wait_for_jobs(app, ids, since, timeout_s, said, _feeder(app), whole)
     got = None
     if get_to is not None:
-        got = get_outputs_of(app, ids, get_to, views.copy_progress("get", quiet=as_json))
+        jobs = [j for j in final if j in ids or app.ledger.get(j) is not None]
+        got = get_outputs_of(app, jobs, get_to, views.copy_progress("get", quiet=as_json))
     views.show_waited(final, read_progress(app, final), got, as_json)
     if any(st.state.is_failure for st in final.values()):
         sys.exit(1)
@@ -1303,17 +1340,26 @@ def frames(
 
 
 def _control(action: str) -> Callable[..., None]:
-    @click.argument("job_ids", nargs=-1, required=True)
+    shown = "JOB_ID|WORKLOAD_STEP_ID..." if action == "cancel" else None
+
+    @click.argument("job_ids", nargs=-1, required=True, metavar=shown)
     @json_command
     @click.pass_context
     def command(ctx: click.Context, job_ids: tuple[str, ...], as_json: bool) -> None:
         from jobsmith.agent.runtime.submission import onestep
         from jobsmith.agent.views import render as views
 
-        views.show_control(onestep.control(_app(ctx), action, _ids(job_ids, "any")), as_json)
+        app = _app(ctx)
+        if action == "cancel":  # a fed workload by its step id, too
+            ids, named = _targets(job_ids, "any")
+            views.show_control(onestep.control(app, action, ids, named), as_json)
+            return
+        views.show_control(onestep.control(app, action, _ids(job_ids, "any")), as_json)
 
     command.__doc__ = {
-        "cancel": "Cancel jobs (an array id cancels every task).",
+        "cancel": "Cancel jobs (an array id cancels every task), or a fed workload as a "
+        "whole by its step id (as submit and status print it), whether or not any of its "
+        "parts was submitted yet.",
         "hold": "Hold pending jobs so they do not start.\n\nA job already running runs on "
         "(the hold only keeps it from starting again if it is requeued): hold names it.",
         "release": "Release held jobs.",
@@ -1323,6 +1369,8 @@ def _control(action: str) -> Callable[..., None]:
 
 for _action in ("cancel", "hold", "release"):
     _example = _examples(f"jobsmith {_action} 12345", f"jobsmith {_action} 12345_4 12346")
+    if _action == "cancel":
+        _example = _examples("jobsmith cancel 12345", "jobsmith cancel 12345_4 st-d45587b1db")
     cli.command(_action, epilog=_example)(_control(_action))
 
 

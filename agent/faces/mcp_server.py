@@ -41,9 +41,11 @@ from jobsmith.agent.runtime.submission.approval.check_tokens import CheckTokens
 from jobsmith.errors import JobsmithError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from jobsmith.agent.app import App
+    from jobsmith.agent.runtime.workflows.feeding.record import Workload
 
 #: the key of every call that arrives without an HTTP session: the process's own
 PROCESS_KEY = "process"
@@ -197,19 +199,19 @@ async def _wait(
         return ToolReply({"error": "ToolInputError", "message": message}, is_error=True)
     ids = list(dict.fromkeys(given.job_ids))
 
-    def start() -> str:
+    def start() -> tuple[str, list[Workload]]:
         with tools.lock:
             sid = tools.sessions.of(key, client)
             mcp_wait.not_followed(tools.app, ids)
-            return sid
+            return sid, mcp_wait.workloads_of(tools.app, list(dict.fromkeys(given.workloads)))
 
     try:
-        sid = await anyio.to_thread.run_sync(start)
+        sid, found = await anyio.to_thread.run_sync(start)
     except JobsmithError as err:
         return ToolReply({"error": type(err).__name__, "message": str(err)}, is_error=True)
     served.poller.begin()
     try:
-        doc = await _wait_loop(ctx, served, ids, given.timeout_s)
+        doc = await _wait_loop(ctx, served, ids, given.timeout_s, found)
     finally:
         await anyio.to_thread.run_sync(served.poller.end)
     note = {"tool": "wait_for_jobs", "timeout_s": given.timeout_s, **doc}
@@ -218,14 +220,18 @@ async def _wait(
 
 
 async def _wait_loop(
-    ctx: ServerRequestContext[Any], served: Served, ids: list[str], timeout_s: float
+    ctx: ServerRequestContext[Any],
+    served: Served,
+    ids: list[str],
+    timeout_s: float,
+    workloads: Sequence[Workload] = (),
 ) -> dict[str, Any]:
     tools, poller = served.tools, served.poller
 
     def poll() -> tuple[str, dict[str, Any]]:
         who = poller.poll()
         with tools.lock:
-            return who, mcp_wait.job_states(tools.app, ids)
+            return who, mcp_wait.job_states(tools.app, ids, workloads)
 
     started = time.monotonic()
     who, first = await anyio.to_thread.run_sync(poll)

@@ -131,7 +131,8 @@ def tool_specs() -> list[ToolSpec]:
             "wait_for_jobs",
             "Block until one of the given jobs changes state (or all have ended, or the "
             "timeout passes), sending progress notifications meanwhile. Reads jobsmith's "
-            "batched poll; never asks Slurm per job.",
+            "batched poll; never asks Slurm per job. A fed workload (status lists each with "
+            "its step id) is waited for as one job by that id in workloads.",
             _schema_of_wait(),
         ),
         ToolSpec(

@@ -8,7 +8,9 @@ is the poller while a wait lasts: it takes the per-user watcher lock and runs wa
 cycles (one sacct for every open job, as `jobsmith watch` would, rules and all); when a
 watcher holds the lock, the server only reads what that watcher's polls leave, at its
 pace. Only jobs jobsmith follows can be waited for (`jobsmith adopt` brings in others):
-the watcher never polls anything else.
+the watcher never polls anything else. A fed workload is waited for by its step id, as
+one job (its state as its session recorded its parts: the watcher cycles feed it and
+record them), even before any of its parts has a job.
 """
 
 from __future__ import annotations
@@ -17,11 +19,18 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobsmith.adapters.jobid import WholeJobIdText
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.lastpoll import PolledJob
+from jobsmith.agent.runtime.workflows.feeding.awaited import as_recorded
+from jobsmith.agent.runtime.workflows.feeding.record import Workload
+from jobsmith.agent.runtime.workflows.feeding.reference import (
+    WorkloadIdText,
+    find_workload,
+    parse_workload_id,
+)
 from jobsmith.agent.watcher.watcher import Watcher
 from jobsmith.errors import JobsmithError, NotFound
 
@@ -41,13 +50,25 @@ class WaitInput(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     job_ids: list[WholeJobIdText] = Field(
-        min_length=1,
+        default_factory=list,
         max_length=MAX_WAIT_JOBS,
         description="Slurm job ids jobsmith submitted (an array: its job id)",
+    )
+    workloads: list[WorkloadIdText] = Field(
+        default_factory=list,
+        max_length=MAX_WAIT_JOBS,
+        description="fed workloads, by the step id status shows for each (st-...): each "
+        "waited for as one job, ended once nothing of it is left to run",
     )
     timeout_s: float = Field(
         300.0, ge=1, le=MAX_WAIT_S, allow_inf_nan=False, description="give up after, seconds"
     )
+
+    @model_validator(mode="after")
+    def _names_one(self) -> WaitInput:
+        if not (self.job_ids or self.workloads):
+            raise ValueError("name at least one job id or workload")
+        return self
 
 
 def not_followed(app: App, job_ids: Sequence[str]) -> None:
@@ -60,12 +81,27 @@ def not_followed(app: App, job_ids: Sequence[str]) -> None:
         )
 
 
-def job_states(app: App, job_ids: Sequence[str]) -> dict[str, PolledJob | None]:
+def workloads_of(app: App, step_ids: Sequence[str]) -> list[Workload]:
+    """The fed workloads named (UnknownWorkload, naming it, for a step id of none)."""
+    return [find_workload(app.store, app.ledger, parse_workload_id(s)) for s in step_ids]
+
+
+def job_states(
+    app: App, job_ids: Sequence[str], workloads: Sequence[Workload] = ()
+) -> dict[str, PolledJob | None]:
     """Each job's newest known state (None: no poll has seen it yet), asking no one.
 
     An end a session recorded wins (a job that ended leaves later polls); otherwise the
-    newest poll's answer; otherwise what the session recorded last.
+    newest poll's answer; otherwise what the session recorded last. A workload is one
+    job, by its step id, as its session recorded its parts (feeding/awaited.py).
     """
+    found: dict[str, PolledJob | None] = {}
+    for w in workloads:
+        found[w.step_id] = as_recorded(app.store, w)
+    return {**_job_states(app, job_ids), **found}
+
+
+def _job_states(app: App, job_ids: Sequence[str]) -> dict[str, PolledJob | None]:
     poll = app.last_poll_file.read()
     polled = {job.job_id: job for job in poll.jobs} if poll else {}
     out: dict[str, PolledJob | None] = {}

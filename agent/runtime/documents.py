@@ -466,6 +466,17 @@ class ControlResult(_Result):
         description="hold: the jobs among them that had already started; Slurm holds them "
         "without stopping them (the hold only keeps one from starting again if requeued)",
     )
+    workloads: list[str] | None = Field(
+        None,
+        description="cancel of fed workloads by step id: those cancelled now, as a whole: "
+        "no part is submitted after this; their parts' jobs that had not ended are in "
+        "job_ids (None, and left out of --json, when none was named)",
+    )
+    already_cancelled: list[str] | None = Field(
+        None,
+        description="cancel of fed workloads by step id: those that were cancelled before "
+        "(nothing done)",
+    )
 
 
 class LogView(_Result):

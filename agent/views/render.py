@@ -270,11 +270,16 @@ def _mib(size: int) -> str:
 
 def show_control(result: ControlResult, as_json: bool) -> None:
     """Print cancel / hold / release."""
-    if as_json:
-        print_json(result)
+    if as_json:  # a workload's keys only where one was named: hold's document unchanged
+        print_json(result.model_dump(mode="json", exclude_none=True))
         return
     done = {"cancel": "cancelled", "hold": "held", "release": "released"}[result.action]
-    print(f"{done}: {' '.join(result.job_ids)}")
+    for step_id in result.workloads or ():
+        print(f"cancelled workload {step_id}: no part of it is submitted after this")
+    for step_id in result.already_cancelled or ():
+        print(f"workload {step_id} is already cancelled")
+    if result.job_ids or not (result.workloads or result.already_cancelled):
+        print(f"{done}: {' '.join(result.job_ids)}")
     for job_id in result.already_running:
         print(
             f"  {job_id} was already running: the hold does not stop it, only keeps it from "
@@ -494,16 +499,16 @@ def _show_workload(session_id: str, summary: Mapping[str, Any]) -> None:
             f"jobsmith: nothing submitted yet: {tasks} tasks in {parts} parts (over what the "
             f"site takes at once: its submit limits, MaxArraySize), and none fits now "
             f"({summary.get('waiting') or 'your queue is full'}). The workload is recorded: "
-            f"`jobsmith watch` submits its parts as room frees, and `jobsmith status` shows "
-            f"it ({where})"
+            f"`jobsmith watch` submits its parts as room frees, and `jobsmith status`, `wait` "
+            f"and `cancel` take its step id {summary['workload']} ({where})"
         )
         return
     print(summary["job_id"])
     note(
         f"over what the site takes at once (its submit limits, MaxArraySize): {tasks} tasks "
         f"in {parts} parts, {fed} submitted now; the rest "
-        f"are submitted as parts end, by `jobsmith watch` or `jobsmith wait` on a part's job "
-        f"({where})"
+        f"are submitted as parts end, by `jobsmith watch` or `jobsmith wait` on the workload "
+        f"({summary['workload']}) or a part's job ({where})"
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from jobsmith.errors import InputError, JobsmithError, SchedulerUnavailable
 
@@ -16,6 +16,19 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus
     from jobsmith.agent.watcher.pacing import Pace
     from jobsmith.agent.watcher.workload import WorkloadParts
+
+
+class WaitedAsOne(Protocol):
+    """Fed workloads waited for as one job each
+    (agent/runtime/workflows/feeding/awaited.py)."""
+
+    def jobs(self) -> list[str]:
+        """Feed what fits now; the job ids of the parts fed so far, to poll."""
+        ...
+
+    def statuses(self, polled: Mapping[str, JobStatus]) -> dict[str, JobStatus]:
+        """Each workload as one status, from this poll of its parts."""
+        ...
 
 
 class WaitTimeout(JobsmithError):
@@ -31,6 +44,7 @@ def wait_for_jobs(
     timeout_s: float,
     said: Callable[[Mapping[str, JobStatus]], Mapping[str, str]] | None = None,
     feed: Callable[[Mapping[str, JobStatus]], Iterable[str]] | None = None,
+    whole: WaitedAsOne | None = None,
 ) -> dict[str, JobStatus]:
     """`jobsmith wait`: block until the jobs end, showing progress on stderr.
 
@@ -41,6 +55,9 @@ def wait_for_jobs(
     feed, when a job has ended, submits what a fed workload's parts now have room for
     (agent/runtime/workflows/feeding/feeder.py) and names the jobs: they are waited for too.
 
+    whole: fed workloads named by their step ids, each waited for as one job (fed at
+    every poll, its parts polled with the jobs, shown as one status by its step id).
+
     A job id jobsmith did not submit that Slurm still shows nowhere once the
     controller's MinJobAge has passed is an error naming it (JobNotFound, exit 6): an
     id Slurm never had showed NOT_VISIBLE for the whole wait (an hour by default).
@@ -50,18 +67,22 @@ def wait_for_jobs(
     from jobsmith.agent.watcher.polling import poll_jobs
     from jobsmith.errors import JobNotFound
 
-    if not job_ids:
+    if not job_ids and whole is None:
         raise InputError("wait: name at least one Slurm job id")
     started = time.monotonic()
     unseen_limit: list[float] = []  # MinJobAge, read once and only when needed
 
     def poll() -> dict[str, JobStatus]:
-        statuses = poll_jobs(parts, job_ids, since)
+        asked = job_ids + [j for j in (whole.jobs() if whole else []) if j not in job_ids]
+        polled = poll_jobs(parts, asked, since) if asked else {}
+        statuses = {j: st for j, st in polled.items() if j in job_ids}
         if feed is not None and any(st.state.is_terminal for st in statuses.values()):
             added = [j for j in feed(statuses) if j not in job_ids]
             if added:
                 job_ids.extend(added)
                 statuses = poll_jobs(parts, job_ids, since)
+        if whole is not None:
+            statuses.update(whole.statuses(polled))
         unseen = [
             j
             for j, st in statuses.items()

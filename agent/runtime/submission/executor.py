@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsmith.adapters.files_there import JobFiles, LocalFiles
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.scheduler import Scheduler
+from jobsmith.adapters.scheduler import JobStatus, Scheduler
 from jobsmith.agent.runtime.blocklist.exclude import with_blocked
 from jobsmith.agent.runtime.documents import SubmissionDocument
 from jobsmith.agent.runtime.recovery.rerun import (
@@ -154,8 +154,13 @@ class Executor:
             intent = {"step": _dump(step), "risk": step.risk}
             log.intent(step.id, intent)
             job_ids: Sequence[str] = getattr(step, "job_ids", ())
+            workloads: Sequence[str] = getattr(step, "workloads", ())
             control = step.risk is st.Risk.CONTROL
-            held = self.judge.person_first(step.action, origin, job_ids) if control else None
+            held = (
+                self.judge.person_first(step.action, origin, job_ids, workloads)
+                if control
+                else None
+            )
             if held is not None:  # `jobsmith approve` runs it
                 log.append(EventKind.APPROVAL_ASKED, {**intent, "reason": held}, step.id)
                 raise ApprovalNeeded(step.id, held)
@@ -444,6 +449,18 @@ class Executor:
         from jobsmith.agent.diagnosis.job import diagnose_job
 
         return diagnose_job(self.scheduler, self.site, self._stderr_lines, job_id)
+
+    def stop_workloads(self, step_ids: Sequence[str]) -> list[tuple[str, bool, list[str]]]:
+        """Fed workloads named by their step ids, stopped (a Cancel step's hands)."""
+        from jobsmith.agent.runtime.workflows.feeding.feeder import stop_named
+
+        return stop_named(self.store, self.ledger, step_ids)
+
+    def fed_workloads(self, statuses: Mapping[str, JobStatus]) -> list[dict[str, Any]]:
+        """The polled jobs' fed workloads and those still feeding (a Status step's hands)."""
+        from jobsmith.agent.runtime.workflows.feeding.overview import documents, of_polled
+
+        return documents(of_polled(self.store, self.ledger, statuses, every_feeding=True))
 
     def _stderr_lines(self, job_id: str) -> list[str]:
         try:

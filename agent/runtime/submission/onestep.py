@@ -8,6 +8,7 @@ is news for the next interactive command before the ApprovalNeeded goes on up.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -73,19 +74,30 @@ def submit(
     return one_step(parts, f"submit {request.template}", Submit(job=request), asker=asker)
 
 
-def control(parts: StepParts, action: str, job_ids: list[str]) -> ControlResult:
-    """cancel / hold / release (a foreign job may need approval)."""
+def control(
+    parts: StepParts, action: str, job_ids: list[str], workloads: Sequence[str] = ()
+) -> ControlResult:
+    """cancel / hold / release (a foreign job may need approval); cancel also takes fed
+    workloads by their step ids, each cancelled as one by the step itself."""
     from jobsmith.agent.runtime.documents import ControlResult
     from jobsmith.agent.runtime.submission.steps import step_adapter
 
+    fields: dict[str, object] = {"action": action, "job_ids": job_ids}
     if action == "cancel":  # a fed workload's part: the workload, as one (feeding)
         from jobsmith.agent.runtime.workflows.feeding.feeder import with_workloads
 
         job_ids = with_workloads(parts.store, parts.executor.ledger, job_ids)
-    step = step_adapter().validate_python({"action": action, "job_ids": job_ids})
-    _, result = one_step(parts, f"{action} {' '.join(job_ids)}", step)
-    running = result.summary.get("already_running", [])
-    return ControlResult(action=action, job_ids=job_ids, already_running=running)
+        fields = {**fields, "job_ids": job_ids, "workloads": list(workloads)}
+    step = step_adapter().validate_python(fields)
+    _, result = one_step(parts, f"{action} {' '.join([*job_ids, *workloads])}", step)
+    done = result.summary
+    return ControlResult(
+        action=action,
+        job_ids=done.get("job_ids", job_ids),
+        already_running=done.get("already_running", []),
+        workloads=done.get("workloads"),
+        already_cancelled=done.get("already_cancelled"),
+    )
 
 
 def run_plan(parts: StepParts, plan: Plan, title: str) -> tuple[str, StepResult]:

@@ -15,21 +15,22 @@ from __future__ import annotations
 
 import getpass
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from jobsmith.adapters.jobid import JobIdOrRangeText, JobIdText, WholeJobIdText
 from jobsmith.adapters.options import SafeToken
 from jobsmith.agent.runtime.submission.request.jobs import JobRequest
+from jobsmith.agent.runtime.workflows.feeding.reference import WorkloadIdText
 from jobsmith.agent.runtime.workflows.plans import Plan
 
 if TYPE_CHECKING:
-    from jobsmith.adapters.scheduler import Scheduler
+    from jobsmith.adapters.scheduler import JobStatus, Scheduler
     from jobsmith.agent.diagnosis.table import Diagnosis
     from jobsmith.agent.runtime.submission.advising.advice import SubmitAdvice
     from jobsmith.agent.runtime.submission.judging.judge import CheckedJob
@@ -69,6 +70,17 @@ class Hands(Protocol):
 
     def diagnose(self, job_id: str) -> Sequence[Diagnosis]:
         """Why a job (or each failed task) ended as it did."""
+        ...
+
+    def stop_workloads(self, step_ids: Sequence[str]) -> list[tuple[str, bool, list[str]]]:
+        """Fed workloads named by their step ids, stopped: no part fed after this; for
+        each, its step id, whether it was cancelled already, its live parts' jobs
+        (agent/runtime/workflows/feeding/feeder.py, stop_named)."""
+        ...
+
+    def fed_workloads(self, statuses: Mapping[str, JobStatus]) -> list[dict[str, Any]]:
+        """The fed workloads of the polled jobs' sessions and those still feeding, each
+        with its line (agent/runtime/workflows/feeding/overview.py)."""
         ...
 
 
@@ -216,7 +228,10 @@ class Status(_Step):
         from jobsmith.agent.runtime.documents import StatusDocument
 
         since = datetime.now() - timedelta(days=7)
-        return StatusDocument.of(hands.scheduler.status(self.job_ids, since)).compact()
+        statuses = hands.scheduler.status(self.job_ids, since) if self.job_ids else {}
+        found = StatusDocument.of(statuses).compact()
+        fed = hands.fed_workloads(statuses)
+        return {**found, "workloads": fed} if fed else found
 
 
 class ReadOutput(_Step):
@@ -261,9 +276,41 @@ class _Control(_Step):
 
 
 class Cancel(_Control):
-    """Cancel jobs."""
+    """Cancel jobs, or fed workloads as a whole (by the step id submit and status print
+    for one: it may have no job yet)."""
 
     action: Literal["cancel"] = "cancel"
+    job_ids: list[JobIdOrRangeText] = Field(
+        default_factory=list,
+        description="Slurm job ids: 1234, an array task 1234_5 or 1234_[1-3]",
+    )
+    workloads: list[WorkloadIdText] = Field(
+        default_factory=list,
+        description="fed workloads, by the step id status shows for each (st-...): no part "
+        "is submitted after this, and its parts' jobs are cancelled",
+    )
+
+    @model_validator(mode="after")
+    def _names_one(self) -> Cancel:
+        if not (self.job_ids or self.workloads):
+            raise ValueError("name at least one job id or workload")
+        return self
+
+    def handle(self, hands: Hands) -> dict[str, Any]:
+        """Each workload recorded cancelled first (none if one is unknown), then one
+        scancel for the jobs and the workloads' parts that have not ended."""
+        ids = list(self.job_ids)
+        stopped: list[str] = []
+        already: list[str] = []
+        for step_id, was, live in hands.stop_workloads(self.workloads) if self.workloads else []:
+            (already if was else stopped).append(step_id)
+            ids += [j for j in live if j not in ids]
+        if ids:
+            hands.scheduler.cancel(ids)
+        summary: dict[str, Any] = {"action": self.action, "job_ids": ids}
+        if self.workloads:
+            summary |= {"workloads": stopped, "already_cancelled": already}
+        return summary
 
 
 class Hold(_Control):

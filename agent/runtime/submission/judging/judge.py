@@ -466,16 +466,24 @@ class Judge:
 
     # --- the rules -------------------------------------------------------------------
 
-    def person_first(self, action: str, origin: Origin, job_ids: Sequence[str] = ()) -> str | None:
+    def person_first(
+        self,
+        action: str,
+        origin: Origin,
+        job_ids: Sequence[str] = (),
+        workloads: Sequence[str] = (),
+    ) -> str | None:
         """Why a person must approve action first, whatever the policy's thresholds say
         (None: the policy alone decides): nothing a model reads may cancel, hold or
         keep off nodes a person's jobs, a conversation that has read job text may not
         submit, and a site may ask a person before jobsmith acts on jobs no jobsmith
         session submitted
-        (`approval.risky_actions`: cancel_foreign, hold_foreign, release_foreign)."""
+        (`approval.risky_actions`: cancel_foreign, hold_foreign, release_foreign).
+        workloads: fed workloads named by their step ids (jobsmith's own, never foreign)."""
         if origin.who is Who.MODEL and action in MODEL_CONTROLS:
-            jobs = ", ".join(job_ids)
-            return f"the model asks to {action} jobs {jobs}; only a person can allow that"
+            named = [f"jobs {', '.join(job_ids)}"] if job_ids or not workloads else []
+            named += [f"workloads {', '.join(workloads)}"] if workloads else []
+            return f"the model asks to {action} {' and '.join(named)}; only a person can allow that"
         tainted = tainted_reason(origin.read, action, self.site.model.tainted_actions)
         if (
             tainted is not None

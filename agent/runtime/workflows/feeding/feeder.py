@@ -24,7 +24,9 @@ as earlier parts leave the queue.
   feeding index (index.py), so the watcher and `status` find it even when none of its
   parts has a job yet (nothing fitted when it was submitted).
 - Cancelling the workload records that no part is to be fed any more (`workload`
-  event with `cancelled`) before the submitted parts are cancelled.
+  event with `cancelled`) before the submitted parts are cancelled. A person names it
+  by a part's job id or by its step id (reference.py), the one name a workload with
+  no job yet has.
 - A plan's step can be a workload too (begin_in_plan): the plan's approval covers it, and
   the plan's steps after it are its followers, submitted here once every part has its
   job (followers.py says why and how; planrun.submit_followers does it). It stays in
@@ -73,6 +75,7 @@ from jobsmith.agent.runtime.workflows.feeding.record import (
     part_jobs,
     workloads,
 )
+from jobsmith.agent.runtime.workflows.feeding.reference import find_workload, parse_workload_id
 from jobsmith.agent.runtime.workflows.feeding.split import (
     SLURM_DEFAULT_MAX_ARRAY_SIZE,
     Part,
@@ -403,6 +406,21 @@ def stop_feeding(
         if job_id and not (state and state.is_terminal):  # as last seen: ended ones stay
             ids.append(job_id)
     return ids
+
+
+def stop_named(
+    store: SessionStore, ledger: JobLedger, step_ids: Sequence[str]
+) -> list[tuple[str, bool, list[str]]]:
+    """`cancel STEP_ID`: the workloads named by their step ids (reference.py), each
+    stopped as stop_feeding does, whether or not any part was ever submitted; for each,
+    its step id, whether it was cancelled already, and its parts' jobs still to cancel.
+    Every id is found before any is stopped: an unknown one (UnknownWorkload) stops
+    none."""
+    found = [find_workload(store, ledger, parse_workload_id(s)) for s in step_ids]
+    index = FeedingIndex.beside(ledger)
+    return [
+        (w.step_id, w.cancelled, stop_feeding(store, w.session_id, w.step_id, index)) for w in found
+    ]
 
 
 def with_workloads(store: SessionStore, ledger: JobLedger, job_ids: Sequence[str]) -> list[str]:

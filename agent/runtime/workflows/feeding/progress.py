@@ -79,6 +79,23 @@ class WorkloadProgress(BaseModel):
             )
         return f"{names}: {verb} for workload {self.step_id}, every part submitted"
 
+    def headline(self) -> str:
+        """The line with the workload's step id, as status, a chat's and the MCP
+        server's status tool show it (the id `cancel` and `wait` take)."""
+        return f"workload {self.step_id}: {self.line()}"
+
+    def state(self) -> JobState:
+        """The workload as one job's state, for `wait`: ended when nothing of it is left
+        to run (cancelled: its parts not yet submitted never will be), and then
+        COMPLETED only if every task completed; CANCELLED if it was cancelled short of
+        that, FAILED if a task did not complete; before that RUNNING while a task runs,
+        else PENDING."""
+        if self.running or self.queued or (self.not_submitted and not self.cancelled):
+            return JobState.RUNNING if self.running else JobState.PENDING
+        if self.cancelled and (self.not_submitted or self.failed):
+            return JobState.CANCELLED
+        return JobState.FAILED if self.failed else JobState.COMPLETED
+
 
 def workload_progress(
     session_id: str, events: Iterable[Event], statuses: Mapping[str, JobStatus] | None = None
