@@ -10,8 +10,9 @@ can log in only the user it runs as), from the checkout:
 Each round copies the file once each way below, to a directory emptied first, in an order
 that rotates from round to round (so no way always goes first, with the page cache cold
 or warm): plain `rsync` with the master's ssh as its remote shell, plain `scp` through
-the master (OpenSSH's scp speaks SFTP), `jobsmith put` over `openssh` (rsync through the
-master, its paths checked on the login node first, its size compared after) and
+the master (OpenSSH's scp speaks SFTP), `jobsmith put` over `openssh` (a new file streamed
+through the master and then compared by rsync --checksum, its paths checked on the login
+node first, its size compared after) and
 `jobsmith put` over `ssh` (SFTP on paramiko's connection, and sha256sum on both sides
 after). The jobsmith figures are whole commands: Python's start-up, the site file, the
 roots asked of the login node. Printed: each round's seconds, the medians, and each

@@ -205,3 +205,44 @@ def test_on_a_local_site_local_drops_its_prefix_in_every_kind_of_value(
     assert staging.params("file_array", plain) == plain
     assert staging.file(Path("@local:clip.mp4"), "SOURCE") == tmp_path / "clip.mp4"
     assert staging.staged == []
+
+
+def test_a_stream_pours_the_whole_file_telling_progress_and_a_shrunk_file_is_an_error(
+    tmp_path: Path,
+) -> None:
+    """The stream's own loop (put of a new file over openssh): every byte into the pipe,
+    counted as it goes; a file that ends before its size is an OSError, not a short copy
+    called whole."""
+    from jobsmith.adapters.ssh.staging import _Pace, _pour
+
+    source = tmp_path / "src.bin"
+    data = os.urandom(3_000_001)
+    source.write_bytes(data)
+    seen: list[tuple[int, int]] = []
+    sent = [0]
+    with source.open("rb") as f, (tmp_path / "out.bin").open("wb") as out:
+        proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=out)
+        assert proc.stdin is not None
+        _pour(f, proc.stdin, len(data), sent, _Pace(0), lambda d, t: seen.append((d, t)))
+        proc.stdin.close()
+        assert proc.wait() == 0
+    assert (tmp_path / "out.bin").read_bytes() == data
+    assert sent == [len(data)] and seen[-1] == (len(data), len(data))
+    with source.open("rb") as f, open(os.devnull, "wb") as sink, pytest.raises(OSError) as cut:
+        _pour(f, sink, len(data) + 10, [0], _Pace(0), lambda d, t: None)
+    assert "ended early" in str(cut.value)
+
+
+def test_a_stream_nothing_reads_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A far end that stops reading (a hung filesystem there) does not hang put: once
+    nothing moved for IO_TIMEOUT_S the ssh is ended, as rsync's --timeout ends rsync."""
+    from jobsmith.adapters.ssh import staging
+
+    monkeypatch.setattr(staging, "IO_TIMEOUT_S", 1)
+    proc = subprocess.Popen(["sleep", "60"], stdin=subprocess.PIPE)
+    stall = staging._Stall(proc, [0])
+    try:
+        assert proc.wait(timeout=10) != 0
+    finally:
+        stall.stop()
+    assert stall.fired

@@ -137,6 +137,7 @@ def test_put_then_get_is_byte_identical_and_a_second_put_sends_nothing(
     put = laptop.staged("put", str(local), "--to", str(there))
     assert put["target"] == str(there / local.name)
     assert put["size"] == 3_000_001 and put["transferred"] >= 3_000_001 * 0.9, put
+    assert put["via"] == ("stream" if laptop.socket else "sftp"), put  # a new file: streamed
     assert sha256_there(there / local.name) == digest
     if isinstance(login_node(), Cluster):
         assert not (there / local.name).exists()  # on the cluster, not the laptop
@@ -197,6 +198,7 @@ def test_an_interrupted_put_of_200_mb_resumes_without_starting_over(
     resumed = laptop.staged("put", str(local), "--to", str(there))
     print(f"{resumed['via']}: {kept} bytes kept of {BIG}, {resumed['transferred']} sent after")
     assert resumed["size"] == BIG
+    assert resumed["via"] == ("rsync" if laptop.socket else "sftp"), resumed  # not streamed anew
     assert resumed["transferred"] < BIG - kept // 2, (resumed, kept)
     assert sha256_there(there / local.name) == digest
     assert size_there(partial) is None
@@ -505,6 +507,12 @@ def test_a_login_node_without_the_tool_a_copy_needs_is_one_error_naming_it(
         ), res.stderr
         assert len(res.stderr.splitlines()) == 1, res.stderr
         assert laptop.staged("put", str(local), "--to", str(there))["size"] == 100_000
+        if kind == "openssh":  # no cat or mv there: a new large file goes by rsync alone
+            big = tmp_path / "big.bin"
+            digest = write_random(big, 2 << 20)
+            copied = laptop.staged("put", str(big), "--to", str(there))
+            assert copied["via"] == "rsync" and copied["transferred"] >= 2 << 20, copied
+            assert sha256_there(there / big.name) == digest
     finally:
         laptop.close()
         server.stop()

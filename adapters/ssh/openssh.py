@@ -34,6 +34,7 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from jobsmith.adapters import login_tools
 from jobsmith.adapters.environment_rule import JobEnvironmentRule
@@ -108,6 +109,21 @@ class OpenSshTransport:
             raise self._no_master(" ".join(decode(err).split())[:300] or "ssh failed")
         result = CommandResult(tuple(argv), proc.returncode, decode(out), decode(err))
         return login_tools.check(result, self.where)  # a tool missing there: ToolMissing
+
+    def start(self, argv: Sequence[str], stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+        """argv started on the login node through the master with no deadline, its stdin
+        a pipe the caller writes and closes (a copy streamed there: staging.py), its
+        stderr into stderr. The caller watches it, waits for it and ends it; closing the
+        pipe early ends the remote command at its end of input."""
+        line = remote_command(argv, {}, environment=self._environment)
+        self.require_master()
+        return subprocess.Popen(
+            [*self.client_argv(), "--", line],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=ssh_environment(),
+        )
 
     def close(self) -> None:
         """Nothing to close: the master is the user's (`ssh -S SOCKET -O exit HOST`)."""

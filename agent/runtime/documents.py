@@ -499,7 +499,10 @@ class StagedFile(_Result):
         description="bytes that crossed the link for it this time: 0 when it was already "
         "there whole, less than size when an interrupted copy was resumed"
     )
-    via: str = Field(description="rsync (openssh) or sftp (ssh)")
+    via: str = Field(
+        description="rsync or stream (openssh: a new file streamed, then checked by rsync), "
+        "or sftp (ssh)"
+    )
 
 
 class StagingResult(_Result):
