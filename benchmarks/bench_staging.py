@@ -16,7 +16,7 @@ node first, its size compared after) and
 `jobsmith put` over `ssh` (SFTP on paramiko's connection, and sha256sum on both sides
 after). The jobsmith figures are whole commands: Python's start-up, the site file, the
 roots asked of the login node. Printed: each round's seconds, the medians, and each
-round's ratio to that round's plain rsync (then the median of those ratios).
+round's ratio to that round's plain rsync and plain scp (then the medians of those ratios).
 """
 
 from __future__ import annotations
@@ -127,6 +127,7 @@ def run(work: Path, port: int, key: Path, known: Path, socket: Path, mib: int, r
     names = list(ways)
     took: dict[str, list[float]] = {name: [] for name in names}
     ratios: dict[str, list[float]] = {name: [] for name in names}
+    to_scp: dict[str, list[float]] = {name: [] for name in names}
     print(f"# {mib} MiB, {rounds} rounds; load {os.getloadavg()[0]:.2f} at start", flush=True)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
@@ -139,12 +140,16 @@ def run(work: Path, port: int, key: Path, known: Path, socket: Path, mib: int, r
         for name in names:
             took[name].append(this[name])
             ratios[name].append(this[name] / this["rsync"])
+            to_scp[name].append(this[name] / this["scp"])
         cells = "  ".join(f"{n} {this[n]:.2f}s ({this[n] / this['rsync']:.2f}x)" for n in names)
         print(f"round {r + 1} (order {', '.join(order)}): {cells}", flush=True)
-    print(f"{'way':18} {'median s':>9} {'MiB/s':>7} {'x rsync (median of rounds)':>27}")
+    print(
+        f"{'way':18} {'median s':>9} {'MiB/s':>7} {'x rsync':>8} {'x scp':>6}  (ratios: median of rounds)"
+    )
     for name in names:
         m = statistics.median(took[name])
-        print(f"{name:18} {m:9.2f} {mib / m:7.1f} {statistics.median(ratios[name]):27.3f}")
+        x_rsync, x_scp = statistics.median(ratios[name]), statistics.median(to_scp[name])
+        print(f"{name:18} {m:9.2f} {mib / m:7.1f} {x_rsync:8.3f} {x_scp:6.3f}")
     print(f"# load {os.getloadavg()[0]:.2f} at end")
 
 
