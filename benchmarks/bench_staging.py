@@ -144,7 +144,8 @@ def run(work: Path, port: int, key: Path, known: Path, socket: Path, mib: int, r
         cells = "  ".join(f"{n} {this[n]:.2f}s ({this[n] / this['rsync']:.2f}x)" for n in names)
         print(f"round {r + 1} (order {', '.join(order)}): {cells}", flush=True)
     print(
-        f"{'way':18} {'median s':>9} {'MiB/s':>7} {'x rsync':>8} {'x scp':>6}  (ratios: median of rounds)"
+        f"{'way':18} {'median s':>9} {'MiB/s':>7} {'x rsync':>8} {'x scp':>6}"
+        "  (ratios: median of rounds)"
     )
     for name in names:
         m = statistics.median(took[name])
