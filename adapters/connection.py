@@ -75,13 +75,21 @@ def scheduler_for(
     transport: Transport, access: SchedulerAccess, cluster: str | None, clusters_dir: Path
 ) -> Scheduler:
     """Slurm through transport, with the site's command timeout, remembering per cluster
-    (in clusters_dir) whether the site keeps accounting (adapters/slurm/parsing/accounting.py);
+    (in clusters_dir) whether the site keeps accounting and, for a few minutes, the
+    users' submit limits (adapters/slurm/remembered.py);
     cluster None: no site config (commands that need none still work without one)."""
     from jobsmith.adapters.slurm.parsing.accounting import AccountingMemory
+    from jobsmith.adapters.slurm.remembered import KnownSubmitFacts, Remembered
     from jobsmith.adapters.slurm.scheduler import SlurmScheduler
 
-    memory = AccountingMemory(clusters_dir / f"{cluster or 'no-site-config'}.json")
+    name = cluster or "no-site-config"
+    memory = AccountingMemory(clusters_dir / f"{name}.json")
+    limits = Remembered(clusters_dir / f"{name}.submit-limits.json", KnownSubmitFacts)
     remote = access.kind != "local"
     return SlurmScheduler(
-        transport, timeout_s=access.command_timeout_s, memory=memory, remote=remote
+        transport,
+        timeout_s=access.command_timeout_s,
+        memory=memory,
+        submit_memory=limits,
+        remote=remote,
     )

@@ -3,7 +3,9 @@ wall time and the lab user's slurmctld RPCs (sdiag's per-user counts).
 
 - raw Slurm: four `sbatch --parsable`, each `--dependency=afterok:` on what it waits for,
   then `squeue -h -j IDS` every 0.5 s until none is left (what a careful script does);
-- `jobsmith plan run` then `jobsmith wait` on the four job ids;
+- `jobsmith plan run` then `jobsmith wait` on the four job ids, with a fresh jobsmith
+  state directory each round (a user's very first command), and again with one state
+  directory kept over the rounds (every later command: what jobsmith remembers there);
 - by hand with jobsmith's CLI: `submit` four times (`-d afterok:`), then `wait`;
 - Snakemake 9 with its Slurm executor plugin (`Snakefile.plan` beside this script: three
   jobs, then a merge), `snakemake --executor slurm --jobs 4`, timed until it exits.
@@ -30,8 +32,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -120,6 +124,9 @@ VARIANTS: dict[str, Callable[[AsUser, Callable[[], None]], list[str]]] = {
 }
 #: the variant --before adds: plan run by the other checkout
 BEFORE = "plan run (before)"
+#: plan run with one jobsmith state directory kept over the rounds, as a user's is from
+#: their second command on (what jobsmith remembers there: adapters/slurm/remembered.py)
+KEPT = "plan run, state kept"
 
 
 def main() -> int:
@@ -130,6 +137,7 @@ def main() -> int:
     add_checkout_options(parser)
     args = parser.parse_args()
     variants = dict(VARIANTS)
+    variants[KEPT] = plan
     if args.before is not None:
         variants[BEFORE] = plan
     names = list(variants)
@@ -141,12 +149,29 @@ def main() -> int:
             "scripts/snakemake-requirements.txt), or pass --no-snakemake"
         )
     root = LocalTransport()
+    kept = Path(tempfile.mkdtemp(dir="/scratch", prefix="bench-plan-kept-"))
+    os.chmod(kept, 0o777)
+    try:
+        return run(args, variants, names, root, kept)
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def run(
+    args: argparse.Namespace,
+    variants: dict[str, Callable[[AsUser, Callable[[], None]], list[str]]],
+    names: list[str],
+    root: LocalTransport,
+    kept: Path,
+) -> int:
     results: dict[str, list[tuple[float, int, dict[str, int], int | None]]] = {v: [] for v in names}
     for round_no in range(args.rounds):
         order = names[round_no % len(names) :] + names[: round_no % len(names)]
         for name in order:
             checkout = args.before if name == BEFORE else args.checkout
             with scratch_user(args.user, checkout) as user:
+                if name == KEPT:
+                    user.env["JOBSMITH_STATE_DIR"] = str(kept / "state")
                 before = take_snapshot(root)
                 marks: list[Snapshot] = []
 

@@ -166,6 +166,65 @@ def test_no_answer_from_sacctmgr_means_no_limit_known_and_nothing_refused() -> N
     assert len(slurm.asked()) == 2  # both at once; the failure is remembered: not asked again
 
 
+def test_the_limits_are_remembered_between_processes_for_a_few_minutes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second process (a second SlurmScheduler on the same state file) takes the limits
+    sacctmgr gave the first, with no sacctmgr of its own (issue 26: 0.2-0.3 s a submit);
+    past SUBMIT_FACTS_TTL_S, or for another user, sacctmgr is asked again; a damaged file
+    is no memory."""
+    from jobsmith.adapters.slurm import remembered
+    from jobsmith.adapters.slurm.remembered import KnownSubmitFacts, Remembered
+
+    path = tmp_path / "lab.submit-limits.json"
+    first, second = CapturedSlurm(), CapturedSlurm()
+    limits = SlurmScheduler(first, submit_memory=Remembered(path, KnownSubmitFacts))
+    known = limits.submit_limits("alice", opts(qos="tiny")).limits
+    assert len(first.asked()) == 3  # two sacctmgr, one squeue
+    again = SlurmScheduler(second, submit_memory=Remembered(path, KnownSubmitFacts))
+    assert again.submit_limits("alice", opts(qos="tiny")).limits == known
+    assert [c for c in second.asked() if c.startswith("sacctmgr")] == []
+
+    monkeypatch.setattr(remembered, "SUBMIT_FACTS_TTL_S", 0)  # the minutes have passed
+    late = CapturedSlurm()
+    SlurmScheduler(late, submit_memory=Remembered(path, KnownSubmitFacts)).submit_limits(
+        "alice", opts(qos="tiny")
+    )
+    assert len([c for c in late.asked() if c.startswith("sacctmgr")]) == 2
+    monkeypatch.undo()
+
+    other = CapturedSlurm()
+    SlurmScheduler(other, submit_memory=Remembered(path, KnownSubmitFacts)).submit_limits(
+        "bob", opts(qos="tiny")
+    )
+    assert len([c for c in other.asked() if c.startswith("sacctmgr")]) == 2
+    assert set(KnownSubmitFacts.model_validate_json(path.read_bytes()).users) == {"alice", "bob"}
+
+    path.write_bytes(b"\xff not json")
+    damaged = CapturedSlurm()
+    SlurmScheduler(damaged, submit_memory=Remembered(path, KnownSubmitFacts)).submit_limits(
+        "alice", opts(qos="tiny")
+    )
+    assert len([c for c in damaged.asked() if c.startswith("sacctmgr")]) == 2
+
+
+def test_no_answer_from_sacctmgr_is_not_remembered_for_the_next_process(tmp_path: Path) -> None:
+    """slurmdbd down: nothing known and nothing refused, as before, and nothing written,
+    so the next process asks again (slurmdbd may be back)."""
+    from jobsmith.adapters.slurm.remembered import KnownSubmitFacts, Remembered
+
+    path = tmp_path / "lab.submit-limits.json"
+    down = SlurmScheduler(
+        CapturedSlurm(sacctmgr_fails=True), submit_memory=Remembered(path, KnownSubmitFacts)
+    )
+    assert down.submit_limits("alice", opts(qos="tiny")).limits == ()
+    assert not path.exists()
+    back = CapturedSlurm()
+    sched = SlurmScheduler(back, submit_memory=Remembered(path, KnownSubmitFacts))
+    assert sched.submit_limits("alice", opts(qos="tiny")).limits  # known again
+    assert len([c for c in back.asked() if c.startswith("sacctmgr")]) == 2
+
+
 # --- the refusal's words (pure) -----------------------------------------------------------------
 
 

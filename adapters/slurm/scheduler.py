@@ -71,6 +71,7 @@ from jobsmith.adapters.slurm.parsing.status import (
     merge_status,
     started_among,
 )
+from jobsmith.adapters.slurm.remembered import KnownSubmitFacts, Remembered
 from jobsmith.adapters.states import JobState
 from jobsmith.adapters.transport import CommandResult, Transport
 from jobsmith.errors import JobNotFound, SchedulerError, SchedulerUnavailable
@@ -103,6 +104,7 @@ class SlurmScheduler:
         retry_delay_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         memory: AccountingMemory | None = None,
+        submit_memory: Remembered[KnownSubmitFacts] | None = None,
         remote: bool = False,
     ) -> None:
         self._transport = transport
@@ -119,6 +121,7 @@ class SlurmScheduler:
         self._facts: AccountingFacts | None = None  # learned by this process
         self._config_read = False
         self._submit_facts: dict[str, SubmitFacts] = {}  # by user, read once per process
+        self._submit_memory = submit_memory  # and kept a while between processes
         self._only_job_state: bool | None = None  # squeue --only-job-state, asked once
 
     def version(self) -> str:
@@ -344,12 +347,17 @@ class SlurmScheduler:
         return counted(base, rules, queue)
 
     def _submit_facts_of(self, user: str) -> SubmitFacts:
-        """sacctmgr's QoS and association limits, asked once per process: an admin changes
-        them rarely, and a process lives for one command or one agent's run. The two
-        sacctmgr calls run at once (each waits 0.1-0.3 s on slurmdbd, which a plan's
-        submission waited for one after the other: issue 26)."""
+        """sacctmgr's QoS and association limits, asked once per process and remembered
+        between processes for a few minutes (remembered.py): an admin changes them
+        rarely. The two sacctmgr calls run at once (each waits 0.1-0.3 s on slurmdbd,
+        which a plan's submission waited for one after the other: issue 26)."""
         if user in self._submit_facts:
             return self._submit_facts[user]
+        known = self._submit_memory.load() if self._submit_memory else None
+        remembered = known.fresh(user, datetime.now(UTC)) if known else None
+        if remembered is not None:
+            self._submit_facts[user] = remembered
+            return remembered
         from concurrent.futures import ThreadPoolExecutor
 
         try:
@@ -359,15 +367,20 @@ class SlurmScheduler:
                     self._checked, argv.sacctmgr_user_assoc(user, USER_ASSOC_FIELDS)
                 )
                 qos_text, assoc_text = qos.result().stdout, assoc.result().stdout
+            answered = True
         except SchedulerError:
             # no slurmdbd to ask (a site without accounting enforces no such limit): Slurm
             # stays the judge at sbatch, so a check that cannot be made stops nothing
             qos_text = assoc_text = ""
+            answered = False  # and is not remembered: slurmdbd may be back next time
         default, assocs = parse_user_assoc(assoc_text, user)
         facts = SubmitFacts(
             user=user, default_account=default, qos=parse_qos_submit(qos_text), assocs=assocs
         )
         self._submit_facts[user] = facts
+        if answered and self._submit_memory is not None:
+            now = datetime.now(UTC)
+            self._submit_memory.save((known or KnownSubmitFacts()).adding(facts, now))
         return facts
 
     def dbd_backlog(self) -> int:

@@ -13,15 +13,14 @@ sacct that says "disabled" is believed at once whatever the memory says.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from jobsmith.adapters.slurm.remembered import Remembered
 from jobsmith.errors import SchedulerError
-from jobsmith.files import replace_file
 
 #: how long a remembered answer is trusted before `scontrol show config` is asked again
 RECHECK_S = 3600
@@ -56,23 +55,11 @@ class AccountingFacts(BaseModel):
         return now - self.checked_at < timedelta(seconds=RECHECK_S)
 
 
-class AccountingMemory:
+class AccountingMemory(Remembered[AccountingFacts]):
     """One cluster's AccountingFacts in a JSON file; unreadable or missing means unknown."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def load(self) -> AccountingFacts | None:
-        """The remembered facts, or None (never written, or damaged: then asked again)."""
-        try:
-            return AccountingFacts.model_validate_json(self.path.read_bytes())
-        except (OSError, ValidationError):
-            return None
-
-    def save(self, facts: AccountingFacts) -> None:
-        """Write atomically; a state directory that cannot be written only costs a re-check."""
-        with contextlib.suppress(OSError):
-            replace_file(self.path, facts.model_dump_json().encode(), durable=False)
+        super().__init__(path, AccountingFacts)
 
 
 def facts_from_config(text: str, now: datetime | None = None) -> AccountingFacts:

@@ -11,7 +11,7 @@ tests/fixtures/lab-22.05/README.md):
   partition, for a partition's association), any QoS.
 
 SlurmScheduler.submit_limits runs the commands: QOS_ARGS and USER_ASSOC_ARGS (once per
-process), and QUEUED_FORMAT's squeue only when a limit applies. Output that cannot be
+process, their answer kept a few minutes: adapters/slurm/remembered.py), and QUEUED_FORMAT's squeue only when a limit applies. Output that cannot be
 read raises SchedulerError naming the command and the line.
 """
 
@@ -66,7 +66,8 @@ class AssocSubmit(_Frozen):
 
 
 class SubmitFacts(_Frozen):
-    """What sacctmgr says about one user's submit limits (read once per process)."""
+    """What sacctmgr says about one user's submit limits (read once per process, kept a
+    few minutes between processes: adapters/slurm/remembered.py)."""
 
     user: str
     default_account: str | None
