@@ -11,8 +11,9 @@ tests/fixtures/lab-22.05/README.md):
   partition, for a partition's association), any QoS.
 
 SlurmScheduler.submit_limits runs the commands: QOS_ARGS and USER_ASSOC_ARGS (once per
-process, their answer kept a few minutes: adapters/slurm/remembered.py), and QUEUED_FORMAT's squeue only when a limit applies. Output that cannot be
-read raises SchedulerError naming the command and the line.
+process, their answer kept a few minutes: adapters/slurm/remembered.py), and
+QUEUED_FORMAT's squeue only when a limit applies. Output that cannot be read raises
+SchedulerError naming the command and the line.
 """
 
 from __future__ import annotations
