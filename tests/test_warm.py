@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,13 +56,24 @@ class Ran:
 
 
 _TAG = re.compile(rb"js-[0-9a-f]{12}")
+#: the warm directories the Callers of the running test made (removed after it)
+_WARM_DIRS: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_warm_dirs() -> Iterator[None]:
+    yield
+    while _WARM_DIRS:
+        shutil.rmtree(_WARM_DIRS.pop(), ignore_errors=True)
 
 
 class Caller:
     """Runs `jobsmith ARGS` as a fresh process with a private home and warm directory."""
 
     def __init__(self, tmp: Path, pythonpath: str | None = None) -> None:
-        self.warm_dir = tmp / "warm"
+        # short, whatever pytest's own directory is: a Unix socket's path has 108 bytes
+        self.warm_dir = Path(tempfile.mkdtemp(prefix="js-warm-", dir="/tmp"))
+        _WARM_DIRS.append(self.warm_dir)
         self.probe = tmp / "probe"
         home = tmp / "home"
         (home / "config").mkdir(parents=True)
@@ -456,3 +468,21 @@ def test_a_warm_process_past_its_idle_time_still_tells_how_its_last_command_ende
         _until_gone(server, "the warm process did not end after its last child")
     finally:
         c.stop()
+
+
+def test_a_warm_directory_too_deep_for_a_unix_socket_gives_way_to_tmps(tmp_path: Path) -> None:
+    """A JOBSMITH_WARM_DIR (or XDG_RUNTIME_DIR) so deep that a socket's path in it would
+    pass the 108 bytes a Unix socket's path may have: its warm process could never
+    listen, so /tmp's directory is used instead; one just short enough is kept."""
+    from jobsmith.agent.faces import warm
+
+    fallback = Path("/tmp") / f"jobsmith-warm-{os.getuid()}"
+    room = 107 - 1 - 29  # the socket's name: 24 hex digits and ".sock"
+    fits = tmp_path / ("d" * (room - len(str(tmp_path)) - 1))
+    assert len(str(fits)) == room
+    assert warm.directory({"JOBSMITH_WARM_DIR": str(fits)}) == fits
+    too_deep = Path(str(fits) + "x")
+    assert warm.directory({"JOBSMITH_WARM_DIR": str(too_deep)}) == fallback
+    assert not too_deep.exists()
+    runtime = tmp_path / ("r" * (room - len(str(tmp_path))))
+    assert warm.directory({"XDG_RUNTIME_DIR": str(runtime)}) == fallback

@@ -73,16 +73,27 @@ def wanted(environ: os._Environ[str] | dict[str, str]) -> bool:
     return not off and not measured
 
 
+#: the longest path a Unix socket can be bound to (sun_path's 108 bytes, one the NUL)
+_SOCKET_PATH_MAX = 107
+#: a socket's name in the directory: identity()'s 24 hex digits and ".sock"
+_SOCKET_NAME_LEN = 29
+
+
 def directory(environ: os._Environ[str] | dict[str, str]) -> Path | None:
     """The user's private directory for warm sockets, made if missing; None where none is
-    safe (not ours, reachable by others, a symlink): then every command runs cold."""
+    safe (not ours, reachable by others, a symlink): then every command runs cold.
+    A directory too deep for a Unix socket's path (a long JOBSMITH_WARM_DIR or
+    XDG_RUNTIME_DIR) gives way to /tmp's: its warm process could never listen there."""
+    fallback = Path("/tmp") / f"jobsmith-warm-{os.getuid()}"  # /tmp is per login node
     base = environ.get("JOBSMITH_WARM_DIR")
     if base:
         path = Path(base)
     elif environ.get("XDG_RUNTIME_DIR"):
         path = Path(environ["XDG_RUNTIME_DIR"]) / "jobsmith"
     else:
-        path = Path("/tmp") / f"jobsmith-warm-{os.getuid()}"  # /tmp is per login node
+        path = fallback
+    if len(os.fsencode(path)) + 1 + _SOCKET_NAME_LEN > _SOCKET_PATH_MAX:
+        path = fallback
     try:
         path.mkdir(mode=0o700, exist_ok=True)
         st = path.lstat()

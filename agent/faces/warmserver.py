@@ -65,6 +65,7 @@ WARMED = (
     "jobsmith.adapters.slurm.parsing.qoslimits",
     "jobsmith.adapters.slurm.parsing.states",
     "jobsmith.adapters.slurm.parsing.status",
+    "jobsmith.adapters.slurm.remembered",
     "jobsmith.adapters.slurm.scheduler",
     "jobsmith.adapters.slurm.transport",
     "jobsmith.adapters.states",
