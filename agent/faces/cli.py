@@ -998,7 +998,7 @@ def _unended_parts(app: App, job_ids: list[str]) -> list[str]:
     parts: set[str] = set()
     for s in sessions:
         with contextlib.suppress(SessionNotFound):  # a pruned session: nothing to add
-            parts.update(unended_parts(s, app.store.read(s)))
+            parts.update(unended_parts(s, app.store.read(s), app.folds.of(s).job_states))
     return sorted(parts - set(job_ids))
 
 
