@@ -6,7 +6,7 @@ submits."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -14,6 +14,11 @@ from jobsmith.adapters.options import JobOptions
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.workflows.feeding.split import Part
+
+#: a session's events by its id: SessionStore.read, or a command's own reads kept so that
+#: it reads each log once (`status` finds a workload and its parts in a session before its
+#: poll, and counts its tasks after: agent/faces/cli.py)
+Reader = Callable[[str], Sequence[Event]]
 
 #: a part's job name: the workload's, with `.pN` before its own tag (partscript.py)
 _PART_NAME = re.compile(r"\.p\d+\.js-[0-9a-f]{12}$")
