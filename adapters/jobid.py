@@ -15,10 +15,11 @@ surrounding spaces are normalised away; anything else is refused with the forms 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated
+from functools import partial
+from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator
 
@@ -31,6 +32,8 @@ _FORM = re.compile(
     r"^(?P<job>[0-9]{1,10})(?:_(?:(?P<task>[0-9]{1,7})|\[(?P<range>[0-9,\-:]+)\]))?$"
 )
 _RANGE_PART = re.compile(r"^(?P<a>[0-9]{1,7})(?:-(?P<b>[0-9]{1,7})(?::(?P<step>[0-9]{1,7}))?)?$")
+
+_Ref = TypeVar("_Ref")
 
 
 class JobIdKind(StrEnum):
@@ -114,10 +117,18 @@ def parse_job_ids(
     values: Iterable[str], allow: Collection[JobIdKind] = JOB_OR_TASK
 ) -> list[JobRef]:
     """Every id in values (each may be a comma-separated list), in order, without repeats."""
-    refs: list[JobRef] = []
+    return parse_listed(values, partial(parse_job_id, allow=allow))
+
+
+def parse_listed(values: Iterable[str], parse: Callable[[str], _Ref]) -> list[_Ref]:
+    """Every id in values, each value split as split_ids does and each id parsed by
+    parse, in order, without repeats. One loop for every kind of id a command takes as
+    it takes job ids: parse_job_ids, and a job id or a fed workload's step id
+    (agent/runtime/workflows/feeding/reference.py)."""
+    refs: list[_Ref] = []
     for value in values:
         for part in split_ids(value):
-            ref = parse_job_id(part, allow)
+            ref = parse(part)
             if ref not in refs:
                 refs.append(ref)
     return refs

@@ -76,6 +76,64 @@ def jobs_named(name: str) -> set[str]:
     return set(acct) | set(queue)
 
 
+def queued_in_tiny() -> list[str]:
+    """The caller's pending or running jobs in QoS tiny (array tasks one per line)."""
+    out = subprocess.run(
+        ["squeue", "--me", "--noheader", "-r", "-q", "tiny", "-t", "PD,R,CG", "-o", "%i"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return out.split()
+
+
+@contextmanager
+def fill_tiny(seconds: int) -> Iterator[list[str]]:
+    """QoS tiny (MaxSubmitJobsPerUser 5, made by `scripts/slurm-lab up`) filled with
+    five sleeps of `seconds` submitted by the user, not by jobsmith (when they end, the
+    room is none of jobsmith's jobs' making); their job ids, cancelled after the block.
+    How the feeder's lab tests make a workload none of whose parts fits at first."""
+    assert queued_in_tiny() == [], "another run left jobs in QoS tiny"
+    own = [
+        subprocess.run(
+            ["sbatch", "--parsable", "--qos=tiny", "-t", "1", "-o", "/dev/null",
+             "--wrap", f"sleep {seconds}"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        for _ in range(5)
+    ]  # fmt: skip
+    try:
+        yield own
+    finally:
+        subprocess.run(["scancel", *own], check=False)
+
+
+@dataclass
+class Peak:
+    """The most of the caller's jobs (array tasks) queued or running in QoS tiny at once."""
+
+    most: int = 0
+
+
+@contextmanager
+def most_queued_in_tiny(every_s: float = 0.3) -> Iterator[Peak]:
+    """Sample queued_in_tiny every every_s while the block runs, all along (a fed workload
+    must never hold more than the QoS's 5): the peak seen, final once the block ends."""
+    peak = Peak()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak.most = max(peak.most, len(queued_in_tiny()))
+            time.sleep(every_s)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        sampler.join()
+
+
 @dataclass
 class Watched:
     """What watcher cycles (`watch --once --json`) reported: every decision, in order, and

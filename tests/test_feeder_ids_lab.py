@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from lab_cli import js
-from test_feeder_later_lab import SITE, queued_in_tiny
+from lab_cli import fill_tiny, js, queued_in_tiny
+from test_feeder_later_lab import SITE
 
 #: alone: it fills QoS tiny's whole per-user limit, which tests/test_submit_limits_lab.py
 #: and tests/test_feeder_lab.py need empty
@@ -34,19 +34,8 @@ pytestmark = [pytest.mark.usefixtures("lab_cluster"), pytest.mark.alone]
 @pytest.fixture
 def tiny_full() -> Iterator[list[str]]:
     """QoS tiny filled with the user's own five sleeps (not jobsmith's); cancelled after."""
-    assert queued_in_tiny() == [], "another run left jobs in QoS tiny"
-    own = [
-        subprocess.run(
-            ["sbatch", "--parsable", "--qos=tiny", "-t", "1", "-o", "/dev/null",
-             "--wrap", "sleep 120"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()
-        for _ in range(5)
-    ]  # fmt: skip
-    try:
+    with fill_tiny(120) as own:
         yield own
-    finally:
-        subprocess.run(["scancel", *own], check=False)
 
 
 def room(own: list[str]) -> None:

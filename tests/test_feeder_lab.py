@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from lab_cli import js
+from lab_cli import js, most_queued_in_tiny, queued_in_tiny
 
 from jobsmith.agent.runtime.session.events import EventKind
 from jobsmith.agent.runtime.session.store import FileSessionStore
@@ -27,15 +25,6 @@ pytestmark = [pytest.mark.usefixtures("lab_cluster"), pytest.mark.alone]
 SITE = (
     "qos:\n  allowed: [normal, tiny]\n  default: normal\npolicy:\n  approval:\n    core_hours: 10\n"
 )
-
-
-def queued_in_tiny() -> list[str]:
-    """The caller's pending or running jobs in QoS tiny (array tasks one per line)."""
-    out = subprocess.run(
-        ["squeue", "--me", "--noheader", "-r", "-q", "tiny", "-t", "PD,R,CG", "-o", "%i"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return out.split()
 
 
 def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
@@ -56,17 +45,7 @@ def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
     assert queued_in_tiny() == []  # nothing reached Slurm before the approval
     step_id = re.search(r"jobsmith approve (\S+)`", held.stderr).group(1)  # type: ignore[union-attr]
 
-    most: list[int] = [0]
-    stop = threading.Event()
-
-    def sample() -> None:  # the most tasks queued or running at once, all along
-        while not stop.is_set():
-            most[0] = max(most[0], len(queued_in_tiny()))
-            time.sleep(0.3)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
+    with most_queued_in_tiny() as peak:
         approved = js("approve", step_id)
         assert approved.exit_code == 0, approved.output
         # the watcher feeds the first half (each cycle: the parts that ended make room) ...
@@ -78,16 +57,13 @@ def test_a_40_task_array_over_maxsubmit_5_is_fed_in_parts_with_one_approval(
         last = max(int(j) for j in _part_jobs(jobsmith_home, step_id))
         waited = js("wait", str(last), "--timeout", "300")
         assert waited.exit_code == 0, waited.output
-    finally:
-        stop.set()
-        sampler.join()
     left = sorted(p.name for p in workdir.glob("in*.txt"))
     assert left == [], f"tasks not run: {left}"
     # gzip fails on a file already gzipped away: every task ran its own file, once
     assert sorted(p.name for p in workdir.glob("in*.txt.gz")) == sorted(
         f"in{i}.txt.gz" for i in range(40)
     )
-    assert 0 < most[0] <= 5, most
+    assert 0 < peak.most <= 5, peak
 
     store = FileSessionStore(jobsmith_home / "state" / "sessions")
     [session] = [

@@ -11,14 +11,12 @@ others do (sbatch would refuse it). Runs as alice
 from __future__ import annotations
 
 import json
-import subprocess
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from lab_cli import js
+from lab_cli import fill_tiny, js, most_queued_in_tiny
 
 #: alone: it fills QoS tiny's whole per-user limit, which tests/test_submit_limits_lab.py
 #: and tests/test_feeder_lab.py need empty
@@ -27,29 +25,11 @@ pytestmark = [pytest.mark.usefixtures("lab_cluster"), pytest.mark.alone]
 SITE = "qos:\n  allowed: [normal, tiny]\n  default: normal\n"
 
 
-def queued_in_tiny() -> list[str]:
-    """The caller's pending or running jobs in QoS tiny (array tasks one per line)."""
-    out = subprocess.run(
-        ["squeue", "--me", "--noheader", "-r", "-q", "tiny", "-t", "PD,R,CG", "-o", "%i"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return out.split()
-
-
 def test_a_workload_that_fits_nowhere_at_first_is_shown_and_fed_by_the_watcher(
     user_site: Callable[[str], None], workdir: Path
 ) -> None:
     user_site(SITE)
-    assert queued_in_tiny() == [], "another run left jobs in QoS tiny"
-    own = [
-        subprocess.run(
-            ["sbatch", "--parsable", "--qos=tiny", "-t", "1", "-o", "/dev/null",
-             "--wrap", "sleep 20"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()
-        for _ in range(5)
-    ]  # fmt: skip
-    try:
+    with fill_tiny(20):
         submitted = js(
             "submit", "command", "-a", "0-10", "--qos", "tiny", "-t", "1", "--no-advice",
             "-P", "command=touch done_$SLURM_ARRAY_TASK_ID", "--log-dir", str(workdir),
@@ -63,32 +43,17 @@ def test_a_workload_that_fits_nowhere_at_first_is_shown_and_fed_by_the_watcher(
         [fed] = json.loads(js("status", "--json").stdout)["workloads"]
         assert fed["line"] == "11 tasks: 0 done, 0 running, 11 not yet submitted"
 
-        most: list[int] = [0]
-        stop = threading.Event()
-
-        def sample() -> None:  # the most tasks queued or running at once, all along
-            while not stop.is_set():
-                most[0] = max(most[0], len(queued_in_tiny()))
-                time.sleep(0.3)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
         cycles = 0
-        try:
+        with most_queued_in_tiny() as peak:
             deadline = time.monotonic() + 240
             while len(list(workdir.glob("done_*"))) < 11 and time.monotonic() < deadline:
                 assert js("watch", "--once").exit_code == 0
                 cycles += 1
                 time.sleep(2)
-        finally:
-            stop.set()
-            sampler.join()
         assert sorted(p.name for p in workdir.glob("done_*")) == sorted(
             f"done_{i}" for i in range(11)
         ), f"after {cycles} watcher cycles"
-        assert 0 < most[0] <= 5, most
-    finally:
-        subprocess.run(["scancel", *own], check=False)
+        assert 0 < peak.most <= 5, peak
     # every part submitted: the workload left the index; `status --json` counts it whole
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -257,3 +257,31 @@ def test_a_dry_run_over_max_array_size_names_the_parts(h: AgentHarness) -> None:
     doc = json.loads(js(app, *argv, "--dry-run", "--json").stdout)
     assert doc["feeding"]["over"]["rule"] == "max array size"
     assert (doc["feeding"]["parts"], doc["feeding"]["part_size"]) == (3, 5)
+
+
+def test_status_reads_the_workloads_session_once(
+    h: AgentHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`status` of a part reads the session's log whole once: the parts it polls besides
+    and the workload's line come from the same read (the session's fold, kept on disk,
+    adds only the events after it)."""
+    submit_workload(h)
+    app = app_on(h)
+    end(h, OWN)
+    js(app, "watch", "--once")
+    part = next(j for j in h.slurm.jobs if j not in OWN)
+    whole: list[str] = []
+    real = h.store.read
+
+    def read(session_id: str, from_seq: int = 0, to_seq: int | None = None) -> list[Any]:
+        if from_seq == 0:
+            whole.append(session_id)
+        return real(session_id, from_seq, to_seq)
+
+    monkeypatch.setattr(h.store, "read", read)
+    js(app, "status", part)  # the first one folds the session too
+    for argv in (("status", part), ("status", "--json", part)):
+        whole.clear()
+        shown = js(app, *argv).stdout
+        assert "10 tasks: 0 done" in shown, shown
+        assert len(whole) == 1, (argv, whole)

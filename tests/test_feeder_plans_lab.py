@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from lab_cli import js
-from test_feeder_lab import queued_in_tiny
+from lab_cli import js, most_queued_in_tiny, queued_in_tiny
 from test_render_frames import make_scene
 
 from jobsmith.agent.runtime.session.events import EventKind
@@ -66,59 +64,48 @@ def test_render_frames_over_maxsubmit_feeds_its_render_and_encodes_after_every_p
     assert "then check, thumbs, encode, submitted after its last part" in item["script"]
     assert queued_in_tiny() == []  # nothing reached Slurm before the approval
 
-    most = [0]
-    stop = threading.Event()
-
-    def sample() -> None:  # the most jobs (array tasks) queued or running at once
-        while not stop.is_set():
-            most[0] = max(most[0], len(queued_in_tiny()))
-            time.sleep(0.3)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     try:
-        approved = js("approve", item["step_id"], "--json")
-        assert approved.exit_code == 0, approved.output
-        summary = json.loads(approved.stdout)["summary"]
-        assert summary["jobs"] == {}  # the render is fed; the rest follow it
-        assert (summary["workload_tasks"], summary["workload_parts"]) == (12, 3)
-        assert summary["followers"] == ["check", "thumbs", "encode"]
-        session = item["session_id"]
-        shown = js("plan", "status", session).stdout
-        assert "waits for workload" in shown or "wait for workload" in shown, shown
-        # the glance: the plan's 15 units, the followers not yet submitted among them
-        # (their words, "check, thumbs, encode wait for it", need more than 80 columns)
-        glance = js("status").stdout
-        assert "/15 done" in glance, glance  # the rest of its line depends on the moment
-        store = FileSessionStore(jobsmith_home / "state" / "sessions")
-        [part0] = [
-            str(e.data["job_id"])
-            for e in store.read(session)
-            if e.kind is EventKind.RESULT and (e.step_id or "").endswith(".render.p0")
-        ]
-        shown = js("status", part0).stdout  # status of a part: the workload, whole
-        assert "12 tasks: " in shown and "check, thumbs, encode: wait for workload" in shown
-        assert "2 of 3 parts not yet submitted" in shown, shown
-        # the watcher feeds the parts as they end, then the followers after the last one
-        deadline = time.monotonic() + 400
-        while time.monotonic() < deadline:
-            steps = json.loads(js("plan", "status", session, "--json").stdout)["steps"]
-            if all(s["job_id"] for s in steps if s["name"] != "render"):
-                break
-            assert js("watch", "--once").exit_code == 0
-            time.sleep(1)
-        followers = {s["name"]: s["job_id"] for s in steps if s["name"] != "render"}
-        assert all(followers.values()), steps
-        waited = js("wait", *followers.values(), "--timeout", "300")
-        assert waited.exit_code == 0, waited.output
+        with most_queued_in_tiny() as peak:
+            approved = js("approve", item["step_id"], "--json")
+            assert approved.exit_code == 0, approved.output
+            summary = json.loads(approved.stdout)["summary"]
+            assert summary["jobs"] == {}  # the render is fed; the rest follow it
+            assert (summary["workload_tasks"], summary["workload_parts"]) == (12, 3)
+            assert summary["followers"] == ["check", "thumbs", "encode"]
+            session = item["session_id"]
+            shown = js("plan", "status", session).stdout
+            assert "waits for workload" in shown or "wait for workload" in shown, shown
+            # the glance: the plan's 15 units, the followers not yet submitted among them
+            # (their words, "check, thumbs, encode wait for it", need more than 80 columns)
+            glance = js("status").stdout
+            assert "/15 done" in glance, glance  # the rest of its line depends on the moment
+            store = FileSessionStore(jobsmith_home / "state" / "sessions")
+            [part0] = [
+                str(e.data["job_id"])
+                for e in store.read(session)
+                if e.kind is EventKind.RESULT and (e.step_id or "").endswith(".render.p0")
+            ]
+            shown = js("status", part0).stdout  # status of a part: the workload, whole
+            assert "12 tasks: " in shown and "check, thumbs, encode: wait for workload" in shown
+            assert "2 of 3 parts not yet submitted" in shown, shown
+            # the watcher feeds the parts as they end, then the followers after the last one
+            deadline = time.monotonic() + 400
+            while time.monotonic() < deadline:
+                steps = json.loads(js("plan", "status", session, "--json").stdout)["steps"]
+                if all(s["job_id"] for s in steps if s["name"] != "render"):
+                    break
+                assert js("watch", "--once").exit_code == 0
+                time.sleep(1)
+            followers = {s["name"]: s["job_id"] for s in steps if s["name"] != "render"}
+            assert all(followers.values()), steps
+            waited = js("wait", *followers.values(), "--timeout", "300")
+            assert waited.exit_code == 0, waited.output
     finally:
-        stop.set()
-        sampler.join()
         leftover = queued_in_tiny()
         if leftover:
             subprocess.run(["scancel", "-q", "tiny", "--me"], check=False)
     assert leftover == [], f"left in QoS tiny: {leftover}"
-    assert 0 < most[0] <= 5, most
+    assert 0 < peak.most <= 5, peak
 
     # every frame, rendered once: 12 tasks in 3 parts, each part's tasks its own frames
     assert sorted(p.name for p in frames.glob("frame_*.png")) == [

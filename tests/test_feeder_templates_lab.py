@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from lab_cli import js
-from test_feeder_lab import SITE, queued_in_tiny
+from lab_cli import js, queued_in_tiny
+from test_feeder_lab import SITE
 from test_render_frames import make_scene
 
 #: alone: it holds QoS tiny's per-user limit, as tests/test_feeder_lab.py does

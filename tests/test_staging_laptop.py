@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +100,37 @@ class Laptop:
             close_master(self.socket, self.port)
 
 
+#: makes a Laptop of a kind ("openssh" or "ssh") on the module's sshd
+LaptopOf = Callable[[str], Laptop]
+
+
+@pytest.fixture
+def laptop_of(sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path) -> Iterator[LaptopOf]:
+    """Laptops the test makes, each closed after it."""
+    made: list[Laptop] = []
+
+    def make(kind: str) -> Laptop:
+        made.append(Laptop(kind, sshd, known_hosts, tmp_path, there))
+        return made[-1]
+
+    yield make
+    for laptop in made:
+        laptop.close()
+
+
+@pytest.fixture
+def staged_dirs() -> Iterator[set[Path]]:
+    """The cluster's directories the test's `@local:` files were staged into (the test
+    adds them as it learns them): removed after it, whatever it asserted."""
+    dirs: set[Path] = set()
+    yield dirs
+    for directory in dirs:
+        login_node().run(["rm", "-rf", str(directory)])
+
+
 @pytest.fixture(params=KINDS)
-def laptop(
-    request: pytest.FixtureRequest, sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
-) -> Iterator[Laptop]:
-    made = Laptop(request.param, sshd, known_hosts, tmp_path, there)
-    yield made
-    made.close()
+def laptop(request: pytest.FixtureRequest, laptop_of: LaptopOf) -> Laptop:
+    return laptop_of(request.param)
 
 
 def sha256_there(path: Path) -> str:
@@ -221,7 +245,7 @@ def test_a_local_site_has_nothing_to_stage(tmp_path: Path) -> None:
 
 
 def test_a_clip_only_on_the_laptop_is_staged_transcoded_and_got_back(
-    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+    tmp_path: Path, there: Path, laptop_of: LaptopOf, staged_dirs: set[Path]
 ) -> None:
     """Issue 29 item 3's first 'done when', from the laptop stage: `transcode
     @local:clip.mp4` stages the clip (on the laptop only) to the cluster's scratch, the
@@ -234,45 +258,40 @@ def test_a_clip_only_on_the_laptop_is_staged_transcoded_and_got_back(
     node = login_node()
     if not isinstance(node, Cluster):
         pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
-    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
-    staged = None
-    try:
-        clip = make_clip(tmp_path / "clip.mp4", seconds=6)
-        out = there / "out.mkv"
-        res = laptop.run("transcode", f"@local:{clip}", str(out), "--chunk-seconds", "2",
-                         "--preset", "ultrafast", "--json")  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        line = next(x for x in res.stderr.splitlines() if x.startswith("jobsmith: staged "))
-        staged = Path(line.split(" -> ", 1)[1].rsplit(" (", 1)[0])
-        assert staged.name == "clip.mp4" and staged.parent.parent.name == "jobsmith-staged"
-        assert sha256_there(staged) == hashlib.sha256(clip.read_bytes()).hexdigest()
-        jobs = json.loads(res.stdout)["jobs"]
-        waited = laptop.run("wait", *jobs.values(), "--timeout", "300")
-        assert waited.returncode == 0, (waited.stdout, waited.stderr)
-        report = json.loads(checked(node, ["cat", f"{out}.verify.json"]))
-        assert report["source_streams"] == report["output_streams"] == "audio,video"
-        got = laptop.staged("get", str(out), "--to", str(tmp_path / "back"))
-        assert got["size"] == size_there(out) and got["transferred"] > 0
-        back = (tmp_path / "back" / "out.mkv").read_bytes()
-        assert hashlib.sha256(back).hexdigest() == sha256_there(out)
-        session = json.loads(res.stdout)["session_id"]
-        log = laptop.run("sessions", "export", session)
-        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
-        (staged_note,) = [n["staged"] for n in notes if "staged" in n]
-        assert staged_note[0]["source"] == str(clip) and staged_note[0]["target"] == str(staged)
-        fetched = laptop.run("get", session, "--to", str(tmp_path / "all"), "--json")
-        assert fetched.returncode == 0, fetched.stderr
-        targets = {Path(f["target"]).name: f for f in json.loads(fetched.stdout)["files"]}
-        assert "out.mkv" in targets, targets  # the plan's declared outputs that are files
-        assert (tmp_path / "all" / "out.mkv").read_bytes() == back
-        again = laptop.run("transcode", f"@local:{clip}", str(there / "again.mkv"), "--dry-run")
-        assert again.returncode == 0, again.stderr
-        assert f"-> {staged} (0 bytes sent, rsync)" in again.stderr, again.stderr
-        assert cluster_calls_none()
-    finally:
-        laptop.close()
-        if staged is not None:
-            node.run(["rm", "-rf", str(staged.parent)])
+    laptop = laptop_of("openssh")
+    clip = make_clip(tmp_path / "clip.mp4", seconds=6)
+    out = there / "out.mkv"
+    res = laptop.run("transcode", f"@local:{clip}", str(out), "--chunk-seconds", "2",
+                     "--preset", "ultrafast", "--json")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stderr.splitlines() if x.startswith("jobsmith: staged "))
+    staged = Path(line.split(" -> ", 1)[1].rsplit(" (", 1)[0])
+    staged_dirs.add(staged.parent)
+    assert staged.name == "clip.mp4" and staged.parent.parent.name == "jobsmith-staged"
+    assert sha256_there(staged) == hashlib.sha256(clip.read_bytes()).hexdigest()
+    jobs = json.loads(res.stdout)["jobs"]
+    waited = laptop.run("wait", *jobs.values(), "--timeout", "300")
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+    report = json.loads(checked(node, ["cat", f"{out}.verify.json"]))
+    assert report["source_streams"] == report["output_streams"] == "audio,video"
+    got = laptop.staged("get", str(out), "--to", str(tmp_path / "back"))
+    assert got["size"] == size_there(out) and got["transferred"] > 0
+    back = (tmp_path / "back" / "out.mkv").read_bytes()
+    assert hashlib.sha256(back).hexdigest() == sha256_there(out)
+    session = json.loads(res.stdout)["session_id"]
+    log = laptop.run("sessions", "export", session)
+    notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+    (staged_note,) = [n["staged"] for n in notes if "staged" in n]
+    assert staged_note[0]["source"] == str(clip) and staged_note[0]["target"] == str(staged)
+    fetched = laptop.run("get", session, "--to", str(tmp_path / "all"), "--json")
+    assert fetched.returncode == 0, fetched.stderr
+    targets = {Path(f["target"]).name: f for f in json.loads(fetched.stdout)["files"]}
+    assert "out.mkv" in targets, targets  # the plan's declared outputs that are files
+    assert (tmp_path / "all" / "out.mkv").read_bytes() == back
+    again = laptop.run("transcode", f"@local:{clip}", str(there / "again.mkv"), "--dry-run")
+    assert again.returncode == 0, again.stderr
+    assert f"-> {staged} (0 bytes sent, rsync)" in again.stderr, again.stderr
+    assert cluster_calls_none()
 
 
 def cluster_calls_none() -> bool:
@@ -292,7 +311,7 @@ def staged_lines(stderr: str) -> dict[str, Path]:
 
 
 def test_a_bwa_align_array_over_fastq_only_on_the_laptop_is_staged_run_and_got_back(
-    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+    tmp_path: Path, there: Path, laptop_of: LaptopOf, staged_dirs: set[Path]
 ) -> None:
     """Issue 29 item 3's second 'done when', from the laptop stage, over SFTP (the clip
     above goes over rsync): a bwa-indexed reference and a sample sheet of two samples'
@@ -311,84 +330,77 @@ def test_a_bwa_align_array_over_fastq_only_on_the_laptop_is_staged_run_and_got_b
     node = login_node()
     if not isinstance(node, Cluster):
         pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
-    laptop = Laptop("ssh", sshd, known_hosts, tmp_path, there)
-    staged: dict[str, Path] = {}
-    try:
-        data = tmp_path / "data"
-        write_bwa_inputs(data, ("S1", "S2"))  # genome.fa + index, reads/S*_[12].fq, sheet
-        out = there / "aligned"
-        res = laptop.run(
-            "submit", "bwa_align", "-P", "reference=@local:data/genome.fa",
-            "-P", "samples=@local:data/reads/samples.tsv", "-P", f"output_dir={out}",
-            "-c", "1", "--mem", "1G", "-t", "10", "--log-dir", str(there / "logs"), "--json",
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        staged = staged_lines(res.stderr)
-        index = [f"genome.fa{s}" for s in ("", ".amb", ".ann", ".bwt", ".pac", ".sa")]
-        fastq = [f"reads/S{n}_{e}.fq" for n in (1, 2) for e in (1, 2)]
-        assert sorted(staged) == sorted(
-            str(data / f) for f in [*index, *fastq, "reads/samples.tsv"]
-        )
-        for name in [*index, *fastq]:
-            assert (
-                sha256_there(staged[str(data / name)])
-                == hashlib.sha256((data / name).read_bytes()).hexdigest()
-            ), name
-        assert len({p.parent for p in staged.values()}) == 2  # one per laptop directory
-        sheet = checked(node, ["cat", str(staged[str(data / "reads" / "samples.tsv")])])
-        cells = [[str(staged[str(data / f"reads/S{n}_{e}.fq")]) for e in (1, 2)] for n in (1, 2)]
-        rows = [f"S{n}\t{r1}\t{r2}" for n, (r1, r2) in zip((1, 2), cells, strict=True)]
-        assert sheet.splitlines() == ["sample\tr1\tr2", *rows]
-        submitted = json.loads(res.stdout)
-        waited = laptop.run("wait", submitted["job_id"], "--timeout", "300")
-        assert waited.returncode == 0, (waited.stdout, waited.stderr)
-        files = [out / f"S{n}.bam{e}" for n in (1, 2) for e in ("", ".bai")]
-        for n in (1, 2):
-            mapped = checked(node, ["samtools", "view", "-c", "-F", "4", str(out / f"S{n}.bam")])
-            assert int(mapped) > 90, mapped  # 50 error-free pairs, all mapped
-        got = laptop.run("get", *map(str, files), "--to", str(tmp_path / "back"), "--json")
-        assert got.returncode == 0, got.stderr
-        assert [f["via"] for f in json.loads(got.stdout)["files"]] == ["sftp"] * 4
-        for path in files:
-            back = (tmp_path / "back" / path.name).read_bytes()
-            assert hashlib.sha256(back).hexdigest() == sha256_there(path), path
-            assert not path.exists()  # on the cluster only
-        log = laptop.run("sessions", "export", submitted["session_id"])
-        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
-        (note,) = [n["staged"] for n in notes if "staged" in n]
-        assert {f["source"]: Path(f["target"]) for f in note} == staged
+    laptop = laptop_of("ssh")
+    data = tmp_path / "data"
+    write_bwa_inputs(data, ("S1", "S2"))  # genome.fa + index, reads/S*_[12].fq, sheet
+    out = there / "aligned"
+    res = laptop.run(
+        "submit", "bwa_align", "-P", "reference=@local:data/genome.fa",
+        "-P", "samples=@local:data/reads/samples.tsv", "-P", f"output_dir={out}",
+        "-c", "1", "--mem", "1G", "-t", "10", "--log-dir", str(there / "logs"), "--json",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    staged = staged_lines(res.stderr)
+    staged_dirs.update(p.parent for p in staged.values())
+    index = [f"genome.fa{s}" for s in ("", ".amb", ".ann", ".bwt", ".pac", ".sa")]
+    fastq = [f"reads/S{n}_{e}.fq" for n in (1, 2) for e in (1, 2)]
+    assert sorted(staged) == sorted(str(data / f) for f in [*index, *fastq, "reads/samples.tsv"])
+    for name in [*index, *fastq]:
+        assert (
+            sha256_there(staged[str(data / name)])
+            == hashlib.sha256((data / name).read_bytes()).hexdigest()
+        ), name
+    assert len({p.parent for p in staged.values()}) == 2  # one per laptop directory
+    sheet = checked(node, ["cat", str(staged[str(data / "reads" / "samples.tsv")])])
+    cells = [[str(staged[str(data / f"reads/S{n}_{e}.fq")]) for e in (1, 2)] for n in (1, 2)]
+    rows = [f"S{n}\t{r1}\t{r2}" for n, (r1, r2) in zip((1, 2), cells, strict=True)]
+    assert sheet.splitlines() == ["sample\tr1\tr2", *rows]
+    submitted = json.loads(res.stdout)
+    waited = laptop.run("wait", submitted["job_id"], "--timeout", "300")
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+    files = [out / f"S{n}.bam{e}" for n in (1, 2) for e in ("", ".bai")]
+    for n in (1, 2):
+        mapped = checked(node, ["samtools", "view", "-c", "-F", "4", str(out / f"S{n}.bam")])
+        assert int(mapped) > 90, mapped  # 50 error-free pairs, all mapped
+    got = laptop.run("get", *map(str, files), "--to", str(tmp_path / "back"), "--json")
+    assert got.returncode == 0, got.stderr
+    assert [f["via"] for f in json.loads(got.stdout)["files"]] == ["sftp"] * 4
+    for path in files:
+        back = (tmp_path / "back" / path.name).read_bytes()
+        assert hashlib.sha256(back).hexdigest() == sha256_there(path), path
+        assert not path.exists()  # on the cluster only
+    log = laptop.run("sessions", "export", submitted["session_id"])
+    notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+    (note,) = [n["staged"] for n in notes if "staged" in n]
+    assert {f["source"]: Path(f["target"]) for f in note} == staged
 
-        # the merge reads the same sheet: its FASTQs are there whole (0 bytes sent), and
-        # `wait --get` brings the merged BAM (its declared output) back when it has ended
-        merged = there / "merged" / "all.bam"
-        res = laptop.run(
-            "submit", "samtools_merge", "-P", f"bam_dir={out}", "-P", f"output={merged}",
-            "-P", "samples=@local:data/reads/samples.tsv", "-c", "1", "--mem", "1G",
-            "-t", "10", "--log-dir", str(there / "logs"), "--json",
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        again = staged_lines(res.stderr)
-        assert sorted(again) == sorted(str(data / f) for f in [*fastq, "reads/samples.tsv"])
-        for name in fastq:
-            assert f"{staged[str(data / name)]} (0 bytes sent, sftp)" in res.stderr, res.stderr
-        job = json.loads(res.stdout)["job_id"]
-        waited = laptop.run("wait", job, "--timeout", "300", "--get", "merged-back", "--json")
-        assert waited.returncode == 0, (waited.stdout, waited.stderr)
-        document = json.loads(waited.stdout)
-        assert [j["state"] for j in document["jobs"]] == ["COMPLETED"], document
-        (copied,) = document["got"]["files"]
-        assert copied["source"] == str(merged) and copied["transferred"] == copied["size"] > 0
-        back = (tmp_path / "merged-back" / "all.bam").read_bytes()
-        assert hashlib.sha256(back).hexdigest() == sha256_there(merged)
-        assert cluster_calls_none()
-    finally:
-        laptop.close()
-        for directory in {p.parent for p in staged.values()}:
-            node.run(["rm", "-rf", str(directory)])
+    # the merge reads the same sheet: its FASTQs are there whole (0 bytes sent), and
+    # `wait --get` brings the merged BAM (its declared output) back when it has ended
+    merged = there / "merged" / "all.bam"
+    res = laptop.run(
+        "submit", "samtools_merge", "-P", f"bam_dir={out}", "-P", f"output={merged}",
+        "-P", "samples=@local:data/reads/samples.tsv", "-c", "1", "--mem", "1G",
+        "-t", "10", "--log-dir", str(there / "logs"), "--json",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    again = staged_lines(res.stderr)
+    assert sorted(again) == sorted(str(data / f) for f in [*fastq, "reads/samples.tsv"])
+    for name in fastq:
+        assert f"{staged[str(data / name)]} (0 bytes sent, sftp)" in res.stderr, res.stderr
+    job = json.loads(res.stdout)["job_id"]
+    waited = laptop.run("wait", job, "--timeout", "300", "--get", "merged-back", "--json")
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+    document = json.loads(waited.stdout)
+    assert [j["state"] for j in document["jobs"]] == ["COMPLETED"], document
+    (copied,) = document["got"]["files"]
+    assert copied["source"] == str(merged) and copied["transferred"] == copied["size"] > 0
+    back = (tmp_path / "merged-back" / "all.bam").read_bytes()
+    assert hashlib.sha256(back).hexdigest() == sha256_there(merged)
+    assert cluster_calls_none()
 
 
 def test_a_list_of_local_files_is_staged_item_by_item(
-    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+    tmp_path: Path, there: Path, laptop_of: LaptopOf, staged_dirs: set[Path]
 ) -> None:
     """`-P files=@local:a,CLUSTER_PATH,@local:b` (a `paths` value): each `@local:` item is
     staged and the job is given the cluster's paths in the order given, the cluster's own
@@ -396,32 +408,27 @@ def test_a_list_of_local_files_is_staged_item_by_item(
     node = login_node()
     if not isinstance(node, Cluster):
         pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
-    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
-    staged: dict[str, Path] = {}
-    try:
-        for name in ("a.txt", "b.txt"):
-            (tmp_path / name).write_text(f"{name}\n")
-        checked(node, ["sh", "-c", 'echo c > "$1"', "sh", str(there / "c.txt")])
-        res = laptop.run(
-            "submit", "file_array", "-P", f"files=@local:a.txt,{there / 'c.txt'},@local:b.txt",
-            "-P", "program=cat", "--log-dir", str(there / "logs"), "--dry-run",
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        staged = staged_lines(res.stderr)
-        assert sorted(staged) == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
-        words = [str(staged[str(tmp_path / "a.txt")]), str(there / "c.txt")]
-        words.append(str(staged[str(tmp_path / "b.txt")]))
-        assert "files=(" + " ".join(words) + ")" in res.stdout, res.stdout
-        assert "#SBATCH --array=0-2" in res.stdout
-        assert cluster_calls_none()
-    finally:
-        laptop.close()
-        for directory in {p.parent for p in staged.values()}:
-            node.run(["rm", "-rf", str(directory)])
+    laptop = laptop_of("openssh")
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text(f"{name}\n")
+    checked(node, ["sh", "-c", 'echo c > "$1"', "sh", str(there / "c.txt")])
+    res = laptop.run(
+        "submit", "file_array", "-P", f"files=@local:a.txt,{there / 'c.txt'},@local:b.txt",
+        "-P", "program=cat", "--log-dir", str(there / "logs"), "--dry-run",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    staged = staged_lines(res.stderr)
+    staged_dirs.update(p.parent for p in staged.values())
+    assert sorted(staged) == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    words = [str(staged[str(tmp_path / "a.txt")]), str(there / "c.txt")]
+    words.append(str(staged[str(tmp_path / "b.txt")]))
+    assert "files=(" + " ".join(words) + ")" in res.stdout, res.stdout
+    assert "#SBATCH --array=0-2" in res.stdout
+    assert cluster_calls_none()
 
 
 def test_a_local_sheet_or_reference_missing_a_file_here_is_refused_before_anything_is_sent(
-    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+    tmp_path: Path, there: Path, laptop_of: LaptopOf
 ) -> None:
     """Checked on the laptop before the first byte is sent: a sample sheet naming a FASTQ
     that is not here is refused naming the sheet, its line and column and the file; a
@@ -429,33 +436,30 @@ def test_a_local_sheet_or_reference_missing_a_file_here_is_refused_before_anythi
     `staged` line: nothing went to the cluster."""
     from template_examples import write_bwa_inputs
 
-    laptop = Laptop("ssh", sshd, known_hosts, tmp_path, there)
-    try:
-        data = tmp_path / "data"
-        write_bwa_inputs(data, ("S1", "S2"))
-        (data / "reads" / "S2_2.fq").unlink()
-        args = ("submit", "bwa_align", "-P", "reference=@local:data/genome.fa",
-                "-P", "samples=@local:data/reads/samples.tsv", "-P", f"output_dir={there}",
-                "--dry-run")  # fmt: skip
-        res = laptop.run(*args)
-        assert res.returncode == 2, res.stderr
-        assert res.stderr.startswith(
-            f"jobsmith: error: parameter 'samples': the sample sheet "
-            f"'{data / 'reads' / 'samples.tsv'}' on this machine: line 3, column 'r2': "
-            f"'{data / 'reads' / 'S2_2.fq'}' is not a regular file on this machine"
-        ), res.stderr
-        assert "staged" not in res.stderr
-        write_bwa_inputs(data, ("S1", "S2"))
-        (data / "genome.fa.bwt").unlink()
-        res = laptop.run(*args)
-        assert res.returncode == 2, res.stderr
-        assert res.stderr.startswith(
-            f"jobsmith: error: parameter 'reference': '{data / 'genome.fa.bwt'}' is not a "
-            f"regular file on this machine ('{data / 'genome.fa'}' needs it beside it)"
-        ), res.stderr
-        assert "staged" not in res.stderr
-    finally:
-        laptop.close()
+    laptop = laptop_of("ssh")
+    data = tmp_path / "data"
+    write_bwa_inputs(data, ("S1", "S2"))
+    (data / "reads" / "S2_2.fq").unlink()
+    args = ("submit", "bwa_align", "-P", "reference=@local:data/genome.fa",
+            "-P", "samples=@local:data/reads/samples.tsv", "-P", f"output_dir={there}",
+            "--dry-run")  # fmt: skip
+    res = laptop.run(*args)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith(
+        f"jobsmith: error: parameter 'samples': the sample sheet "
+        f"'{data / 'reads' / 'samples.tsv'}' on this machine: line 3, column 'r2': "
+        f"'{data / 'reads' / 'S2_2.fq'}' is not a regular file on this machine"
+    ), res.stderr
+    assert "staged" not in res.stderr
+    write_bwa_inputs(data, ("S1", "S2"))
+    (data / "genome.fa.bwt").unlink()
+    res = laptop.run(*args)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith(
+        f"jobsmith: error: parameter 'reference': '{data / 'genome.fa.bwt'}' is not a "
+        f"regular file on this machine ('{data / 'genome.fa'}' needs it beside it)"
+    ), res.stderr
+    assert "staged" not in res.stderr
 
 
 @pytest.mark.parametrize(
@@ -520,7 +524,7 @@ def test_a_login_node_without_the_tool_a_copy_needs_is_one_error_naming_it(
 
 
 def test_the_watcher_copies_an_ended_sessions_outputs_back_where_the_users_file_asks(
-    sshd: Sshd, known_hosts: Path, tmp_path: Path, there: Path
+    tmp_path: Path, there: Path, laptop_of: LaptopOf, staged_dirs: set[Path]
 ) -> None:
     """`staging.fetch_outputs_to` in the user's file: the watcher cycle that sees a
     session's work end copies the outputs its jobs declared into DIR/SESSION/ on the
@@ -531,38 +535,33 @@ def test_the_watcher_copies_an_ended_sessions_outputs_back_where_the_users_file_
     node = login_node()
     if not isinstance(node, Cluster):
         pytest.skip("runs in the laptop stage only: scripts/slurm-other laptop-test")
-    laptop = Laptop("openssh", sshd, known_hosts, tmp_path, there)
-    staged: dict[str, Path] = {}
-    try:
-        fetched = tmp_path / "fetched"
-        user_site = tmp_path / "home" / "config" / "site.yaml"
-        user_site.write_text(user_site.read_text() + f"staging:\n  fetch_outputs_to: '{fetched}'\n")
-        clip = make_clip(tmp_path / "clip.mp4", seconds=2)
-        out = there / "sound.m4a"
-        res = laptop.run(
-            "submit", "ffmpeg_audio", "-P", f"input=@local:{clip}", "-P", f"output={out}",
-            "-c", "1", "--mem", "1G", "-t", "10", "--log-dir", str(there / "logs"), "--json",
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        staged = staged_lines(res.stderr)
-        session = json.loads(res.stdout)["session_id"]
-        copy = fetched / session / "sound.m4a"
-        deadline = time.monotonic() + 180
-        while not copy.exists():
-            assert time.monotonic() < deadline, "the watcher never copied the output back"
-            cycle = laptop.run("watch", "--once")
-            assert cycle.returncode == 0, cycle.stderr
-            time.sleep(2)
-        assert f"jobsmith: session {session} ended: 1 declared output(s) copied" in cycle.stderr
-        assert hashlib.sha256(copy.read_bytes()).hexdigest() == sha256_there(out)
-        again = laptop.run("watch", "--once")
-        assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
-        log = laptop.run("sessions", "export", session)
-        notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
-        (note,) = [n["fetched_outputs"] for n in notes if "fetched_outputs" in n]
-        assert [f["target"] for f in note["files"]] == [str(copy.resolve())]
-        assert cluster_calls_none()
-    finally:
-        laptop.close()
-        for directory in {p.parent for p in staged.values()}:
-            node.run(["rm", "-rf", str(directory)])
+    laptop = laptop_of("openssh")
+    fetched = tmp_path / "fetched"
+    user_site = tmp_path / "home" / "config" / "site.yaml"
+    user_site.write_text(user_site.read_text() + f"staging:\n  fetch_outputs_to: '{fetched}'\n")
+    clip = make_clip(tmp_path / "clip.mp4", seconds=2)
+    out = there / "sound.m4a"
+    res = laptop.run(
+        "submit", "ffmpeg_audio", "-P", f"input=@local:{clip}", "-P", f"output={out}",
+        "-c", "1", "--mem", "1G", "-t", "10", "--log-dir", str(there / "logs"), "--json",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    staged = staged_lines(res.stderr)
+    staged_dirs.update(p.parent for p in staged.values())
+    session = json.loads(res.stdout)["session_id"]
+    copy = fetched / session / "sound.m4a"
+    deadline = time.monotonic() + 180
+    while not copy.exists():
+        assert time.monotonic() < deadline, "the watcher never copied the output back"
+        cycle = laptop.run("watch", "--once")
+        assert cycle.returncode == 0, cycle.stderr
+        time.sleep(2)
+    assert f"jobsmith: session {session} ended: 1 declared output(s) copied" in cycle.stderr
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == sha256_there(out)
+    again = laptop.run("watch", "--once")
+    assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
+    log = laptop.run("sessions", "export", session)
+    notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
+    (note,) = [n["fetched_outputs"] for n in notes if "fetched_outputs" in n]
+    assert [f["target"] for f in note["files"]] == [str(copy.resolve())]
+    assert cluster_calls_none()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from jobsmith.agent.runtime.documents import StagedFile
     from jobsmith.agent.runtime.staging import LocalStaging
     from jobsmith.agent.runtime.workflows.feeding.awaited import AwaitedWorkloads
-    from jobsmith.agent.runtime.workflows.feeding.record import Workload
+    from jobsmith.agent.runtime.workflows.feeding.record import Reader, Workload
     from jobsmith.agent.runtime.workflows.plans import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -958,9 +958,13 @@ def status(
     from jobsmith.agent.watcher.polling import poll_jobs
 
     app = _app(ctx)
+    # each session's log read once: the workloads' parts are found in it before the poll,
+    # and the workload lines counted from it after (the poll's own answers, passed as
+    # statuses, stand for what it records of the parts it polled)
+    read = functools.cache(app.store.read)
     ids, step_ids = _targets(job_ids)
-    found, parts = _named_workloads(app, step_ids)
-    parts += [p for p in _unended_parts(app, ids) if p not in parts]
+    found, parts = _named_workloads(app, step_ids, read)
+    parts += [p for p in _unended_parts(app, ids, read) if p not in parts]
     polled = poll_jobs(app, ids + parts, since) if ids or parts or not step_ids else {}
     # the parts were polled for the workload lines only
     statuses = {j: s for j, s in polled.items() if j in ids} if step_ids or parts else polled
@@ -979,7 +983,7 @@ def status(
 
         headlines = pipeline_lines(app.store, set(sessions.values()), statuses)
     asked = set(sessions.values()) | {w.session_id for w in found}
-    fed = _workloads(app, asked, polled, every_feeding=not job_ids)
+    fed = _workloads(app, asked, polled, every_feeding=not job_ids, read=read)
     lines = {s: "\n  ".join(w.headline() for w in ws) for s, ws in fed.items()}
     headlines = {**lines, **headlines}
     shown = documents(fed)
@@ -988,7 +992,7 @@ def status(
         _tell_blocklist(app)
 
 
-def _unended_parts(app: App, job_ids: list[str]) -> list[str]:
+def _unended_parts(app: App, job_ids: list[str], read: Reader) -> list[str]:
     """The unended parts of the fed workloads the asked jobs' sessions hold, not asked
     (agent/runtime/workflows/feeding/progress.py, unended_parts)."""
     from jobsmith.agent.runtime.session.store import SessionNotFound
@@ -998,18 +1002,20 @@ def _unended_parts(app: App, job_ids: list[str]) -> list[str]:
     parts: set[str] = set()
     for s in sessions:
         with contextlib.suppress(SessionNotFound):  # a pruned session: nothing to add
-            parts.update(unended_parts(s, app.store.read(s)))
+            parts.update(unended_parts(s, read(s), app.folds.of(s).job_states))
     return sorted(parts - set(job_ids))
 
 
-def _named_workloads(app: App, step_ids: list[str]) -> tuple[list[Workload], list[str]]:
+def _named_workloads(
+    app: App, step_ids: list[str], read: Reader
+) -> tuple[list[Workload], list[str]]:
     """`status`'s fed workloads named by their step ids, and their parts' jobs to poll
     (agent/runtime/workflows/feeding/overview.py); nothing read if none is named."""
     if not step_ids:
         return [], []
     from jobsmith.agent.runtime.workflows.feeding.overview import named
 
-    return named(app.store, app.ledger, step_ids)
+    return named(app.store, app.ledger, step_ids, read)
 
 
 def _feeder(app: App) -> Callable[[Mapping[str, JobStatus]], list[str]]:
@@ -1043,13 +1049,21 @@ def _awaited(app: App, step_ids: list[str]) -> AwaitedWorkloads:
 
 
 def _workloads(
-    app: App, sessions: set[str], statuses: Mapping[str, JobStatus], *, every_feeding: bool
+    app: App,
+    sessions: set[str],
+    statuses: Mapping[str, JobStatus],
+    *,
+    every_feeding: bool,
+    read: Reader | None = None,
 ) -> dict[str, list[Any]]:
     """The fed workloads of the jobs' sessions, each as far as it is, by session
-    (agent/runtime/workflows/feeding/overview.py)."""
+    (agent/runtime/workflows/feeding/overview.py; read: the caller's reads, else the
+    store's)."""
     from jobsmith.agent.runtime.workflows.feeding.overview import fed_workloads
 
-    return fed_workloads(app.store, app.ledger, sessions, statuses, every_feeding=every_feeding)
+    return fed_workloads(
+        app.store, app.ledger, sessions, statuses, every_feeding=every_feeding, read=read
+    )
 
 
 def _tell_blocklist(app: App) -> None:

@@ -22,6 +22,7 @@ from datetime import datetime
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
+from jobsmith.agent.runtime.recovery.standin import recorded_state
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 
@@ -48,9 +49,7 @@ def hold_unwritten_arrays(
             continue
         if _newest_end_age(st, now) > HOLD_S:
             continue
-        recorded = None
-        if submitted.session_id is not None:
-            recorded = JobState.known(folds.of(submitted.session_id).job_states.get(job_id))
+        recorded = recorded_state(job_id, submitted, folds)
         held = recorded if recorded is not None and not recorded.is_terminal else None
         out[job_id] = st.model_copy(update={"state": held or JobState.COMPLETING})
     return out

@@ -43,7 +43,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from jobsmith.adapters.options import JobOptions
-from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.claims import (
     LOOKUP_ALLOWANCE,
     SBATCH_MAX_LIFE,
@@ -71,6 +70,7 @@ from jobsmith.agent.runtime.workflows.feeding.partscript import part_options, pa
 from jobsmith.agent.runtime.workflows.feeding.record import (
     Workload,
     follower_jobs,
+    live_jobs,
     part_data,
     part_jobs,
     workloads,
@@ -400,12 +400,7 @@ def stop_feeding(
     for w in workloads(session_id, events):  # a plan's followers submitted already
         if w.step_id == step_id and w.plan_step is not None:
             jobs += follower_jobs(events, w.plan_step, w.followers)
-    ids = []
-    for job_id in jobs:
-        state = JobState.known(states.get(job_id)) if job_id else None
-        if job_id and not (state and state.is_terminal):  # as last seen: ended ones stay
-            ids.append(job_id)
-    return ids
+    return live_jobs(jobs, states)  # as last seen: ended ones stay
 
 
 def stop_named(

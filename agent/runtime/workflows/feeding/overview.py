@@ -19,7 +19,7 @@ from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
 from jobsmith.agent.runtime.workflows.feeding.index import FeedingIndex
 from jobsmith.agent.runtime.workflows.feeding.progress import WorkloadProgress, workload_progress
-from jobsmith.agent.runtime.workflows.feeding.record import Workload, part_jobs
+from jobsmith.agent.runtime.workflows.feeding.record import Reader, Workload, part_jobs
 from jobsmith.agent.runtime.workflows.feeding.reference import find_workload, parse_workload_id
 
 
@@ -30,17 +30,18 @@ def fed_workloads(
     statuses: Mapping[str, JobStatus],
     *,
     every_feeding: bool,
+    read: Reader | None = None,
 ) -> dict[str, list[WorkloadProgress]]:
     """The fed workloads of these sessions, each as far as it is (statuses: this poll's
     answers, else as last recorded), by session, sorted; every_feeding: also those of
-    the sessions the feeding index lists."""
+    the sessions the feeding index lists. read: how a session is read (Reader)."""
     wanted = set(sessions)
     if every_feeding:
         wanted |= FeedingIndex.beside(ledger).sessions()
     found = {}
     for s in wanted:
         try:
-            found[s] = workload_progress(s, store.read(s), statuses)
+            found[s] = workload_progress(s, (read or store.read)(s), statuses)
         except SessionNotFound:  # an index entry of a pruned session: the watcher drops it
             continue
     return {s: ws for s, ws in sorted(found.items()) if ws}
@@ -59,14 +60,16 @@ def of_polled(
 
 
 def named(
-    store: SessionStore, ledger: JobLedger, step_ids: Sequence[str]
+    store: SessionStore, ledger: JobLedger, step_ids: Sequence[str], read: Reader | None = None
 ) -> tuple[list[Workload], list[str]]:
     """`status STEP_ID`: the workloads named by their step ids (UnknownWorkload for one
-    that names none), and their parts' job ids, to poll with the jobs named."""
+    that names none), and their parts' job ids, to poll with the jobs named. read: how
+    their sessions are read (Reader; not the search for them, which may read every
+    session and keeps none)."""
     found = [find_workload(store, ledger, parse_workload_id(s)) for s in step_ids]
     jobs: list[str] = []
     for w in found:
-        fed = part_jobs(store.read(w.session_id), w.step_id).values()
+        fed = part_jobs((read or store.read)(w.session_id), w.step_id).values()
         jobs += [j for j in fed if j and j not in jobs]
     return found, jobs
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import Event, EventKind
-from jobsmith.agent.runtime.workflows.feeding.record import part_jobs, workloads
+from jobsmith.agent.runtime.workflows.feeding.record import live_jobs, part_jobs, workloads
 
 
 class WorkloadProgress(BaseModel):
@@ -135,8 +135,11 @@ def workload_progress(
     return found
 
 
-def unended_parts(session_id: str, events: Iterable[Event]) -> list[str]:
-    """The job ids of the session's workload parts whose end the session has not recorded.
+def unended_parts(
+    session_id: str, events: Iterable[Event], job_states: Mapping[str, str]
+) -> list[str]:
+    """The job ids of the session's workload parts whose end the session has not recorded
+    (job_states: the session's fold, SessionFold.job_states; record.live_jobs).
 
     `status` of one part polls these with it (the same one sacct): a part fed by an
     earlier watcher cycle may have ended since, with no poller left to record it (a
@@ -144,17 +147,11 @@ def unended_parts(session_id: str, events: Iterable[Event]) -> list[str]:
     count its tasks queued for good (seen in CI: "37 done, 3 queued" of 40 completed).
     """
     events = list(events)
-    recorded: dict[str, str] = {}
-    for e in events:
-        if e.kind is EventKind.JOB_STATE and e.data.get("job_id"):
-            recorded[str(e.data["job_id"])] = str(e.data.get("state"))
-    found = []
-    for w in workloads(session_id, events):
-        for job_id in part_jobs(events, w.step_id).values():
-            state = JobState.known(recorded.get(job_id or ""))
-            if job_id and not (state is not None and state.is_terminal):
-                found.append(job_id)
-    return found
+    return [
+        job_id
+        for w in workloads(session_id, events)
+        for job_id in live_jobs(part_jobs(events, w.step_id).values(), job_states)
+    ]
 
 
 def _recorded_counts(events: list[Event]) -> dict[str, dict[str, int]]:

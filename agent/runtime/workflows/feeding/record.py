@@ -6,13 +6,19 @@ submits."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from jobsmith.adapters.options import JobOptions
+from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.workflows.feeding.split import Part
+
+#: a session's events by its id: SessionStore.read, or a command's own reads kept so that
+#: it reads each log once (`status` finds a workload and its parts in a session before its
+#: poll, and counts its tasks after: agent/faces/cli.py)
+Reader = Callable[[str], Sequence[Event]]
 
 #: a part's job name: the workload's, with `.pN` before its own tag (partscript.py)
 _PART_NAME = re.compile(r"\.p\d+\.js-[0-9a-f]{12}$")
@@ -105,6 +111,21 @@ def part_jobs(events: Sequence[Event], step_id: str) -> dict[int, str | None]:
         else:
             jobs.setdefault(index, None)
     return jobs
+
+
+def live_jobs(job_ids: Iterable[str | None], job_states: Mapping[str, str]) -> list[str]:
+    """The jobs among job_ids (a workload's parts, a plan's followers) whose end the
+    session has not recorded, in order, as job_states (the session's fold:
+    SessionFold.job_states) last saw them; None, a part whose sbatch has not answered,
+    is no job. The one rule for "still live" that `status` of a part (which polls them:
+    progress.unended_parts) and a workload's cancel (which cancels them:
+    feeder.stop_feeding) share: a job not seen ending counts, as only a poll can tell."""
+    found = []
+    for job_id in job_ids:
+        state = JobState.known(job_states.get(job_id)) if job_id else None
+        if job_id and not (state is not None and state.is_terminal):
+            found.append(job_id)
+    return found
 
 
 def follower_jobs(events: Sequence[Event], plan_step: str, followers: Sequence[str]) -> list[str]:

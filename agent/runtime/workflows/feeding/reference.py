@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -29,7 +30,7 @@ from jobsmith.adapters.jobid import (
     JobIdKind,
     JobRef,
     parse_job_id,
-    split_ids,
+    parse_listed,
 )
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
@@ -70,13 +71,7 @@ def parse_targets(
     """Every id in values, in order, without repeats: Slurm's forms (those allowed; a
     value may be a comma-separated list, as for job ids) or a workload's step id; anything
     else is BadJobId naming it and every form taken."""
-    refs: list[JobRef | WorkloadRef] = []
-    for value in values:
-        for part in split_ids(value):
-            ref = _target(part, allow)
-            if ref not in refs:
-                refs.append(ref)
-    return refs
+    return parse_listed(values, partial(_target, allow=allow))
 
 
 def _target(text: str, allow: Collection[JobIdKind]) -> JobRef | WorkloadRef:
