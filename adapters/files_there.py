@@ -27,6 +27,7 @@ import base64
 import errno
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -85,6 +86,76 @@ head -c "$2" -- "$1" | base64 -w0
 def read_argv(path: Path, limit: int) -> list[str]:
     """The command that reads path (a regular file) as base64, up to one byte past limit."""
     return ["sh", "-c", _READ_SH, "sh", str(path), str(limit + 1)]
+
+
+#: each path argument's kind as the look's (f d o m, or e: realpath's complaint), the path
+#: and where realpath -m resolves it, NUL-separated (a name holds any byte but NUL)
+_EACH_SH = r"""
+for p do
+  if r=$(realpath -m -- "$p" 2>&1 && printf x); then
+    r=${r%x}; r=${r%?}
+    if [ -f "$r" ]; then k=f; elif [ -d "$r" ]; then k=d; elif [ -e "$r" ]; then k=o; else k=m; fi
+  else
+    k=e
+  fi
+  printf '%s\000%s\000%s\000' "$k" "$p" "$r"
+done
+"""
+
+#: the regular files and symlinks below directory $1 (recursively; a symlinked directory
+#: is listed, not descended: find -P), what an interrupted copy left ($3: a directory of
+#: that name, a file ending in it) skipped. More than $2 of them: the one word `over`,
+#: found by a first pass that stops at $2+1 (head closes the pipe, find ends); else
+#: _EACH_SH's answer for each, the whole of it hex-encoded once.
+_TREE_SH = (
+    need_sh(("find", "tr", "head", "wc", "realpath", "od"), gnu_realpath=True)
+    + r"""
+d=$1 n=$2 s=$3 each=$4
+if [ ! -d "$d" ]; then echo "it is not a directory" >&2; exit 3; fi
+set -- "$d" '(' -name "$s" -prune ')' -o '(' -type f -o -type l ')' '!' -name "*$s"
+c=$(find "$@" -print0 | tr -dc '\000' | head -c "$((n + 1))" | wc -c)
+if [ "$c" -gt "$n" ]; then echo over; exit 0; fi
+find "$@" -exec sh -c "$each" sh '{}' + | od -An -v -tx1 | tr -d ' \n'
+"""
+)
+
+
+def tree_argv(directory: Path, limit: int, skip: str) -> list[str]:
+    """The one command that lists and resolves what is below directory (a resolved
+    one), at most limit entries; skip: the name an interrupted copy's leftovers carry."""
+    return ["sh", "-c", _TREE_SH, "sh", str(directory), str(limit), skip, _EACH_SH]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One entry below a directory there: a regular file, or a symlink, and what it
+    resolves to there."""
+
+    #: as listed: the directory asked, then the entry's own path below it
+    path: Path
+    fact: PathFact
+
+
+def parse_tree(stdout: str) -> list[Listed] | None:
+    """tree_argv's answer: each entry, in the order listed; None when there are more
+    than the limit. ValueError if it is not such an answer."""
+    text = stdout.strip()
+    if text == "over":
+        return None
+    *fields, last = bytes.fromhex(text).split(b"\0") if text else [b""]
+    if last or len(fields) % 3:
+        raise ValueError(f"not a listing: {text[:200]!r}")
+    found = []
+    for i in range(0, len(fields), 3):
+        kind, path, real = fields[i].decode(), os.fsdecode(fields[i + 1]), fields[i + 2]
+        if kind == "e":
+            fact = PathFact(None, problem=os.fsdecode(real).strip() or "realpath failed")
+        elif kind in _FOUND:
+            fact = PathFact(Path(os.fsdecode(real)), _FOUND[kind])
+        else:
+            raise ValueError(f"not a kind: {kind[:20]!r}")
+        found.append(Listed(Path(path), fact))
+    return found
 
 
 def parse_look(paths: Sequence[Path], stdout: str) -> dict[Path, PathFact]:
@@ -155,6 +226,21 @@ class FilesThere:
         if len(data) > limit:
             raise OSError(errno.EFBIG, f"it is larger than {limit} bytes", str(path))
         return data
+
+    def tree(self, directory: Path, limit: int, skip: str) -> list[Listed] | None:
+        """The regular files and symlinks below directory (resolved, there), each
+        resolved there, asked in one command (tree_argv); None when there are more than
+        limit. SchedulerError when it cannot be listed (not a directory, say)."""
+        argv = tree_argv(directory, limit, skip)
+        res = check(self._transport.run(argv, timeout=self._timeout), self._login)
+        try:
+            if res.returncode != 0:
+                raise ValueError(f"exit {res.returncode}: {res.stderr.strip()[:200]}")
+            return parse_tree(res.stdout)
+        except ValueError as exc:
+            raise SchedulerError(
+                f"cannot list the directory {directory}{self.where}: {exc}"
+            ) from None
 
     def make_dirs(self, path: Path) -> None:
         res = self._transport.run(["mkdir", "-p", "--", str(path)], timeout=self._timeout)

@@ -2,10 +2,11 @@
 
 Over SSH every command runs through the login node's sh and a few POSIX and GNU tools:
 `base64` decodes the command line itself, `env` and `sed` clean its environment and
-coreutils' `timeout` bounds it (adapters/ssh/command.py); the job's files are looked at with GNU
-`realpath -m`, `od` and `tr`, and read with `head` and `base64 -w0`
-(adapters/files_there.py); put and get ask for `stat` and `sha256sum` and run the login
-node's `rsync` (adapters/ssh/staging.py). Most login nodes have them all; a minimal image (BusyBox's
+coreutils' `timeout` bounds it (adapters/ssh/command.py); the job's files are looked at
+with GNU `realpath -m`, `od` and `tr`, read with `head` and `base64 -w0`, and a directory
+to get is listed with `find`, `tr`, `head` and `wc` (adapters/files_there.py); put and get
+ask for `stat` and `sha256sum` and run the login node's `rsync`
+(adapters/ssh/staging.py). Most login nodes have them all; a minimal image (BusyBox's
 realpath has no -m) or a PATH that hides coreutils may not, and then a command must not
 quietly answer something else: `echo … | base64 -d` failing makes `eval` run nothing and
 exit 0 (a Slurm command that "succeeded" saying nothing), and a missing `od` turns a
@@ -40,12 +41,14 @@ WHAT = {
     "od": "coreutils' od",
     "tr": "coreutils' tr",
     "head": "coreutils' head",
+    "wc": "coreutils' wc",
+    "find": "findutils' find",
     "stat": "coreutils' stat",
     "sha256sum": "coreutils' sha256sum",
     "rsync": "rsync",
 }
 #: the Debian package of each tool not in coreutils
-PACKAGE = {"sed": "sed", "rsync": "rsync"}
+PACKAGE = {"sed": "sed", "rsync": "rsync", "find": "findutils"}
 
 
 class ToolMissing(ConfigError):

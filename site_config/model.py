@@ -449,8 +449,9 @@ class Staging(_Section):
         None,
         description="a directory on this machine: when every job of a session has ended, "
         "the watcher (or the status or wait that saw it end) copies the outputs its jobs "
-        "declared into SESSION/ below it, once (as `jobsmith get SESSION`); null: only "
-        "when asked (get, wait --get)",
+        "declared into SESSION/ below it, once (as `jobsmith get SESSION`: files, and the "
+        "files below a declared directory); a copy cut off is tried again by the next "
+        "polls, 3 attempts in all; null: only when asked (get, wait --get)",
     )
 
 

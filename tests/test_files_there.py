@@ -17,7 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobsmith.adapters.files_there import FilesThere, look_argv, parse_look, read_argv
+from jobsmith.adapters.files_there import (
+    FilesThere,
+    look_argv,
+    parse_look,
+    parse_tree,
+    read_argv,
+    tree_argv,
+)
 from jobsmith.adapters.login_tools import WHAT, ToolMissing
 from jobsmith.adapters.slurm.transport import LocalTransport
 from jobsmith.adapters.transport import CommandResult
@@ -270,3 +277,71 @@ def test_a_sheet_that_is_not_a_file_there_cannot_be_read_and_says_where(tmp_path
     assert there().read(big, limit=11) == b"\xff" * 11  # bytes as they are, not UTF-8
     with pytest.raises(OSError, match="larger than 10 bytes"):
         there().read(big, limit=10)
+
+
+def test_a_directory_is_listed_and_resolved_there_in_one_command(tmp_path: Path) -> None:
+    """What `get SESSION` gets of a directory output (FilesThere.tree): every regular file
+    below it, at any depth and of any name, and every symlink with where it resolves
+    there, in one command; a symlinked directory is listed, not descended; what an
+    interrupted copy left (`.jobsmith-partial`) and what is neither a file nor a symlink
+    (a fifo) are not listed."""
+    top = tmp_path / "out"
+    odd = os.fsdecode(b"it's a\nname \xff.bam")
+    (top / "deep" / "er").mkdir(parents=True)
+    (top / "S1.bam").write_bytes(b"1")
+    (top / "deep" / "er" / odd).write_bytes(b"2")
+    (tmp_path / "elsewhere").mkdir()
+    (top / "to-dir").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere" / "not-below.bam").write_bytes(b"3")
+    (top / "to-file").symlink_to(top / "S1.bam")
+    (top / "dangling").symlink_to(top / "nowhere")
+    (top / ".jobsmith-partial").mkdir()
+    (top / ".jobsmith-partial" / "S2.bam").write_bytes(b"4")
+    (top / "S3.bam.jobsmith-partial").write_bytes(b"5")
+    os.mkfifo(top / "fifo")
+    transport = Counting()
+    listed = there(transport).tree(top, 10, ".jobsmith-partial")
+    assert listed is not None and len(transport.calls) == 1
+    facts = {entry.path: (entry.fact.real, entry.fact.found) for entry in listed}
+    assert facts == {
+        top / "S1.bam": (top / "S1.bam", "file"),
+        top / "deep" / "er" / odd: (top / "deep" / "er" / odd, "file"),
+        top / "to-dir": (tmp_path / "elsewhere", "dir"),
+        top / "to-file": (top / "S1.bam", "file"),
+        top / "dangling": (top / "nowhere", "missing"),
+    }
+
+
+def test_a_directory_over_the_limit_is_answered_as_such_not_listed(tmp_path: Path) -> None:
+    for n in range(5):
+        (tmp_path / f"f{n}").write_bytes(b"")
+    assert there().tree(tmp_path, 4, ".jobsmith-partial") is None
+    listed = there().tree(tmp_path, 5, ".jobsmith-partial")
+    assert listed is not None and len(listed) == 5
+    (tmp_path / "empty").mkdir()
+    assert there().tree(tmp_path / "empty", 5, ".jobsmith-partial") == []
+
+
+def test_a_directory_that_is_not_one_there_cannot_be_listed_and_says_where(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f").write_bytes(b"")
+    with pytest.raises(SchedulerError, match=r"cannot list the directory .*/f on alice@login1:22"):
+        there().tree(tmp_path / "f", 5, ".jobsmith-partial")
+    with pytest.raises(ValueError, match="not a listing"):
+        parse_tree("66 00")  # one field, not three
+    assert tree_argv(Path("/-x"), 3, "p")[4] == "/-x"  # an argument, never code
+
+
+@pytest.mark.parametrize("missing", ["find", "wc"])
+def test_a_login_node_without_a_tool_of_the_listing_gets_one_error_naming_it(
+    tmp_path: Path, missing: str
+) -> None:
+    bin_dir = tools_but(tmp_path, missing)
+    for tool in ("find", "wc"):
+        if tool != missing:
+            (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    with pytest.raises(ToolMissing) as err:
+        there(WithPath(bin_dir)).tree(tmp_path, 5, ".jobsmith-partial")
+    assert err.value.tool == missing
+    assert f"the login node alice@login1:22 has no {WHAT[missing]}" in str(err.value)

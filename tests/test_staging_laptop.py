@@ -313,18 +313,19 @@ def staged_lines(stderr: str) -> dict[str, Path]:
 def test_a_bwa_align_array_over_fastq_only_on_the_laptop_is_staged_run_and_got_back(
     tmp_path: Path, there: Path, laptop_of: LaptopOf, staged_dirs: set[Path]
 ) -> None:
-    """Issue 29 item 3's second 'done when', from the laptop stage, over SFTP (the clip
-    above goes over rsync): a bwa-indexed reference and a sample sheet of two samples'
-    FASTQ pairs exist on the laptop only; `submit bwa_align -P reference=@local:…
-    -P samples=@local:…` stages the reference with its index (the template's
-    `companions`), each FASTQ the sheet names and the sheet itself with its cells
-    rewritten to the cluster's paths; the array's two tasks run Debian's bwa and samtools
-    on the cluster, and `get` brings the BAMs and their indexes back byte-identical to
-    what the cluster holds. The session notes every file staged; none of it is on the
-    laptop's side of the cluster's paths. Then a samtools_merge of the same sheet (its
-    FASTQs not sent again) and `wait --get DIR`, which brings the merged BAM (the
-    merge's declared output) back when the job has ended (issue 29 item 3's automatic
-    fetch, asked for on the command line)."""
+    """Issue 29 item 3's second 'done when', from the laptop stage, over SFTP (the clip above
+    goes over rsync): a bwa-indexed reference and a sample sheet of two samples' FASTQ pairs
+    exist on the laptop only; `submit bwa_align -P reference=@local:… -P samples=@local:…`
+    stages the reference with its index (the template's `companions`), each FASTQ the sheet
+    names and the sheet itself with its cells rewritten to the cluster's paths; the array's
+    two tasks run Debian's bwa and samtools on the cluster, and `get` brings the BAMs and
+    their indexes back byte-identical to what the cluster holds, named one by one and as
+    `get SESSION` (the template's declared `output_dir`, a directory: its files below
+    DIR/aligned/; a symlink put in it leading out of the roots there refuses it, naming the
+    link). The session notes every file staged; none of it is on the laptop's side of the
+    cluster's paths. Then a samtools_merge of the same sheet (its FASTQs not sent again) and
+    `wait --get DIR`, which brings the merged BAM (the merge's declared output) back when
+    the job has ended (issue 29 item 3's automatic fetch, asked for on the command line)."""
     from template_examples import write_bwa_inputs
 
     node = login_node()
@@ -373,6 +374,25 @@ def test_a_bwa_align_array_over_fastq_only_on_the_laptop_is_staged_run_and_got_b
     notes = [json.loads(x)["data"] for x in log.stdout.splitlines() if '"note"' in x]
     (note,) = [n["staged"] for n in notes if "staged" in n]
     assert {f["source"]: Path(f["target"]) for f in note} == staged
+
+    # `get SESSION`: the declared output_dir is a directory; its files come back
+    # below DIR/aligned/, listed there in one command, byte-identical
+    session = submitted["session_id"]
+    whole = laptop.run("get", session, "--to", str(tmp_path / "session"), "--json")
+    assert whole.returncode == 0, whole.stderr
+    document = json.loads(whole.stdout)
+    assert document["not_got"] == [], document
+    assert sorted(f["source"] for f in document["files"]) == sorted(map(str, files))
+    for path in files:
+        back = (tmp_path / "session" / "aligned" / path.name).read_bytes()
+        assert hashlib.sha256(back).hexdigest() == sha256_there(path), path
+    # a symlink there leading out of the roots refuses the directory, naming it
+    checked(node, ["ln", "-s", "/etc/hostname", str(out / "name.bam")])
+    refused = laptop.run("get", session, "--to", str(tmp_path / "refused"))
+    assert refused.returncode == 3, refused.stderr
+    assert f"'{out / 'name.bam'}' (resolves to '/etc/hostname') on " in refused.stderr
+    assert not (tmp_path / "refused").exists()  # refused before anything was copied
+    checked(node, ["rm", "--", str(out / "name.bam")])
 
     # the merge reads the same sheet: its FASTQs are there whole (0 bytes sent), and
     # `wait --get` brings the merged BAM (its declared output) back when it has ended

@@ -31,7 +31,13 @@ transport's own connection, so it needs no second login (no second MFA prompt):
 Both refuse a remote path outside the site's allowed roots as the cluster resolves it
 (files_there.py answers, job_templates/paths.py's one rule judges), naming the path, where
 it leads there and the login node; the remote directory is made there. On the laptop a
-fetched file lands in the directory asked for, never through a symlink out of it. What
+fetched file lands in the directory asked for, never through a symlink out of it.
+
+A directory is got file by file (`Stager.tree`, then `get_tree`): what is below it is
+listed and resolved there in one command (files_there.py's `tree`), at most
+MAX_TREE_FILES files (more is refused naming the limit, so a huge directory is no
+surprise), each file judged by get's rule before the first is copied, and copied below
+DIR/NAME here keeping its path below the directory, no symlink here on the way. What
 crossed the link is counted (`Copied.transferred`: rsync's `--stats`, or the bytes SFTP
 wrote), so a resumed copy shows it did not start over.
 """
@@ -58,7 +64,7 @@ from jobsmith.adapters.files_there import FilesThere
 from jobsmith.adapters.login_tools import ToolMissing, checked_sh, named_missing, need_sh
 from jobsmith.errors import ConfigError, InputError, PolicyError, SchedulerUnavailable
 from jobsmith.job_templates.params import PathKind
-from jobsmith.job_templates.paths import PathPolicy
+from jobsmith.job_templates.paths import PathFact, PathPolicy, inside
 
 if TYPE_CHECKING:
     from jobsmith.adapters.ssh.openssh import OpenSshTransport
@@ -130,6 +136,30 @@ def copier_for(kind: str, transport: Transport, bwlimit_kbps: int = 0) -> Copier
     )
 
 
+#: a directory got with more files than this below it is refused, naming the limit
+MAX_TREE_FILES = 1000
+#: what a caller gives to follow each file of a tree: its path here, answering a Progress
+Following = Callable[[str], Progress]
+
+
+class TooManyFiles(InputError):
+    """A directory to get holds more files than one get copies (MAX_TREE_FILES)."""
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A directory there, listed and checked (Stager.tree): what get_tree copies."""
+
+    #: as asked
+    directory: Path
+    #: resolved there
+    real: Path
+    #: each regular file: where it is there (resolved), its path below the directory
+    files: tuple[tuple[Path, Path], ...]
+    #: what is below it and not got, and why (a symlink to a directory, to nothing)
+    skipped: tuple[str, ...]
+
+
 class Stager:
     """put and get with the paths checked: the remote side inside the site's allowed
     roots as the cluster resolves them, the local side inside the directory asked for."""
@@ -159,15 +189,95 @@ class Stager:
         policy = PathPolicy(self._roots, remote.parent, self._files)
         real = policy.resolve(remote, "get")
         policy.require_existing(remote, PathKind.FILE, "get")
-        local_dir.mkdir(parents=True, exist_ok=True)
-        here = local_dir.resolve()
-        target = here / real.name
-        if target.resolve() != target or (target.exists() and not target.is_file()):
-            raise PolicyError(
-                f"get: '{target}' here leads out of '{here}' or is not a regular file "
-                f"(resolves to '{target.resolve()}'); remove it or choose another --to"
-            )
+        target = local_target(local_dir, Path(real.name))
         return self._copier.download(real, target, progress)
+
+    def tree(self, remote_dir: Path, limit: int = MAX_TREE_FILES) -> Tree:
+        """remote_dir (a directory there) listed and checked for get_tree: the regular
+        files below it, each by the same rule as get's (inside the allowed roots as the
+        cluster resolves it: a symlink there leading out of them is PolicyError naming
+        it, before anything is copied), listed and resolved in one command
+        (FilesThere.tree); the symlinks that are not to a regular file are skipped, each
+        with why. TooManyFiles over limit."""
+        policy = PathPolicy(self._roots, remote_dir, self._files)
+        real = policy.resolve(remote_dir, "get")
+        policy.require_existing(remote_dir, PathKind.DIR, "get")
+        listed = self._files.tree(real, limit, PARTIAL)
+        where = self._files.where
+        if listed is None:
+            raise TooManyFiles(
+                f"{remote_dir}: a directory of more than {limit} files{where}: not got "
+                f"(the limit of one get); get the files you want by name "
+                f"(jobsmith get {remote_dir}/NAME …)"
+            )
+        roots = policy.roots
+        files: list[tuple[Path, Path]] = []
+        skipped: list[str] = []
+        for entry in sorted(listed, key=lambda e: e.path):
+            fact = entry.fact
+            if fact.real is None or fact.found != "file":
+                skipped.append(f"{entry.path}: {_not_a_file(fact)}{where}")
+                continue
+            if not inside(fact.real, roots):
+                shown = ", ".join(str(root) for root in roots) or "(none configured)"
+                raise PolicyError(
+                    f"get: path '{entry.path}' (resolves to '{fact.real}'){where} is outside "
+                    f"the allowed roots: {shown}"
+                )
+            files.append((fact.real, entry.path.relative_to(real)))
+        return Tree(remote_dir, real, tuple(files), tuple(skipped))
+
+    def get_tree(self, tree: Tree, local_dir: Path, follow: Following) -> list[Copied]:
+        """tree's files copied below local_dir/NAME (NAME: the directory's own name
+        there), keeping their paths below it; every target checked (no symlink here on
+        the way, made if missing) before the first is copied. follow: the progress of
+        each, given its path below local_dir."""
+        base = Path(tree.real.name)
+        targets = [local_target(local_dir, base / rel) for _, rel in tree.files]
+        return [
+            self._copier.download(real, target, follow(str(base / rel)))
+            for (real, rel), target in zip(tree.files, targets, strict=True)
+        ]
+
+
+def _not_a_file(fact: PathFact) -> str:
+    """Why a listed entry (a symlink: find lists only those and regular files) is not
+    got."""
+    if fact.real is None:
+        return f"cannot resolve it ({fact.problem})"
+    if fact.found == "dir":
+        return "a symlink to a directory, not followed"
+    if fact.found == "missing":
+        return f"a symlink to nothing there ('{fact.real}')"
+    return f"a symlink to '{fact.real}', not a regular file"
+
+
+def local_target(local_dir: Path, relative: Path) -> Path:
+    """Where a file got lands: local_dir (made if missing, then resolved) / relative,
+    each directory on the way made if missing, none of them a symlink, and the file
+    itself not a symlink nor anything but a regular file if it is there: PolicyError
+    otherwise, so a fetched file never lands outside local_dir."""
+    if relative.is_absolute() or not relative.parts or {"..", "."} & set(relative.parts):
+        raise PolicyError(f"get: '{relative}' is not a path below '{local_dir}'")
+    local_dir.mkdir(parents=True, exist_ok=True)
+    here = local_dir.resolve()
+    path = here
+    for part in relative.parts[:-1]:
+        path = path / part
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise PolicyError(
+                f"get: '{path}' here is a symlink or not a directory (below '{here}'); "
+                "remove it or choose another --to"
+            )
+        path.mkdir(exist_ok=True)
+    target = path / relative.parts[-1]
+    leads = Path(os.path.realpath(target))  # never raises, a loop included
+    if target.is_symlink() or leads != target or (target.exists() and not target.is_file()):
+        raise PolicyError(
+            f"get: '{target}' here leads out of '{here}' or is not a regular file "
+            f"(resolves to '{leads}'); remove it or choose another --to"
+        )
+    return target
 
 
 # --- rsync through the ControlMaster ------------------------------------------------------

@@ -1269,7 +1269,8 @@ def get(
     ctx: click.Context, items: tuple[str, ...], to: Path | None, bwlimit: int, as_json: bool
 ) -> None:
     """Copy files from the cluster to here over the site's SSH connection (resumable): the
-    paths given, or a session's declared outputs (the files its jobs write)."""
+    paths given, or a session's declared outputs (the files its jobs write, and the files
+    below the directories they write, into DIR/NAME/; at most 1000 a directory)."""
     from jobsmith.agent.runtime.staging import get_files
     from jobsmith.agent.views import render as views
 

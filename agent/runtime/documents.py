@@ -513,5 +513,7 @@ class StagingResult(_Result):
     files: list[StagedFile] = Field(description="each file, in the order given")
     not_got: list[str] = Field(
         default_factory=list,
-        description="get SESSION: the declared outputs not got, and why (a directory, not there)",
+        description="get SESSION: the declared outputs (or the files below a declared "
+        "directory) not got, and why (not there, over the limit of files, a symlink to a "
+        "directory)",
     )

@@ -94,21 +94,40 @@ def get_files(
 ) -> StagingResult:
     """Each of items copied into `to` here (default: the current directory): a path of
     the cluster's (a relative one is below the site's scratch), or a session (its id, or
-    the short one `status` shows), meaning the files its jobs declared as outputs."""
+    the short one `status` shows), meaning the outputs its jobs declared: a file, or a
+    directory's files (below `to`/NAME, their paths below it kept; at most
+    MAX_TREE_FILES, else it is listed as not got naming the limit). Every directory is
+    listed and checked before the first file is copied."""
+    from jobsmith.adapters.ssh.staging import TooManyFiles
+
     staging = stager(parts, bwlimit_kbps)
     scratch, local_dir = parts.site.config.paths.scratch, to or Path.cwd()
     paths: list[Path] = []
+    dirs: list[Path] = []
     skipped: list[str] = []
     for item in items:
         session = _session(parts, item)
         if session is None:
             paths.append(scratch / item)
             continue
-        found = _files_there(parts, declared_outputs(parts, session), skipped)
-        if not found:
-            skipped.append(f"session {session}: no declared output is a file there")
+        found, found_dirs = _outputs_there(parts, declared_outputs(parts, session), skipped)
+        if not found and not found_dirs:
+            skipped.append(f"session {session}: no declared output is there")
         paths += found
+        dirs += found_dirs
+    trees = []
+    for directory in dict.fromkeys(dirs):
+        try:
+            tree = staging.tree(directory)
+        except TooManyFiles as exc:
+            skipped.append(str(exc))
+            continue
+        if not tree.files:
+            skipped.append(f"{directory}: a directory with no file below it{parts.job_files.where}")
+        skipped += tree.skipped
+        trees.append(tree)
     done = [staging.get(p, local_dir, follow(p.name)) for p in dict.fromkeys(paths)]
+    done += [c for tree in trees for c in staging.get_tree(tree, local_dir, follow)]
     return _result("get", parts, done, skipped)
 
 
@@ -169,19 +188,29 @@ def _session(parts: StagingParts, item: str) -> str | None:
     return session
 
 
-def _files_there(parts: StagingParts, paths: Sequence[Path], skipped: list[str]) -> list[Path]:
-    """Those of paths that are regular files on the cluster; why the others are not got
-    (a directory, not there) added to skipped."""
+def _outputs_there(
+    parts: StagingParts, paths: Sequence[Path], skipped: list[str]
+) -> tuple[list[Path], list[Path]]:
+    """Those of paths that are regular files on the cluster, and those that are
+    directories; why the others are not got (not there yet, something else) added to
+    skipped."""
     facts = parts.job_files.look(paths)
-    files = []
+    files: list[Path] = []
+    dirs: list[Path] = []
     for path in paths:
         fact = facts[path]
         if fact.found == "file":
             files.append(path)
+        elif fact.found == "dir":
+            dirs.append(path)
         else:
-            why = "a directory" if fact.found == "dir" else fact.problem or "not there"
+            why = fact.problem or (
+                "not there (not written yet, or its job failed)"
+                if fact.found == "missing"
+                else "neither a file nor a directory"
+            )
             skipped.append(f"{path}: {why}{parts.job_files.where}")
-    return files
+    return files, dirs
 
 
 def _result(
