@@ -11,7 +11,7 @@ Each round copies the file once each way below, to a directory emptied first, in
 that rotates from round to round (so no way always goes first, with the page cache cold
 or warm): plain `rsync` with the master's ssh as its remote shell, plain `scp` through
 the master (OpenSSH's scp speaks SFTP), `jobsmith put` over `openssh` (a new file streamed
-through the master and then compared by rsync --checksum, its paths checked on the login
+through the master, its CRC compared by cksum on both ends, its paths checked on the login
 node first, its size compared after) and
 `jobsmith put` over `ssh` (SFTP on paramiko's connection, and sha256sum on both sides
 after). The jobsmith figures are whole commands: Python's start-up, the site file, the

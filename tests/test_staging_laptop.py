@@ -73,9 +73,9 @@ class Laptop:
                 f"  key_file: {sshd.client_key}\n", f"  control_path: {self.socket}\n"
             )
             site.write_text(text)
-            tools = tmp / "ssh-bin"  # the laptop has ssh and rsync, and no Slurm command
+            tools = tmp / "ssh-bin"  # the laptop has ssh, rsync and cksum, and no Slurm command
             tools.mkdir()
-            for name in ("ssh", "rsync"):
+            for name in ("ssh", "rsync", "cksum"):
                 (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
             self.env["PATH"] += f":{tools}"
         self.site = site

@@ -110,17 +110,19 @@ class OpenSshTransport:
         result = CommandResult(tuple(argv), proc.returncode, decode(out), decode(err))
         return login_tools.check(result, self.where)  # a tool missing there: ToolMissing
 
-    def start(self, argv: Sequence[str], stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    def start(
+        self, argv: Sequence[str], stdout: IO[bytes], stderr: IO[bytes]
+    ) -> subprocess.Popen[bytes]:
         """argv started on the login node through the master with no deadline, its stdin
         a pipe the caller writes and closes (a copy streamed there: staging.py), its
-        stderr into stderr. The caller watches it, waits for it and ends it; closing the
-        pipe early ends the remote command at its end of input."""
+        stdout and stderr into those files. The caller watches it, waits for it and ends
+        it; closing the pipe early ends the remote command at its end of input."""
         line = remote_command(argv, {}, environment=self._environment)
         self.require_master()
         return subprocess.Popen(
             [*self.client_argv(), "--", line],
             stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+            stdout=stdout,
             stderr=stderr,
             env=ssh_environment(),
         )

@@ -14,13 +14,16 @@ transport's own connection, so it needs no second login (no second MFA prompt):
   source, and the size is compared after. `-s` sends the paths inside rsync's protocol,
   never through the remote shell, so any name arrives as it is.
   A new file of STREAM_FROM bytes or more (neither it nor a partial copy is there) goes
-  first as a plain stream, `cat` into that same partial file through the master, renamed
-  over the target once all its bytes arrived; then rsync `--checksum` compares the two
-  whole files and sets the time. Why: rsync's four processes on each end cost a CPU-bound
-  link (measured in benchmarks/bench_staging.py) 1.4-2x what one stream costs, and a new
-  file gains nothing from the delta algorithm. A stream cut off leaves its bytes where
-  rsync's `--partial-dir` looks, so the next copy resumes it with rsync; a login node
-  without `cat`, `mv`, `stat` or `mkdir` gets rsync alone.
+  as a plain stream instead, `cat` into that same partial file through the master. Once
+  all its bytes arrived, POSIX `cksum` of the copy there must equal the laptop's (run
+  while it streamed); then it is renamed over the target and given the laptop's
+  modification time, so a later put finds it whole by rsync's quick check. Why: rsync's
+  processes on each end cost a CPU-bound link (benchmarks/bench_staging.py) 1.4-2x what
+  one stream costs, and a new file gains nothing from the delta algorithm; cksum's CRC
+  reads a GiB in 0.3 s where sha256sum takes 4 s (the link's own MAC already guards the
+  bytes in transit). A stream cut off, or a copy whose CRC differs, leaves its bytes
+  where rsync's `--partial-dir` looks, so rsync resumes or mends it; a login node (or a
+  laptop) without one of the tools the stream needs gets rsync alone.
 - `ssh` (paramiko): SFTP over the transport's paramiko connection. The copy goes to
   `NAME.jobsmith-partial` beside the target and is renamed over it when whole; an
   interrupted copy resumes by appending from the partial file's size; after the copy the
@@ -285,14 +288,17 @@ def local_target(local_dir: Path, relative: Path) -> Path:
 #: the login node's rsync, run by its login shell (any: sh, tcsh, fish read a single-quoted
 #: word alike) after need_sh's check, so a missing one is ToolMissing, not a broken pipe
 RSYNC_THERE = f"""sh -c '{need_sh(("rsync",))}; exec rsync "$@"' sh"""
-#: a new file this large or larger is streamed, then checked by rsync (module docstring)
+#: a new file this large or larger is streamed (module docstring)
 STREAM_FROM = 1 << 20
-_STREAM_TOOLS = ("cat", "mv", "stat", "mkdir")
-#: the stream's far end: $1 the target, $2 its partial file, $3 the bytes to expect
+_STREAM_TOOLS = ("cat", "mv", "stat", "mkdir", "cksum", "touch")
+#: the stream's far end: $1 the partial file, $2 the bytes to expect; prints its cksum
 _STREAM_THERE = (
-    'set -e; mkdir -p -- "${2%/*}"; cat > "$2"; n=$(stat -c %s -- "$2"); '
-    '[ "$n" = "$3" ] || { echo "$n of $3 bytes arrived" >&2; exit 3; }; '
-    'mv -f -- "$2" "$1"; rmdir -- "${2%/*}" 2>/dev/null || :'
+    'set -e; mkdir -p -- "${1%/*}"; cat > "$1"; n=$(stat -c %s -- "$1"); '
+    '[ "$n" = "$2" ] || { echo "$n of $2 bytes arrived" >&2; exit 3; }; cksum < "$1"'
+)
+#: then, the CRCs equal: $1 the partial file renamed to $2, given the time $3
+_STREAM_DONE = (
+    'set -e; mv -f -- "$1" "$2"; touch -m -d "@$3" -- "$2"; rmdir -- "${1%/*}" 2>/dev/null || :'
 )
 _STREAM_BLOCK = 8 << 20
 _STAT = re.compile(r"^Total bytes (sent|received): ([\d,.]+)", re.MULTILINE)
@@ -311,17 +317,27 @@ class RsyncCopier:
         size = local.stat().st_size
         partial = remote.parent / PARTIAL / remote.name  # where rsync's --partial-dir looks
         streamed = 0
-        if size >= STREAM_FROM and self._new_there(remote, partial):
-            streamed = self._stream(local, remote, partial, size, progress)
-        moved = self._rsync(
-            str(local), self._there(remote), size, progress, "sent", checksum=streamed > 0
-        )
+        if size >= STREAM_FROM and shutil.which("cksum") and self._new_there(remote, partial):
+            # the laptop's own CRC, read while the bytes stream (it reads them from disk too)
+            mine = subprocess.Popen(
+                ["cksum", "--", str(local)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
+            try:
+                crc = self._stream(local, partial, size, progress)
+                streamed = size  # all of it: else CopyFailed
+                ours = mine.communicate()[0] if mine.wait() == 0 else b""
+            finally:
+                if mine.poll() is None:
+                    mine.kill()
+                    mine.wait()
+            if ours and self._finish(local, partial, remote, crc, ours):
+                return Copied(str(local), str(remote), size, streamed, "stream")
+            # its CRC differs: rsync mends the partial copy below, by its own checksums
+        moved = self._rsync(str(local), self._there(remote), size, progress, "sent")
         there = _remote_size(self._transport, remote)
         if there != size:
             raise CopyFailed(f"put: {remote}{self._where} holds {there} bytes, not {size}")
-        return Copied(
-            str(local), str(remote), size, streamed + moved, "stream" if streamed else "rsync"
-        )
+        return Copied(str(local), str(remote), size, streamed + moved, "rsync")
 
     def _new_there(self, remote: Path, partial: Path) -> bool:
         """Neither remote nor a partial copy of it is there, and the login node has the
@@ -331,16 +347,35 @@ class RsyncCopier:
         res = self._transport.run(["sh", "-c", script, "sh", str(remote), str(partial)], timeout=30)
         return res.returncode == 0
 
-    def _stream(
-        self, local: Path, remote: Path, partial: Path, size: int, progress: Progress
-    ) -> int:
-        """local's bytes streamed into partial there and renamed to remote once all
-        arrived; how many were sent. A cut-off stream is CopyFailed, its bytes kept."""
+    def _finish(self, local: Path, partial: Path, remote: Path, crc: bytes, ours: bytes) -> bool:
+        """partial renamed to remote and given local's time, if crc (the far end's cksum
+        line) says what ours (local's) does; False, nothing done, if it does not."""
+        if crc.split()[:2] != ours.split()[:2]:
+            return False
+        ns = local.stat().st_mtime_ns
+        when = f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+        argv = ["sh", "-c", _STREAM_DONE, "sh", str(partial), str(remote), when]
+        res = self._transport.run(argv, timeout=30)
+        if res.returncode != 0:
+            raise CopyFailed(
+                f"put: {partial}{self._where} arrived whole but could not be renamed to "
+                f"{remote} ({res.stderr.strip()[:300] or f'exit {res.returncode}'}); run the "
+                "same command again"
+            )
+        return True
+
+    def _stream(self, local: Path, partial: Path, size: int, progress: Progress) -> bytes:
+        """local's bytes streamed into partial there; the far end's cksum line of what
+        arrived. A cut-off stream is CopyFailed, its bytes kept."""
         pace = _Pace(self._bwlimit * 1024)
         sent = [0]
-        with tempfile.TemporaryFile() as errors, local.open("rb") as source:
-            argv = ["sh", "-c", _STREAM_THERE, "sh", str(remote), str(partial), str(size)]
-            proc = self._transport.start(argv, errors)
+        with (
+            tempfile.TemporaryFile() as errors,
+            tempfile.TemporaryFile() as answer,
+            local.open("rb") as source,
+        ):
+            argv = ["sh", "-c", _STREAM_THERE, "sh", str(partial), str(size)]
+            proc = self._transport.start(argv, answer, errors)
             stall = _Stall(proc, sent)
             cut: OSError | None = None
             try:
@@ -359,17 +394,19 @@ class RsyncCopier:
                     proc.wait()
             errors.seek(0)
             said = " ".join(errors.read().decode(errors="replace").split())[-400:]
+            answer.seek(0)
+            crc = answer.read(4096)
         tool = named_missing(said) if proc.returncode else None
         if tool is not None:
             raise ToolMissing(tool, self._transport.where)
         if proc.returncode != 0 or cut is not None:
             why = f"nothing moved for {IO_TIMEOUT_S} s" if stall.fired else said or str(cut)
             raise CopyFailed(
-                f"put: streaming {local} to {remote}{self._where} failed after {sent[0]} of "
+                f"put: streaming {local} to {partial}{self._where} failed after {sent[0]} of "
                 f"{size} bytes (exit {proc.returncode}: {why}); what arrived is kept, run the "
                 "same command again to resume"
             )
-        return sent[0]
+        return crc
 
     def download(self, remote: Path, local: Path, progress: Progress) -> Copied:
         size = _remote_size(self._transport, remote)
@@ -385,28 +422,17 @@ class RsyncCopier:
     def _there(self, remote: Path) -> str:
         return f"{self._transport.host}:{remote}"
 
-    def argv(self, source: str, target: str, *, checksum: bool = False) -> list[str]:
-        """The rsync command line: one file, resumable, its times kept, its counts told;
-        checksum: both whole files compared by their checksums, not size and time."""
+    def argv(self, source: str, target: str) -> list[str]:
+        """The rsync command line: one file, resumable, its times kept, its counts told."""
         shell = " ".join(shlex.quote(a) for a in self._transport.client_argv(with_host=False))
         argv = ["rsync", "-s", "-t", f"--partial-dir={PARTIAL}", f"--timeout={IO_TIMEOUT_S}"]
-        argv += ["--checksum"] if checksum else []
         argv += ["--info=progress2", "--stats", "--no-motd", "-e", shell]
         argv.append(f"--rsync-path={RSYNC_THERE}")
         if self._bwlimit:
             argv.append(f"--bwlimit={self._bwlimit}")
         return [*argv, "--", source, target]
 
-    def _rsync(
-        self,
-        source: str,
-        target: str,
-        size: int,
-        progress: Progress,
-        way: str,
-        *,
-        checksum: bool = False,
-    ) -> int:
+    def _rsync(self, source: str, target: str, size: int, progress: Progress, way: str) -> int:
         """Run rsync, telling progress; the bytes it counted going `way` (sent, received)."""
         from jobsmith.adapters.ssh.openssh import ssh_environment
 
@@ -418,7 +444,7 @@ class RsyncCopier:
             )
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
-                self.argv(source, target, checksum=checksum),
+                self.argv(source, target),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=errors,
