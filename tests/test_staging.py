@@ -246,3 +246,16 @@ def test_a_stream_nothing_reads_is_ended(monkeypatch: pytest.MonkeyPatch) -> Non
     finally:
         stall.stop()
     assert stall.fired
+
+
+def test_how_far_a_process_read_a_file_is_its_offset(tmp_path: Path) -> None:
+    """The direct stream's progress (ssh reading the file itself): a process's read
+    offset in the file, from /proc; None for a descriptor that is not there."""
+    from jobsmith.adapters.ssh.staging import _offset_of
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(100_000))
+    with path.open("rb", buffering=0) as f:
+        f.read(12_345)
+        assert _offset_of(os.getpid(), f.fileno()) == 12_345
+    assert _offset_of(os.getpid(), 987_654) is None

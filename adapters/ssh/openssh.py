@@ -111,17 +111,22 @@ class OpenSshTransport:
         return login_tools.check(result, self.where)  # a tool missing there: ToolMissing
 
     def start(
-        self, argv: Sequence[str], stdout: IO[bytes], stderr: IO[bytes]
+        self,
+        argv: Sequence[str],
+        stdout: IO[bytes],
+        stderr: IO[bytes],
+        stdin: IO[bytes] | None = None,
     ) -> subprocess.Popen[bytes]:
         """argv started on the login node through the master with no deadline, its stdin
-        a pipe the caller writes and closes (a copy streamed there: staging.py), its
-        stdout and stderr into those files. The caller watches it, waits for it and ends
-        it; closing the pipe early ends the remote command at its end of input."""
+        the file stdin (read to its end by ssh itself) or else a pipe the caller writes
+        and closes (a copy streamed there: staging.py), its stdout and stderr into those
+        files. The caller watches it, waits for it and ends it; the end of input (or of
+        the pipe, closed early) ends the remote command's input."""
         line = remote_command(argv, {}, environment=self._environment)
         self.require_master()
         return subprocess.Popen(
             [*self.client_argv(), "--", line],
-            stdin=subprocess.PIPE,
+            stdin=subprocess.PIPE if stdin is None else stdin,
             stdout=stdout,
             stderr=stderr,
             env=ssh_environment(),
