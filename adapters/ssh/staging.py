@@ -481,29 +481,16 @@ class RsyncCopier:
 def _pour(
     source: IO[bytes], pipe: IO[bytes], size: int, sent: list[int], pace: _Pace, progress: Progress
 ) -> None:
-    """source's size bytes into pipe, counted in sent[0] as they go, at pace's rate;
-    sendfile(2) where the system can move them without copying through here (Linux)."""
+    """source's size bytes into pipe, counted in sent[0] as they go, at pace's rate (the
+    paced stream: unpaced, ssh reads the file itself, RsyncCopier._stream)."""
     block = min(_STREAM_BLOCK, max(pace.rate // 10, 1 << 16)) if pace.rate else _STREAM_BLOCK
-    zero_copy = hasattr(os, "sendfile")
     while sent[0] < size:
-        want = min(block, size - sent[0])
-        n = 0
-        if zero_copy:
-            try:
-                n = os.sendfile(pipe.fileno(), source.fileno(), sent[0], want)
-            except OSError as exc:
-                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-                    raise
-                zero_copy = False
-        if not zero_copy:
-            source.seek(sent[0])
-            data = source.read(want)
-            pipe.write(data)
-            pipe.flush()
-            n = len(data)
-        if n == 0:
+        data = source.read(min(block, size - sent[0]))
+        if not data:
             raise OSError(errno.EIO, f"{source.name} ended early (changed while being sent)")
-        sent[0] += n
+        pipe.write(data)
+        pipe.flush()
+        sent[0] += len(data)
         pace.wait(sent[0])
         progress(sent[0], size)
 
