@@ -38,6 +38,10 @@ PACE = Pace(floor_s=0.5, cap_s=30.0, growth=0.25, limit_share=0.1, margin_s=0.5)
         (100.0, Outlook(queued_task_s=2), 25.0, 8.1),
         # the soonest end wins over a running job's limit share
         (100.0, Outlook(running=True, shortest_limit_s=60, soonest_end_s=2), 2.5, math.inf),
+        # a job COMPLETING ends in a moment: a margin, while that is news
+        (28.0, Outlook(completing=True), 0.5, 0.3),
+        # ... but one held in CG (a hung epilog) is not polled every half second
+        (28.0, Outlook(completing=True), 7.0, 10.1),
     ],
 )
 def test_next_poll_follows_what_is_expected(
@@ -76,6 +80,10 @@ def test_an_array_task_is_expected_to_end_when_its_finished_siblings_did() -> No
     waiting = (*tasks[:3], _task(3, JobState.PENDING, None))
     array = JobStatus(job_id="7", state=JobState.PENDING, tasks=waiting)
     assert outlook([array]) == Outlook(queued_task_s=2.0)
+    # the last tasks COMPLETING: their ends are a moment away
+    ending = (*tasks[:3], _task(3, JobState.COMPLETING, 2), _task(4, JobState.COMPLETED, 2))
+    array = JobStatus(job_id="7", state=JobState.COMPLETING, tasks=ending)
+    assert outlook([array]) == Outlook(completing=True)
 
 
 def test_a_job_is_expected_to_end_at_its_time_limit() -> None:

@@ -43,10 +43,10 @@ def test_a_sessions_declared_outputs_are_its_templates_role_output_paths(tmp_pat
     its jobs ran, as recorded, once each; other sessions' jobs, inputs and a user's own
     script (no template) add nothing."""
     from dataclasses import dataclass
-    from datetime import datetime
 
-    from jobsmith.adapters.options import JobOptions
-    from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
+    from test_staging_tree import submitted
+
+    from jobsmith.agent.runtime.session.ledger import JobLedger
     from jobsmith.agent.runtime.session.store import FileSessionStore
     from jobsmith.agent.runtime.staging import declared_outputs
     from jobsmith.job_templates import TemplateLibrary, shipped_library
@@ -77,19 +77,8 @@ def test_a_sessions_declared_outputs_are_its_templates_role_output_paths(tmp_pat
         (mine, "sbatch:align.sh", {}),
         (other, "ffmpeg_concat", {"chunk_dir": "/s/c", "chunks": 1, "output": "/s/c/x.mkv"}),
     ]
-    for n, (session, template, params) in enumerate(runs):
-        parts.ledger.record(
-            SubmissionRecord(
-                job_id=str(100 + n),
-                cluster="lab",
-                template=template,
-                params=params,
-                options=JobOptions(job_name=f"t.js-{n:012x}"),
-                script_sha256="0" * 64,
-                submitted_at=datetime.now(),
-                session_id=session,
-            )
-        )
+    for session, template, params in runs:
+        submitted(parts, session, template, params)
     assert declared_outputs(parts, mine) == [Path("/s/a/out.mkv")]
 
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobsmith.adapters.jobid import WholeJobIdText
-from jobsmith.adapters.states import JobState
 from jobsmith.agent.runtime.session.lastpoll import PolledJob
 from jobsmith.agent.runtime.workflows.feeding.awaited import as_recorded
 from jobsmith.agent.runtime.workflows.feeding.record import Workload
@@ -106,10 +105,7 @@ def _job_states(app: App, job_ids: Sequence[str]) -> dict[str, PolledJob | None]
     polled = {job.job_id: job for job in poll.jobs} if poll else {}
     out: dict[str, PolledJob | None] = {}
     for job_id in job_ids:
-        record = app.ledger.get(job_id)
-        recorded = None
-        if record is not None and record.session_id is not None:
-            recorded = JobState.known(app.folds.of(record.session_id).job_states.get(job_id))
+        recorded = app.folds.recorded_state(job_id, app.ledger.get(job_id))
         if recorded is not None and recorded.is_terminal:
             out[job_id] = PolledJob(job_id=job_id, state=recorded)
         elif job_id in polled:

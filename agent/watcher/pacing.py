@@ -12,7 +12,8 @@ waits (it may start at once and take as long). So the pause is:
    jobs are seen end quickly), nor than the time until the soonest expected end plus a
    margin (the poll lands just after it); for an array's waiting tasks, only while
    something changed within a few task lengths (a node taken by other jobs leaves the
-   pause to grow);
+   pause to grow); for a job COMPLETING, a margin, while it became so recently (an
+   epilog that hangs leaves the pause to grow: nodes hold jobs in CG for minutes);
 3. within [floor, cap].
 
 The controller's start estimate of a pending job never lengthens the pause: backfill
@@ -53,6 +54,10 @@ class Pace:
     #: an array counts as moving while its last change is under this many task lengths
     #: old; then its waiting tasks are expected to start (and end) at any moment
     moving_tasks: float = 4.0
+    #: a job COMPLETING (its script ended, Slurm ends its steps and runs the epilog) is
+    #: expected to end at any moment while it became so within this many seconds; one
+    #: held there longer (a hung epilog) is left to the geometric pause
+    completing_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class Outlook:
     #: how long an array's waiting tasks should take once started (their finished
     #: siblings' median): while the array moves, one may start and end that soon
     queued_task_s: float | None = None
+    #: a job or task is COMPLETING: its end is a moment away
+    completing: bool = False
 
 
 def next_poll_s(waited_s: float, outlook: Outlook, pace: Pace, quiet_s: float = math.inf) -> float:
@@ -75,6 +82,8 @@ def next_poll_s(waited_s: float, outlook: Outlook, pace: Pace, quiet_s: float = 
         pause = min(pause, outlook.shortest_limit_s * pace.limit_share)
     if outlook.soonest_end_s is not None and outlook.soonest_end_s >= 0:
         pause = min(pause, outlook.soonest_end_s + pace.margin_s)
+    if outlook.completing and quiet_s <= pace.completing_s:
+        pause = min(pause, pace.margin_s)
     queued = outlook.queued_task_s
     if queued is not None and quiet_s <= pace.moving_tasks * queued:
         pause = min(pause, queued + pace.margin_s)
@@ -90,7 +99,7 @@ def outlook(statuses: Iterable[JobStatus]) -> Outlook:
     they may end a task's length from now (queued_task_s).
     Times are accounting's elapsed seconds as of the poll, so no clock is read.
     """
-    running = False
+    running = completing = False
     limits: list[float] = []
     ends: list[float] = []
     queued: list[float] = []
@@ -105,6 +114,8 @@ def outlook(statuses: Iterable[JobStatus]) -> Outlook:
                 ends += _expected_ends(rec, typical)
                 if rec.timelimit_s:
                     limits.append(rec.timelimit_s)
+            elif rec.state is JobState.COMPLETING:
+                completing = True
             elif rec.state is JobState.PENDING and typical is not None:
                 queued.append(typical)  # it may start now: it ends a task's length later
     return Outlook(
@@ -112,6 +123,7 @@ def outlook(statuses: Iterable[JobStatus]) -> Outlook:
         shortest_limit_s=min(limits, default=None),
         soonest_end_s=min((e for e in ends if e >= 0), default=None),
         queued_task_s=min(queued, default=None),
+        completing=completing,
     )
 
 

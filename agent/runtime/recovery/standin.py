@@ -58,7 +58,7 @@ def settle_stand_ins(
         submitted = ledger.get(job_id)
         state = st.state
         if st.stand_in and not st.in_queue:  # the state is the lagging row's alone
-            recorded = recorded_state(job_id, submitted, folds)
+            recorded = folds.recorded_state(job_id, submitted)
             state = recorded or last_seen(job_id) or _own_state(st)
         out[job_id] = st.model_copy(
             update={
@@ -82,17 +82,6 @@ def _own_state(st: JobStatus) -> JobState:
     if any(step.state is JobState.RUNNING for r in records for step in r.steps):
         return JobState.RUNNING
     return st.state
-
-
-def recorded_state(
-    job_id: str, submitted: SubmissionRecord | None, folds: SessionFolds
-) -> JobState | None:
-    """The job's state as its session last recorded it (None: no session, or none
-    recorded): what a poll's answer that cannot be trusted yet is held in, here and for
-    an array accounting has not finished writing (unwritten.py)."""
-    if submitted is None or submitted.session_id is None:
-        return None
-    return JobState.known(folds.of(submitted.session_id).job_states.get(job_id))
 
 
 def _filled(record: JobRecord, submitted: SubmissionRecord | None) -> JobRecord:

@@ -22,7 +22,6 @@ from datetime import datetime
 
 from jobsmith.adapters.scheduler import JobStatus
 from jobsmith.adapters.states import JobState
-from jobsmith.agent.runtime.recovery.standin import recorded_state
 from jobsmith.agent.runtime.session.ledger import JobLedger
 from jobsmith.agent.runtime.session.readmodel import SessionFolds
 
@@ -49,7 +48,7 @@ def hold_unwritten_arrays(
             continue
         if _newest_end_age(st, now) > HOLD_S:
             continue
-        recorded = recorded_state(job_id, submitted, folds)
+        recorded = folds.recorded_state(job_id, submitted)
         held = recorded if recorded is not None and not recorded.is_terminal else None
         out[job_id] = st.model_copy(update={"state": held or JobState.COMPLETING})
     return out

@@ -28,6 +28,7 @@ import contextlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
@@ -50,6 +51,9 @@ from jobsmith.agent.runtime.session.payloads import (
 )
 from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore
 from jobsmith.files import replace_file
+
+if TYPE_CHECKING:
+    from jobsmith.agent.runtime.session.ledger import SubmissionRecord
 
 #: the fold's on-disk format; another value is rebuilt from the log
 FORMAT = 8
@@ -343,6 +347,15 @@ class SessionFolds:
         if fold.seq != before:
             self._save(fold)
         return fold
+
+    def recorded_state(self, job_id: str, submitted: SubmissionRecord | None) -> JobState | None:
+        """The job's state as the session that submitted it last recorded it (None: no
+        session, or none recorded). The one lookup for every reader that holds a poll's
+        answer it cannot trust yet, or one Slurm no longer has, to the session's record:
+        stand-in rows, unwritten arrays, jobs that ended unseen, the MCP wait."""
+        if submitted is None or submitted.session_id is None:
+            return None
+        return JobState.known(self.of(submitted.session_id).job_states.get(job_id))
 
     def _load(self, session_id: str) -> SessionFold:
         path = self._path(session_id)

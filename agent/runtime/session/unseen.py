@@ -22,10 +22,9 @@ def with_recorded_ends(
     """statuses, each FINAL_UNKNOWN replaced by the end state its session recorded."""
     out = dict(statuses)
     for job_id, st in statuses.items():
-        record = ledger.get(job_id) if st.state is JobState.FINAL_UNKNOWN else None
-        if record is None or record.session_id is None:
+        if st.state is not JobState.FINAL_UNKNOWN:
             continue
-        recorded = JobState.known(folds.of(record.session_id).job_states.get(job_id))
+        recorded = folds.recorded_state(job_id, ledger.get(job_id))
         if recorded is not None and recorded.is_terminal:
             out[job_id] = st.model_copy(update={"state": recorded})
     return out
