@@ -160,8 +160,14 @@ class Scheduler(Protocol):
         """Pre-flight check of a script without submitting it."""
         ...
 
-    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
-        """States of many jobs at the cost of one accounting and at most one queue query."""
+    def status(
+        self, job_ids: Sequence[str], since: datetime, *, terms: bool = True
+    ) -> dict[str, JobStatus]:
+        """States of many jobs at the cost of one accounting and at most one queue query.
+
+        terms=False leaves out what Slurm granted beyond the limits (the records' qos,
+        alloc_tres and req_tres stay None), which accounting looks up at a cost of its
+        own: for a poll that follows states and prints no more."""
         ...
 
     def usage(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:

@@ -80,6 +80,7 @@ class SchedulerDouble:
     def __init__(self, first_id: int = 1000) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.jobs: dict[str, JobStatus] = {}
+        self.terms_asked: list[bool] = []  # status(terms=...) of each call, in order
         self.names: dict[str, str] = {}  # job name (with its tag) -> job id
         self.scripts: dict[str, str] = {}  # job id -> the script submitted
         self.options: dict[str, JobOptions] = {}  # job id -> its options
@@ -134,9 +135,13 @@ class SchedulerDouble:
         start = datetime(2030, 1, 1, 12, 0)
         return TestOnlyResult(ok=True, estimated_start=start, message="the double would accept it")
 
-    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
-        """The table's entry for each id; NOT_VISIBLE for an id the table lacks."""
+    def status(
+        self, job_ids: Sequence[str], since: datetime, *, terms: bool = True
+    ) -> dict[str, JobStatus]:
+        """The table's entry for each id; NOT_VISIBLE for an id the table lacks (the
+        entries are what they are: terms is only remembered, in terms_asked)."""
         self._call("status", tuple(job_ids), since)
+        self.terms_asked.append(terms)
         self._reachable()
         return {
             j: self.jobs.get(j, JobStatus(job_id=j, state=JobState.NOT_VISIBLE)) for j in job_ids

@@ -458,3 +458,31 @@ def test_the_lab_jobs_asked_otherwise_show_each_change() -> None:
     assert altered(waits, polled["14434"]) == [
         "dependency afterok:14432 -> afterok:14432(unfulfilled),afterany:14433_*(unfulfilled)"
     ]
+
+
+def test_a_poll_that_follows_states_asks_for_the_terms_only_while_a_compare_is_due(
+    h: AgentHarness,
+) -> None:
+    """`wait` polls without QoS and TRES (a third of sacct's time in slurmdbd), but the
+    poll that still has to compare a job with what was checked asks for them; `status`
+    (terms by default) always does."""
+    from datetime import datetime, timedelta
+
+    from jobsmith.agent.runtime.session.lastpoll import LastPollFile
+    from jobsmith.agent.watcher.polling import batched_poll
+
+    @dataclass
+    class Polling(Parts):
+        last_poll_file: LastPollFile
+
+    base = parts_for(h)
+    parts = Polling(h, base.judged_by, base.news, base.folds, LastPollFile(h.root / "lp.json"))
+    session, job_id = submitted(h)
+    seen_as(h, job_id, JobState.RUNNING)
+    since = datetime.now() - timedelta(days=1)
+    batched_poll(parts, [job_id], since, terms=False)  # its compare is due: with terms
+    assert len(accepted_events(h, session)) == 1
+    batched_poll(parts, [job_id], since, terms=False)  # compared: states only
+    batched_poll(parts, [job_id], since)  # `status`
+    batched_poll(parts, ["4242"], since, terms=False)  # a job jobsmith did not submit
+    assert h.slurm.terms_asked == [True, False, True, False]

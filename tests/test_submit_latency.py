@@ -50,10 +50,10 @@ class SlowDouble(SchedulerDouble):
             self.together.wait()
         return TestOnlyResult(ok=True, estimated_start=NOW, message="Job 1 to start")
 
-    def status(self, job_ids: Any, since: datetime) -> dict[str, JobStatus]:
+    def status(self, job_ids: Any, since: datetime, *, terms: bool = True) -> dict[str, JobStatus]:
         if self.slow_status:
             self.release.wait(30)
-        return super().status(job_ids, since)
+        return super().status(job_ids, since, terms=terms)
 
 
 def _adviser(

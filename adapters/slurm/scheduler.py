@@ -215,16 +215,19 @@ class SlurmScheduler:
 
     # --- status -----------------------------------------------------------------------
 
-    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
+    def status(
+        self, job_ids: Sequence[str], since: datetime, *, terms: bool = True
+    ) -> dict[str, JobStatus]:
         """One sacct call for all jobs, plus one squeue only where sacct cannot answer
         (queue_need); without accounting, one squeue --me alone (a job it no longer shows
-        is FINAL_UNKNOWN)."""
+        is FINAL_UNKNOWN). terms=False: sacct without QoS and TRES (USAGE_FIELDS), a
+        third of the time in slurmdbd."""
         if not job_ids:
             return {}
         if not self._uses_accounting():
             return controller_status(job_ids, self.queue())
         try:
-            accounting = self.accounting(job_ids, since)
+            accounting = self.accounting(job_ids, since, SACCT_FIELDS if terms else USAGE_FIELDS)
         except AccountingDisabled:
             return controller_status(job_ids, self.queue())
         self._accounting_answered()
@@ -248,12 +251,14 @@ class SlurmScheduler:
         self._accounting_answered()
         return merge_status(job_ids, parse_sacct_parsable(res.stdout, argv.DELIMITER), [])
 
-    def accounting(self, job_ids: Sequence[str], since: datetime) -> list[JobRecord]:
+    def accounting(
+        self, job_ids: Sequence[str], since: datetime, fields: Sequence[str] = SACCT_FIELDS
+    ) -> list[JobRecord]:
         """sacct records for the jobs (all tasks of arrays), in one call, whatever the rows
         hold: a just-ended job's stand-in row is marked (JobRecord.stand_in), never asked
         for again here; the agent fills it from what it submitted
         (agent/runtime/recovery/standin.py)."""
-        res = self._checked(argv.sacct_jobs(job_ids, since, SACCT_FIELDS))
+        res = self._checked(argv.sacct_jobs(job_ids, since, fields))
         return parse_sacct_parsable(res.stdout, argv.DELIMITER)
 
     # --- accounting or not ------------------------------------------------------------

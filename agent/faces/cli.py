@@ -965,7 +965,10 @@ def status(
     ids, step_ids = _targets(job_ids)
     found, parts = _named_workloads(app, step_ids, read)
     parts += [p for p in _unended_parts(app, ids, read) if p not in parts]
-    polled = poll_jobs(app, ids + parts, since) if ids or parts or not step_ids else {}
+    # the text prints no QoS or TRES (what Slurm granted: a third of sacct's time); the
+    # --json documents hold whole records
+    to_poll = ids + parts
+    polled = poll_jobs(app, to_poll, since, terms=as_json) if to_poll or not step_ids else {}
     # the parts were polled for the workload lines only
     statuses = {j: s for j, s in polled.items() if j in ids} if step_ids or parts else polled
     progress = read_progress(app, statuses)
@@ -1131,7 +1134,7 @@ def wait(
     whole = _awaited(app, named) if named else None
     if get_to is not None:
         stager(app)  # a site with nothing to stage says so now, not after the wait
-    final = wait_for_jobs(app, ids, since, timeout_s, said, _feeder(app), whole)
+    final = wait_for_jobs(app, ids, since, timeout_s, said, _feeder(app), whole, terms=as_json)
     got = None
     if get_to is not None:
         jobs = [j for j in final if j in ids or app.ledger.get(j) is not None]

@@ -56,15 +56,22 @@ class PollParts(Protocol):
         ...
 
 
-def batched_poll(parts: PollParts, job_ids: list[str], since: datetime) -> dict[str, JobStatus]:
+def batched_poll(
+    parts: PollParts, job_ids: list[str], since: datetime, *, terms: bool = True
+) -> dict[str, JobStatus]:
     """One batched status call (a watcher cycle's, `status`'s); a just-ended job's
     stand-in row is filled from the ledger and keeps the state last seen
     (agent/runtime/recovery/standin.py), as does an ended array whose accounting lacks
-    tasks (recovery/unwritten.py); the answer is kept for whoever asks without polling."""
+    tasks (recovery/unwritten.py); the answer is kept for whoever asks without polling.
+
+    terms=False (a poll that follows states: `wait`) asks without what Slurm granted
+    (QoS, TRES: Scheduler.status), unless a job's first compare with what was checked is
+    still due (check_accepted reads them)."""
     from jobsmith.agent.runtime.recovery.standin import settle_stand_ins
     from jobsmith.agent.runtime.recovery.unwritten import hold_unwritten_arrays
 
-    answered = parts.scheduler.status(job_ids, since)
+    terms = terms or any(_compare_due(parts, job_id) for job_id in job_ids)
+    answered = parts.scheduler.status(job_ids, since, terms=terms)
     last_poll = parts.last_poll_file
     statuses = settle_stand_ins(answered, parts.ledger, parts.folds, last_poll.read)
     statuses = hold_unwritten_arrays(statuses, parts.ledger, parts.folds)
@@ -109,6 +116,15 @@ def check_accepted(parts: PollParts, statuses: Mapping[str, JobStatus]) -> None:
             parts.news.add("job_altered", job_id=job_id, altered=changes, action=action)
 
 
+def _compare_due(parts: PollParts, job_id: str) -> bool:
+    """Whether check_accepted has yet to compare the job (submitted through jobsmith, in a
+    session that has no job_accepted event for it)."""
+    submitted = parts.ledger.get(job_id)
+    if submitted is None or submitted.session_id is None:
+        return False
+    return job_id not in parts.folds.of(submitted.session_id).accepted
+
+
 def _undo(parts: PollParts, session_id: str, job_id: str, status: JobStatus) -> str | None:
     """Hold a changed job that waits, cancel one that runs (None: it has ended)."""
     from jobsmith.agent.runtime.submission import steps as st
@@ -122,12 +138,14 @@ def _undo(parts: PollParts, session_id: str, job_id: str, status: JobStatus) -> 
     return control.action
 
 
-def poll_jobs(parts: WorkloadParts, job_ids: list[str], since: str) -> dict[str, JobStatus]:
+def poll_jobs(
+    parts: WorkloadParts, job_ids: list[str], since: str, *, terms: bool = True
+) -> dict[str, JobStatus]:
     """Status of the given jobs, or of every job jobsmith submitted within `since`.
 
     Jobs that ended are also recorded in the sessions that submitted them, and told
     (tell); a workload whose last job this poll saw end is told too
-    (agent/watcher/workload.py), whoever polled first.
+    (agent/watcher/workload.py), whoever polled first. terms: batched_poll's.
     """
     from jobsmith.agent.runtime.session.jobstate import record_job_states
     from jobsmith.agent.runtime.session.unseen import with_recorded_ends
@@ -140,7 +158,8 @@ def poll_jobs(parts: WorkloadParts, job_ids: list[str], since: str) -> dict[str,
         job_ids = [r.job_id for r in ledger.since(floor)]
     known = [r.submitted_at for j in job_ids if (r := ledger.get(j)) is not None]
     since_dt = min([floor, *(t - timedelta(minutes=5) for t in known)])
-    statuses = with_recorded_ends(parts.folds, ledger, batched_poll(parts, job_ids, since_dt))
+    polled = batched_poll(parts, job_ids, since_dt, terms=terms)
+    statuses = with_recorded_ends(parts.folds, ledger, polled)
     changes = record_job_states(
         parts.store, ledger, statuses, partial(tell, parts), folds=parts.folds
     )

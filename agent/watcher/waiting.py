@@ -45,6 +45,7 @@ def wait_for_jobs(
     said: Callable[[Mapping[str, JobStatus]], Mapping[str, str]] | None = None,
     feed: Callable[[Mapping[str, JobStatus]], Iterable[str]] | None = None,
     whole: WaitedAsOne | None = None,
+    terms: bool = False,
 ) -> dict[str, JobStatus]:
     """`jobsmith wait`: block until the jobs end, showing progress on stderr.
 
@@ -61,6 +62,11 @@ def wait_for_jobs(
     A job id jobsmith did not submit that Slurm still shows nowhere once the
     controller's MinJobAge has passed is an error naming it (JobNotFound, exit 6): an
     id Slurm never had showed NOT_VISIBLE for the whole wait (an hour by default).
+
+    terms: poll with what Slurm granted (QoS, TRES), for a caller that prints whole
+    records (`wait --json`); the progress line and the table need states, exit codes,
+    times and memory only, and a poll without them costs slurmdbd a third
+    (Scheduler.status).
     """
     from jobsmith.adapters.states import JobState
     from jobsmith.agent.views.output import note
@@ -74,13 +80,13 @@ def wait_for_jobs(
 
     def poll() -> dict[str, JobStatus]:
         asked = job_ids + [j for j in (whole.jobs() if whole else []) if j not in job_ids]
-        polled = poll_jobs(parts, asked, since) if asked else {}
+        polled = poll_jobs(parts, asked, since, terms=terms) if asked else {}
         statuses = {j: st for j, st in polled.items() if j in job_ids}
         if feed is not None and any(st.state.is_terminal for st in statuses.values()):
             added = [j for j in feed(statuses) if j not in job_ids]
             if added:
                 job_ids.extend(added)
-                statuses = poll_jobs(parts, job_ids, since)
+                statuses = poll_jobs(parts, job_ids, since, terms=terms)
         if whole is not None:
             statuses.update(whole.statuses(polled))
         unseen = [

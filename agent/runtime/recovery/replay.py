@@ -86,8 +86,10 @@ class DryRunScheduler:
     def test_only(self, script: str) -> TestOnlyResult:
         return self.real.test_only(script)
 
-    def status(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
-        return self.real.status(job_ids, since)
+    def status(
+        self, job_ids: Sequence[str], since: datetime, *, terms: bool = True
+    ) -> dict[str, JobStatus]:
+        return self.real.status(job_ids, since, terms=terms)
 
     def usage(self, job_ids: Sequence[str], since: datetime) -> dict[str, JobStatus]:
         return self.real.usage(job_ids, since)
