@@ -34,7 +34,7 @@ def _timed(command: list[str]) -> float:
 def _ended_jobs(user: str, since: datetime, min_tasks: list[int]) -> dict[str, str]:
     """A plain job and, per size, the newest array of at least that many tasks, of the
     user's jobs that ended since `since`: label -> job id."""
-    window = ["-S", since.isoformat(timespec="seconds")]
+    window = ["-S", since.isoformat(timespec="seconds"), "-E", "now"]  # -s needs -E
     command = ["sacct", "-X", "-n", "-P", "-u", user, "-s", "CD", *window, "-o", "JobID"]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()
     tasks: dict[str, int] = {}

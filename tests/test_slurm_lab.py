@@ -233,3 +233,38 @@ def test_test_only_estimates_without_submitting() -> None:
     bad = JobOptions(job_name="x", partition="debug", account="nosuchaccount")
     refused = s.test_only(script(bad, "true"))
     assert not refused.ok and "account" in refused.message.lower()
+
+
+def test_an_ended_arrays_end_is_confirmed_with_the_squeue_this_slurm_offers(
+    workdir: Path,
+) -> None:
+    """Issue 26: once every task has ended, the controller confirms the end (accounting
+    can lag by whole tasks) with `squeue --only-job-state` where the installed squeue
+    lists it (24.05 and later: CI's 24.11 root runs this), else `squeue --me`; and a poll
+    without QoS and TRES (terms=False, what `wait` asks) reads the same states and exit
+    codes, with none of those three columns."""
+    from jobsmith.adapters.slurm.parsing.offers import offers_only_job_state
+
+    usage = LocalTransport().run(("squeue", "--usage"), timeout=30)
+    offered = offers_only_job_state(usage.stdout + usage.stderr)
+    t = RecordingTransport()
+    s = SlurmScheduler(t)
+    o = opts("confirm", array="0-2", output=f"{workdir}/c_%A_%a.out")
+    res = s.submit(script(o, '[ "$SLURM_ARRAY_TASK_ID" != 1 ] || exit 4'), o)
+    wait_terminal(s, [res.job_id])
+    t.calls.clear()
+    since = datetime.now() - SINCE
+    full = s.status([res.job_id], since)[res.job_id]
+    light = s.status([res.job_id], since, terms=False)[res.job_id]
+    squeues = [c for c in t.calls if c[0] == "squeue" and "--usage" not in c]
+    assert len(squeues) == 2, t.calls  # ended within SETTLE_S: each poll confirms
+    for call in squeues:
+        assert ("--only-job-state" in call) is offered and ("--me" in call) is not offered
+    sacct_fields = [a for c in t.calls if c[0] == "sacct" for a in c if a.startswith("--format=")]
+    assert "QOS" in sacct_fields[0] and "QOS" not in sacct_fields[1]
+    assert "ReqTRES" not in sacct_fields[1] and "AllocTRES" not in sacct_fields[1]
+    for st in (full, light):
+        assert st.state is JobState.FAILED and st.task_counts == {"COMPLETED": 2, "FAILED": 1}
+        assert [task.exit_code for task in st.tasks] == [0, 4, 0]
+    # (full's tasks have their QoS once accounting has written them: it may lag the end)
+    assert not any(task.qos or task.req_tres for task in light.tasks)

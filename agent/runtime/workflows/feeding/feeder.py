@@ -52,7 +52,7 @@ from jobsmith.agent.runtime.session.claims import (
 )
 from jobsmith.agent.runtime.session.events import Event, EventKind
 from jobsmith.agent.runtime.session.ledger import JobLedger
-from jobsmith.agent.runtime.session.readmodel import SessionFolds
+from jobsmith.agent.runtime.session.readmodel import fold_events
 from jobsmith.agent.runtime.session.session_log import SessionLog
 from jobsmith.agent.runtime.session.store import SessionNotFound, SessionStore, utc_now
 from jobsmith.agent.runtime.submission import hashing, orders
@@ -394,8 +394,8 @@ def stop_feeding(
         log.append_if(EventKind.WORKLOAD, {"cancelled": True}, step_id, live)
     if index is not None:
         index.remove(session_id, step_id)
-    states = SessionFolds(store).of(session_id).job_states
-    events = log.events()
+    events = log.events()  # read once: the fold's job states and the parts, from it
+    states = fold_events(events).job_states
     jobs = list(part_jobs(events, step_id).values())
     for w in workloads(session_id, events):  # a plan's followers submitted already
         if w.step_id == step_id and w.plan_step is not None:
