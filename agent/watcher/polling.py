@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from jobsmith.adapters.scheduler import JobStatus, Scheduler
     from jobsmith.agent.runtime.session.jobstate import StateChange
     from jobsmith.agent.runtime.session.lastpoll import LastPollFile
-    from jobsmith.agent.runtime.session.ledger import JobLedger
+    from jobsmith.agent.runtime.session.ledger import JobLedger, SubmissionRecord
     from jobsmith.agent.runtime.session.readmodel import SessionFolds
     from jobsmith.agent.runtime.session.store import SessionStore
     from jobsmith.agent.runtime.submission.executor import Executor
@@ -70,7 +70,7 @@ def batched_poll(
     from jobsmith.agent.runtime.recovery.standin import settle_stand_ins
     from jobsmith.agent.runtime.recovery.unwritten import hold_unwritten_arrays
 
-    terms = terms or any(_compare_due(parts, job_id) for job_id in job_ids)
+    terms = terms or any(_compare_due(parts, job_id) is not None for job_id in job_ids)
     answered = parts.scheduler.status(job_ids, since, terms=terms)
     last_poll = parts.last_poll_file
     statuses = settle_stand_ins(answered, parts.ledger, parts.folds, last_poll.read)
@@ -96,16 +96,16 @@ def check_accepted(parts: PollParts, statuses: Mapping[str, JobStatus]) -> None:
     except ConfigError:
         return  # no site config: nothing was submitted through jobsmith's policy
     for job_id, status in statuses.items():
-        submitted = parts.ledger.get(job_id)
-        if submitted is None or submitted.session_id is None or status.stand_in:
-            continue
         own = status.record or next(iter(status.tasks), None)
-        sid = submitted.session_id
         # a row accounting is still writing has no partition yet, and a job accounting
         # has not written at all is only the controller's (no QoS, limits or TRES): the
         # next poll compares. Without accounting, the controller's record is all there is.
-        if own is None or not own.partition or job_id in parts.folds.of(sid).accepted:
+        if status.stand_in or own is None or not own.partition:
             continue
+        due = _compare_due(parts, job_id)
+        if due is None:
+            continue
+        submitted, sid = due
         if not status.accounted and parts.scheduler.has_accounting():
             continue
         changes = altered(submitted.options, status, adjusts)
@@ -116,13 +116,15 @@ def check_accepted(parts: PollParts, statuses: Mapping[str, JobStatus]) -> None:
             parts.news.add("job_altered", job_id=job_id, altered=changes, action=action)
 
 
-def _compare_due(parts: PollParts, job_id: str) -> bool:
-    """Whether check_accepted has yet to compare the job (submitted through jobsmith, in a
-    session that has no job_accepted event for it)."""
+def _compare_due(parts: PollParts, job_id: str) -> tuple[SubmissionRecord, str] | None:
+    """The job's submission and session while check_accepted has yet to compare it (None:
+    jobsmith did not submit it, or its session has a job_accepted event for it): the one
+    test for check_accepted and for batched_poll's choice of the terms."""
     submitted = parts.ledger.get(job_id)
     if submitted is None or submitted.session_id is None:
-        return False
-    return job_id not in parts.folds.of(submitted.session_id).accepted
+        return None
+    sid = submitted.session_id
+    return None if job_id in parts.folds.of(sid).accepted else (submitted, sid)
 
 
 def _undo(parts: PollParts, session_id: str, job_id: str, status: JobStatus) -> str | None:
